@@ -1,0 +1,313 @@
+//! The machine fixture: the YAML schema of `shared/spec/fake-nvml.md`, parsed strictly.
+
+use serde::Deserialize;
+use std::collections::BTreeSet;
+
+/// The whole machine, as `FAKE_NVML_FIXTURE` describes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixture {
+    /// `nvmlSystemGetDriverVersion`.
+    pub driver_version: String,
+    /// `nvmlSystemGetCudaDriverVersion`, NVML's integer form (12040 is 12.4).
+    pub cuda_driver_version: i32,
+    /// GPUs in index order.
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    /// Injected failures.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+/// One physical GPU.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// `nvmlDeviceGetName`.
+    pub name: String,
+    /// `nvmlDeviceGetUUID`; derived from the index when absent.
+    pub uuid: Option<String>,
+    /// PCI bus id; `00000000:<index+1>:00.0` when absent.
+    pub pci_bus_id: Option<String>,
+    /// Total memory in MiB.
+    pub memory_mib: u64,
+    /// `[major, minor]`.
+    pub compute_capability: [i32; 2],
+    /// nvmlBrandType name in lower case.
+    pub brand: Option<String>,
+    /// nvmlDeviceArchitecture name in lower case.
+    pub architecture: Option<String>,
+    /// MIG state; absent means not MIG capable.
+    pub mig: Option<Mig>,
+    /// Fabric (IMEX) info; absent means NOT_SUPPORTED.
+    pub fabric: Option<Fabric>,
+}
+
+/// MIG mode and devices of one GPU.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mig {
+    /// Current (= pending) mode.
+    pub enabled: bool,
+    /// `nvmlDeviceGetMaxMigDeviceCount` while enabled.
+    #[serde(default = "default_max_devices")]
+    pub max_devices: u32,
+    /// MIG devices in index order; ignored while disabled.
+    #[serde(default)]
+    pub devices: Vec<MigDevice>,
+}
+
+fn default_max_devices() -> u32 {
+    7
+}
+
+/// One MIG device (a compute instance inside a GPU instance).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    /// NVML GPU-instance profile id, 0..=17.
+    pub gi_profile: u32,
+    /// NVML compute-instance profile id, 0..=8.
+    pub ci_profile: u32,
+    /// GPU instance id; index + 1 within the GPU when absent.
+    pub gi_id: Option<u32>,
+    /// Compute instance id; 0 when absent.
+    pub ci_id: Option<u32>,
+    /// MIG device UUID; derived when absent.
+    pub uuid: Option<String>,
+    /// `memorySizeMB` attribute (MiB).
+    pub memory_mib: u64,
+    /// `multiprocessorCount`.
+    #[serde(default)]
+    pub multiprocessors: u32,
+    /// `gpuInstanceSliceCount`; from the GI profile when absent.
+    pub gpu_instance_slices: Option<u32>,
+    /// `computeInstanceSliceCount`; from the CI profile when absent.
+    pub compute_instance_slices: Option<u32>,
+    /// `sharedCopyEngineCount`.
+    #[serde(default)]
+    pub copy_engines: u32,
+    /// `sharedDecoderCount`.
+    #[serde(default)]
+    pub decoders: u32,
+    /// `sharedEncoderCount`.
+    #[serde(default)]
+    pub encoders: u32,
+    /// `sharedJpegCount`.
+    #[serde(default)]
+    pub jpeg_decoders: u32,
+    /// `sharedOfaCount`.
+    #[serde(default)]
+    pub ofa: u32,
+}
+
+/// `nvmlGpuFabricInfo_t` contents.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// Canonical UUID text; dashes optional.
+    pub cluster_uuid: String,
+    /// Clique id.
+    pub clique_id: u32,
+    /// `not_started`, `in_progress` or `completed`.
+    pub state: String,
+    /// An NVML return name in lower case (`success`).
+    pub status: String,
+}
+
+/// One injected failure.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// Exported symbol name.
+    pub function: String,
+    /// `"3"` for GPU 3, `"3:1"` for MIG device 1 of GPU 3; absent matches every call.
+    pub device: Option<String>,
+    /// An `NVML_ERROR_*` name in lower case.
+    pub error: String,
+    /// Succeed this many matching calls first.
+    #[serde(default)]
+    pub after: u64,
+}
+
+/// Where a fault applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// Every call of the function.
+    Any,
+    /// One GPU.
+    Gpu(u32),
+    /// One MIG device of one GPU.
+    Mig(u32, u32),
+}
+
+/// GPU-instance slice count by NVML GI profile id (go-nvlib's table); `None` for ids it cannot name.
+pub fn gi_profile_slices(profile: u32) -> Option<u32> {
+    Some(match profile {
+        0 | 7 | 9 | 10 | 13 | 15 => 1,
+        1 | 8 | 11 | 14 | 16 => 2,
+        2 | 17 => 3,
+        3 | 12 => 4,
+        6 => 6,
+        4 => 7,
+        5 => 8,
+        _ => return None,
+    })
+}
+
+/// Compute-instance slice count by NVML CI profile id.
+pub fn ci_profile_slices(profile: u32) -> Option<u32> {
+    Some(match profile {
+        0 | 7 => 1,
+        1 => 2,
+        2 => 3,
+        3 => 4,
+        6 => 6,
+        4 | 8 => 7,
+        5 => 8,
+        _ => return None,
+    })
+}
+
+impl Fixture {
+    /// Reads and validates the fixture at `path`.
+    pub fn load(path: &str) -> Result<Fixture, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let fixture: Fixture =
+            serde_saphyr::from_str(&text).map_err(|e| format!("invalid fixture {path}: {e}"))?;
+        fixture
+            .validate()
+            .map_err(|e| format!("invalid fixture {path}: {e}"))?;
+        Ok(fixture)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (g, gpu) in self.gpus.iter().enumerate() {
+            let Some(mig) = &gpu.mig else { continue };
+            if mig.devices.len() > mig.max_devices as usize {
+                return Err(format!(
+                    "gpus[{g}].mig.devices: {} devices but max_devices is {}",
+                    mig.devices.len(),
+                    mig.max_devices
+                ));
+            }
+            let mut gis = std::collections::BTreeMap::new();
+            let mut cis = BTreeSet::new();
+            for (m, dev) in mig.devices.iter().enumerate() {
+                if dev.gi_profile > 17 {
+                    return Err(format!(
+                        "gpus[{g}].mig.devices[{m}].gi_profile: {} is not 0..17",
+                        dev.gi_profile
+                    ));
+                }
+                if dev.ci_profile > 8 {
+                    return Err(format!(
+                        "gpus[{g}].mig.devices[{m}].ci_profile: {} is not 0..8",
+                        dev.ci_profile
+                    ));
+                }
+                let gi = dev.gi_id(m);
+                if let Some(prev) = gis.insert(gi, dev.gi_profile) {
+                    if prev != dev.gi_profile {
+                        return Err(format!(
+                            "gpus[{g}].mig.devices[{m}].gi_profile: GPU instance {gi} already has profile {prev}"
+                        ));
+                    }
+                }
+                if !cis.insert((gi, dev.ci_id())) {
+                    return Err(format!(
+                        "gpus[{g}].mig.devices[{m}]: compute instance {} of GPU instance {gi} appears twice",
+                        dev.ci_id()
+                    ));
+                }
+            }
+            if let Some(f) = &gpu.fabric {
+                fabric_state(&f.state).ok_or_else(|| {
+                    format!("gpus[{g}].fabric.state: unknown state {:?}", f.state)
+                })?;
+                crate::codes::by_name(&f.status).ok_or_else(|| {
+                    format!(
+                        "gpus[{g}].fabric.status: unknown NVML return {:?}",
+                        f.status
+                    )
+                })?;
+                parse_uuid(&f.cluster_uuid).ok_or_else(|| {
+                    format!(
+                        "gpus[{g}].fabric.cluster_uuid: not a UUID: {:?}",
+                        f.cluster_uuid
+                    )
+                })?;
+            }
+        }
+        for (i, fault) in self.faults.iter().enumerate() {
+            if !crate::exports::SYMBOLS.contains(&fault.function.as_str()) {
+                return Err(format!(
+                    "faults[{i}].function: {:?} is not an exported NVML symbol",
+                    fault.function
+                ));
+            }
+            crate::codes::by_name(&fault.error).ok_or_else(|| {
+                format!("faults[{i}].error: unknown NVML error {:?}", fault.error)
+            })?;
+            fault
+                .target()
+                .map_err(|e| format!("faults[{i}].device: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl MigDevice {
+    /// The GPU instance id of the device at position `index`.
+    pub fn gi_id(&self, index: usize) -> u32 {
+        self.gi_id.unwrap_or(index as u32 + 1)
+    }
+
+    /// The compute instance id.
+    pub fn ci_id(&self) -> u32 {
+        self.ci_id.unwrap_or(0)
+    }
+}
+
+impl Fault {
+    /// Parses `device`.
+    pub fn target(&self) -> Result<FaultTarget, String> {
+        let Some(d) = &self.device else {
+            return Ok(FaultTarget::Any);
+        };
+        let num = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{d:?} is not \"<gpu>\" or \"<gpu>:<mig>\""))
+        };
+        match d.split_once(':') {
+            None => Ok(FaultTarget::Gpu(num(d)?)),
+            Some((g, m)) => Ok(FaultTarget::Mig(num(g)?, num(m)?)),
+        }
+    }
+}
+
+/// NVML fabric state value for a fixture state name.
+pub fn fabric_state(name: &str) -> Option<u8> {
+    Some(match name {
+        "not_supported" => 0,
+        "not_started" => 1,
+        "in_progress" => 2,
+        "completed" => 3,
+        _ => return None,
+    })
+}
+
+/// Parses a UUID written with or without dashes into its 16 bytes.
+pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = text.bytes().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}

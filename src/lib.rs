@@ -1,1 +1,15 @@
-//! nvlabel
+//! nvlabel: NVIDIA GPU node labels for Kubernetes, the same as GPU Feature Discovery's where
+//! GFD is right, valid and deterministic where it is not.
+//!
+//! The flow is probe (NVML → [`snapshot::Snapshot`]) → labels (pure functions) → output.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod duration;
+pub mod labels;
+pub mod logging;
+pub mod output;
+pub mod probe;
+pub mod run;
+pub mod sharing;
+pub mod snapshot;

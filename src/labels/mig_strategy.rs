@@ -1,0 +1,94 @@
+//! `nvidia.com/mig.strategy` and the MIG labels of the single and mixed strategies.
+
+use super::resource::{base_labels, mig_enabled, mig_labels, GPU_RESOURCE};
+use super::{key, Labels, MigStrategy};
+use crate::sharing::Sharing;
+use crate::snapshot::{Gpu, MigDevice};
+
+/// MIG devices of MIG-enabled GPUs grouped by profile, in first-seen order: the first device of
+/// each profile (with its parent's name) represents it, and the count is the profile's total.
+fn by_profile(gpus: &[Gpu]) -> Vec<(&str, &MigDevice, usize)> {
+    let mut groups: Vec<(&str, &MigDevice, usize)> = Vec::new();
+    for g in gpus.iter().filter(|g| mig_enabled(g)) {
+        for d in g.mig.iter().flat_map(|m| &m.devices) {
+            match groups
+                .iter_mut()
+                .find(|(_, rep, _)| rep.profile == d.profile)
+            {
+                Some((_, _, n)) => *n += 1,
+                None => groups.push((&g.name, d, 1)),
+            }
+        }
+    }
+    groups
+}
+
+/// The MIG-strategy labels; they override the full-GPU labels key by key.
+pub fn labels(
+    gpus: &[Gpu],
+    strategy: MigStrategy,
+    sharing: &Sharing,
+    warnings: &mut Vec<String>,
+) -> Labels {
+    let mut l = match strategy {
+        MigStrategy::None => return Labels::new(),
+        MigStrategy::Single => single(gpus, sharing, warnings),
+        MigStrategy::Mixed => by_profile(gpus)
+            .into_iter()
+            .flat_map(|(parent, rep, count)| {
+                mig_labels(
+                    &format!("nvidia.com/mig-{}", rep.profile),
+                    parent,
+                    rep,
+                    count,
+                    sharing,
+                    warnings,
+                )
+            })
+            .collect(),
+    };
+    l.insert(key("mig.strategy"), strategy.as_str().into());
+    l
+}
+
+fn single(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> Labels {
+    let Some(first) = gpus.iter().find(|g| mig_enabled(g)) else {
+        return Labels::new();
+    };
+    let reason = if gpus
+        .iter()
+        .filter(|g| mig_enabled(g))
+        .any(|g| g.mig.as_ref().is_some_and(|m| m.devices.is_empty()))
+    {
+        Some("at least one MIG device is enabled but empty")
+    } else if gpus.iter().any(|g| !mig_enabled(g)) {
+        Some("devices with MIG enabled and disable detected")
+    } else {
+        None
+    };
+    let groups = by_profile(gpus);
+    let reason =
+        reason.or((groups.len() > 1).then_some("more than one MIG device type present on node"));
+    if let Some(reason) = reason {
+        warnings.push(format!(
+            "Invalid configuration detected for mig-strategy=single: {reason}"
+        ));
+        let mut l = base_labels(
+            GPU_RESOURCE,
+            &first.name,
+            &["MIG", "INVALID"],
+            0,
+            None,
+            warnings,
+        );
+        l.insert(key("gpu.sharing-strategy"), String::new());
+        l.insert(key("gpu.memory"), "0".into());
+        return l;
+    }
+    match groups.first() {
+        Some(&(parent, rep, count)) => {
+            mig_labels(GPU_RESOURCE, parent, rep, count, sharing, warnings)
+        }
+        None => Labels::new(),
+    }
+}

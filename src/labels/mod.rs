@@ -1,0 +1,112 @@
+//! Snapshot + config → labels. Each labeler is a pure function in its own file; they are merged
+//! in GFD's order (a later labeler overwrites an earlier one's key), then every key and value is
+//! checked against the Kubernetes rules so nothing invalid is ever published.
+
+mod clique;
+mod machine;
+mod mig_capable;
+mod mig_strategy;
+mod mode;
+mod mps;
+mod resource;
+mod timestamp;
+pub mod value;
+mod version;
+mod vgpu;
+
+use crate::sharing::Sharing;
+use crate::snapshot::Snapshot;
+use std::collections::BTreeMap;
+
+/// A label set, sorted by key.
+pub type Labels = BTreeMap<String, String>;
+
+/// Every label key starts with this.
+pub const PREFIX: &str = "nvidia.com/";
+
+/// How MIG devices are exposed (`--mig-strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MigStrategy {
+    /// Only full-GPU labels.
+    None,
+    /// MIG devices are `nvidia.com/gpu`; all must have one profile.
+    Single,
+    /// One `nvidia.com/mig-<profile>` resource per profile.
+    Mixed,
+}
+
+impl MigStrategy {
+    /// The flag and label spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigStrategy::None => "none",
+            MigStrategy::Single => "single",
+            MigStrategy::Mixed => "mixed",
+        }
+    }
+}
+
+/// The configuration the labelers read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelConfig {
+    /// `--mig-strategy`.
+    pub mig_strategy: MigStrategy,
+    /// The device-plugin sharing config.
+    pub sharing: Sharing,
+    /// `gfd.timestamp` (set when the config is loaded); `None` with `--no-timestamp`.
+    pub timestamp: Option<u64>,
+}
+
+/// Labels plus the warnings computing them raised (returned rather than logged, so tests see them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The label set.
+    pub labels: Labels,
+    /// Human-readable warnings, in the order they arose.
+    pub warnings: Vec<String>,
+}
+
+/// Computes the full label set for one pass.
+pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
+    let mut out = Outcome::default();
+    let w = &mut out.warnings;
+    let mut merged = Labels::new();
+    merged.extend(timestamp::labels(config.timestamp));
+    // GFD builds no device labels at all on a node without GPUs.
+    if !snapshot.gpus.is_empty() {
+        merged.extend(machine::labels(&snapshot.machine_type, w));
+        merged.extend(version::labels(snapshot, w));
+        merged.extend(mig_capable::labels(&snapshot.gpus));
+        merged.extend(mps::labels(&snapshot.gpus, &config.sharing, w));
+        merged.extend(resource::full_gpu_labels(
+            &snapshot.gpus,
+            &config.sharing,
+            w,
+        ));
+        merged.extend(mig_strategy::labels(
+            &snapshot.gpus,
+            config.mig_strategy,
+            &config.sharing,
+            w,
+        ));
+        merged.extend(mode::labels(&snapshot.gpus, w));
+        merged.extend(clique::labels(&snapshot.gpus, w));
+    }
+    merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));
+    out.labels = merged
+        .into_iter()
+        .filter(|(k, v)| {
+            let ok = value::is_valid_key(k) && value::is_valid_value(v);
+            if !ok {
+                w.push(format!("omitting invalid label {k}={v:?}"));
+            }
+            ok
+        })
+        .collect();
+    out
+}
+
+/// `nvidia.com/<name>`.
+fn key(name: &str) -> String {
+    format!("{PREFIX}{name}")
+}

@@ -1,0 +1,38 @@
+//! `nvidia.com/gpu.mode`: `compute` or `graphics` from the GPUs' PCI class.
+
+use super::{key, Labels};
+use crate::snapshot::Gpu;
+
+/// VGA-compatible controller.
+const VGA: u32 = 0x030000;
+/// 3D controller.
+const COMPUTE_3D: u32 = 0x030200;
+
+/// The mode label: one class for all GPUs decides it; anything else is `unknown`.
+pub fn labels(gpus: &[Gpu], warnings: &mut Vec<String>) -> Labels {
+    let mut classes: Vec<u32> = Vec::new();
+    let mut unreadable = false;
+    for g in gpus {
+        match g.pci_class {
+            Some(c) if !classes.contains(&c) => classes.push(c),
+            Some(_) => {}
+            None => unreadable = true,
+        }
+    }
+    let mode = if unreadable {
+        "unknown"
+    } else {
+        match classes.as_slice() {
+            [VGA] => "graphics",
+            [COMPUTE_3D] => "compute",
+            [] | [_] => "unknown",
+            _ => {
+                warnings.push(format!(
+                    "Not all GPU devices belong to the same class: {classes:#08x?}"
+                ));
+                "unknown"
+            }
+        }
+    };
+    Labels::from([(key("gpu.mode"), mode.to_string())])
+}

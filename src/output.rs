@@ -1,0 +1,158 @@
+//! Rendering labels (NFD `key=value` lines or JSON) and writing the NFD feature file atomically.
+
+use crate::labels::Labels;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// NFD skips feature files larger than this.
+pub const NFD_MAX_FILE: usize = 64 * 1024;
+
+/// Why the feature file was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// A filesystem step failed.
+    #[error("error atomically writing file '{path}': {step}: {source}")]
+    Write {
+        /// The target file.
+        path: PathBuf,
+        /// Which step.
+        step: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// NFD would ignore the file.
+    #[error("feature file '{path}' would be {size} bytes; NFD reads at most {NFD_MAX_FILE}")]
+    TooLarge {
+        /// The target file.
+        path: PathBuf,
+        /// Its size.
+        size: usize,
+    },
+}
+
+/// `key=value` lines, sorted by key: NFD's feature-file format.
+pub fn render_text(labels: &Labels) -> String {
+    labels.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
+/// One JSON object, keys sorted, followed by a newline.
+pub fn render_json(labels: &Labels) -> String {
+    let mut s = serde_json::to_string_pretty(labels).expect("a string map always serialises");
+    s.push('\n');
+    s
+}
+
+/// Writes `content` to `path` unless it already holds exactly that: a dot-file in the same
+/// directory (NFD skips dot-files), fsync, rename over the target, fsync the directory.
+/// Returns whether the file changed.
+pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputError> {
+    let err = |step: &'static str| {
+        move |source| OutputError::Write {
+            path: path.to_path_buf(),
+            step,
+            source,
+        }
+    };
+    if content.len() > NFD_MAX_FILE {
+        return Err(OutputError::TooLarge {
+            path: path.to_path_buf(),
+            size: content.len(),
+        });
+    }
+    if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
+        return Ok(false);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(err("create temporary file"))?;
+    tmp.write_all(content.as_bytes()).map_err(err("write"))?;
+    tmp.as_file().sync_all().map_err(err("fsync"))?;
+    tmp.persist(path).map_err(|e| OutputError::Write {
+        path: path.to_path_buf(),
+        step: "rename",
+        source: e.error,
+    })?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(err("fsync directory"))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> Labels {
+        Labels::from([
+            ("nvidia.com/b".to_string(), "2".to_string()),
+            ("nvidia.com/a".to_string(), "".to_string()),
+        ])
+    }
+
+    #[test]
+    fn text_is_sorted_key_value_lines() {
+        assert_eq!(render_text(&labels()), "nvidia.com/a=\nnvidia.com/b=2\n");
+    }
+
+    #[test]
+    fn json_is_sorted() {
+        assert_eq!(
+            render_json(&labels()),
+            "{\n  \"nvidia.com/a\": \"\",\n  \"nvidia.com/b\": \"2\"\n}\n"
+        );
+    }
+
+    #[test]
+    fn feature_file_is_written_once_and_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfd");
+        assert!(write_feature_file(&path, "a=1\n").unwrap());
+        assert!(
+            !write_feature_file(&path, "a=1\n").unwrap(),
+            "unchanged content is not rewritten"
+        );
+        assert!(write_feature_file(&path, "a=2\n").unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a=2\n");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o644);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("gfd")],
+            "no temporary file is left behind"
+        );
+    }
+
+    #[test]
+    fn a_missing_directory_names_the_file() {
+        let err = write_feature_file(Path::new("/nonexistent/dir/gfd"), "a=1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/nonexistent/dir/gfd"), "{err}");
+    }
+
+    #[test]
+    fn oversized_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "x".repeat(NFD_MAX_FILE + 1);
+        assert!(matches!(
+            write_feature_file(&dir.path().join("gfd"), &big),
+            Err(OutputError::TooLarge { .. })
+        ));
+    }
+}

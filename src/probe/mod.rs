@@ -1,0 +1,89 @@
+//! NVML (and a few sysfs files) → [`Snapshot`]. Nothing after the probe touches NVML.
+//!
+//! Failure policy, per device: a call GFD treats as fatal (name, compute capability, MIG mode,
+//! MIG enumeration, fabric info) excludes that GPU from this pass; a call GFD tolerates (memory,
+//! PCI info) only drops the label it feeds; a MIG device that cannot be read or named is skipped.
+//! Each is logged and recorded in [`Snapshot::issues`]. Only NVML init and the device count fail
+//! the whole probe.
+
+mod nvml;
+pub mod profile;
+mod raw;
+pub mod sysfs;
+
+use crate::snapshot::{Issue, Snapshot};
+use std::path::PathBuf;
+
+/// The library name the driver installs (what go-nvml loads too).
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// Where the probe reads from.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// The NVML library: a name searched like the driver's, or a path.
+    pub library: PathBuf,
+    /// The root of sysfs (`/sys`).
+    pub sysfs_root: PathBuf,
+    /// The machine-type file; empty for none.
+    pub machine_type_file: PathBuf,
+}
+
+/// Why the probe produced no snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The NVML library is missing or the driver is not loaded.
+    #[error("no NVIDIA driver found: {detail}")]
+    NoDriver {
+        /// What the loader or NVML said.
+        detail: String,
+    },
+    /// NVML is there but would not initialise.
+    #[error("failed to initialize NVML from {library}: {source}")]
+    Init {
+        /// The library loaded.
+        library: String,
+        /// NVML's error.
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// The number of GPUs is unknown, so nothing can be labelled.
+    #[error("error getting devices: nvmlDeviceGetCount_v2: {0}")]
+    DeviceCount(nvml_wrapper::error::NvmlError),
+}
+
+impl ProbeError {
+    /// Whether this is an initialisation failure (what `--fail-on-init-error` is about).
+    pub fn is_init(&self) -> bool {
+        matches!(self, ProbeError::NoDriver { .. } | ProbeError::Init { .. })
+    }
+}
+
+/// Probes NVML and the files. On error, [`probe_files`] still gives the node-level facts.
+pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
+    let mut snapshot = probe_files(opts);
+    nvml::collect(opts, &mut snapshot)?;
+    Ok(snapshot)
+}
+
+/// The facts that do not need NVML: machine type and the vGPU scan.
+pub fn probe_files(opts: &ProbeOptions) -> Snapshot {
+    let mut snapshot = Snapshot {
+        machine_type: sysfs::machine_type(&opts.machine_type_file),
+        ..Snapshot::default()
+    };
+    if let Some(error) = &snapshot.machine_type.error {
+        tracing::warn!(path = %snapshot.machine_type.path, %error, "cannot read machine type file; gpu.machine=unknown");
+    }
+    match sysfs::vgpu_devices(&opts.sysfs_root) {
+        Ok(devices) => snapshot.vgpu = Some(devices),
+        Err(e) => {
+            tracing::warn!(error = %e, "unable to get vGPU devices; no vgpu labels");
+            snapshot.issues.push(Issue {
+                device: None,
+                function: "vGPU PCI scan".into(),
+                error: e.to_string(),
+                effect: "vgpu labels omitted".into(),
+            });
+        }
+    }
+    snapshot
+}

@@ -1,0 +1,363 @@
+//! The NVML walk: every fact is read once per pass.
+
+use super::{profile, raw, sysfs, ProbeError, ProbeOptions};
+use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use std::collections::HashMap;
+
+/// go-nvlib skips these (a DGX Station's display GPU), and so do we.
+const DISPLAY_DEVICES: [&str; 2] = ["DGX Display", "NVIDIA DGX Display"];
+/// GPU-instance profile indices go-nvlib searches.
+const GI_PROFILE_INDICES: u32 = 18;
+/// Compute-instance profile indices go-nvlib searches.
+const CI_PROFILE_INDICES: u32 = 9;
+
+/// A failed call: the function and its error.
+struct Failure(&'static str, NvmlError);
+
+fn fail(function: &'static str) -> impl Fn(NvmlError) -> Failure {
+    move |e| Failure(function, e)
+}
+
+fn describe(e: &NvmlError) -> String {
+    format!("{e:?}: {e}")
+}
+
+/// Initialises NVML from `opts.library` and fills the NVML parts of `snap`.
+pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
+    let library = opts.library.display().to_string();
+    let nvml = Nvml::builder()
+        .lib_path(opts.library.as_os_str())
+        .init()
+        .map_err(|e| match e {
+            NvmlError::LibloadingError(e) => ProbeError::NoDriver {
+                detail: format!("cannot load {library}: {e}"),
+            },
+            NvmlError::DriverNotLoaded => ProbeError::NoDriver {
+                detail: format!("{library}: the driver is not loaded"),
+            },
+            NvmlError::FailedToLoadSymbol(e) => ProbeError::NoDriver {
+                detail: format!("{library} is not NVML: {e}"),
+            },
+            source => ProbeError::Init {
+                library: library.clone(),
+                source,
+            },
+        })?;
+    let mut issues = Vec::new();
+    snap.driver_version = match nvml.sys_driver_version() {
+        Ok(v) => Some(v),
+        Err(e) => {
+            issues.push(node_issue(
+                "nvmlSystemGetDriverVersion",
+                &e,
+                "driver version labels omitted",
+            ));
+            None
+        }
+    };
+    snap.cuda_driver_version = match nvml.sys_cuda_driver_version() {
+        Ok(v) => Some(v),
+        Err(e) => {
+            issues.push(node_issue(
+                "nvmlSystemGetCudaDriverVersion_v2",
+                &e,
+                "CUDA version labels omitted",
+            ));
+            None
+        }
+    };
+    let count = nvml.device_count().map_err(ProbeError::DeviceCount)?;
+    for index in 0..count {
+        match probe_gpu(&nvml, index, opts, &mut issues) {
+            Ok(Some(gpu)) => snap.gpus.push(gpu),
+            Ok(None) => {}
+            Err(Failure(function, e)) => {
+                tracing::warn!(device = index, function, error = %describe(&e), "GPU excluded from this pass");
+                issues.push(Issue {
+                    device: Some(index.to_string()),
+                    function: function.into(),
+                    error: describe(&e),
+                    effect: "GPU excluded from this pass".into(),
+                });
+            }
+        }
+    }
+    snap.issues.append(&mut issues);
+    Ok(())
+}
+
+fn node_issue(function: &str, e: &NvmlError, effect: &str) -> Issue {
+    tracing::warn!(function, error = %describe(e), "{effect}");
+    Issue {
+        device: None,
+        function: function.into(),
+        error: describe(e),
+        effect: effect.into(),
+    }
+}
+
+/// A tolerated failure: recorded, and the fact it feeds is left unknown.
+fn soft<T>(
+    r: Result<T, NvmlError>,
+    device: String,
+    function: &str,
+    effect: &str,
+    issues: &mut Vec<Issue>,
+) -> Option<T> {
+    r.map_err(|e| {
+        tracing::warn!(device = %device, function, error = %describe(&e), "{effect}");
+        issues.push(Issue {
+            device: Some(device),
+            function: function.into(),
+            error: describe(&e),
+            effect: effect.into(),
+        });
+    })
+    .ok()
+}
+
+fn probe_gpu(
+    nvml: &Nvml,
+    index: u32,
+    opts: &ProbeOptions,
+    issues: &mut Vec<Issue>,
+) -> Result<Option<Gpu>, Failure> {
+    let dev = nvml
+        .device_by_index(index)
+        .map_err(fail("nvmlDeviceGetHandleByIndex_v2"))?;
+    let name = dev.name().map_err(fail("nvmlDeviceGetName"))?;
+    if DISPLAY_DEVICES.contains(&name.as_str()) {
+        tracing::debug!(device = index, %name, "skipping display device");
+        return Ok(None);
+    }
+    let id = index.to_string();
+    let uuid = soft(
+        dev.uuid(),
+        id.clone(),
+        "nvmlDeviceGetUUID",
+        "UUID unknown",
+        issues,
+    );
+    let pci_bus_id = soft(
+        dev.pci_info(),
+        id.clone(),
+        "nvmlDeviceGetPciInfo_v3",
+        "gpu.mode is unknown",
+        issues,
+    )
+    .map(|p| p.bus_id);
+    let memory_bytes = soft(
+        dev.memory_info(),
+        id.clone(),
+        "nvmlDeviceGetMemoryInfo_v2",
+        "gpu.memory omitted",
+        issues,
+    )
+    .map(|m| m.total);
+    let cc = dev
+        .cuda_compute_capability()
+        .map_err(fail("nvmlDeviceGetCudaComputeCapability"))?;
+    let mig = match dev.mig_mode() {
+        Ok(mode) => {
+            let enabled = mode.current == nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
+            let devices = if enabled {
+                probe_migs(nvml, &dev, index, memory_bytes, issues)?
+            } else {
+                Vec::new()
+            };
+            Some(Mig { enabled, devices })
+        }
+        // go-nvlib: no symbol or NOT_SUPPORTED both mean "not MIG capable".
+        Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => None,
+        Err(e) => return Err(Failure("nvmlDeviceGetMigMode", e)),
+    };
+    let fabric = raw::fabric_info(nvml, &dev)
+        .map_err(fail("nvmlDeviceGetGpuFabricInfo"))?
+        .map(|f| Fabric {
+            cluster_uuid: format_uuid(&f.cluster_uuid),
+            clique_id: f.clique_id,
+            state: f.state,
+            status: f.status,
+        });
+    let pci_class = pci_bus_id.as_deref().and_then(|bus| {
+        match sysfs::pci_class(&opts.sysfs_root, bus) {
+            Ok(class) => Some(class),
+            Err(error) => {
+                tracing::warn!(device = index, %error, "cannot read PCI class; gpu.mode=unknown");
+                issues.push(Issue {
+                    device: Some(id.clone()),
+                    function: "sysfs PCI class".into(),
+                    error,
+                    effect: "gpu.mode is unknown".into(),
+                });
+                None
+            }
+        }
+    });
+    Ok(Some(Gpu {
+        index,
+        name,
+        uuid,
+        pci_bus_id,
+        pci_class,
+        memory_bytes,
+        compute_capability: [cc.major, cc.minor],
+        mig,
+        fabric,
+    }))
+}
+
+/// Canonical lower-case 8-4-4-4-12.
+fn format_uuid(b: &[u8; 16]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Per-GPU caches so each GPU instance and profile is looked up once per pass.
+#[derive(Default)]
+struct MigCache {
+    gpu_instances: HashMap<u32, (raw::GpuInstance, u32)>,
+    gi_profile_index: HashMap<u32, u32>,
+    ci_profile_index: HashMap<u32, u32>,
+}
+
+fn probe_migs(
+    nvml: &Nvml,
+    gpu: &Device,
+    index: u32,
+    parent_bytes: Option<u64>,
+    issues: &mut Vec<Issue>,
+) -> Result<Vec<MigDevice>, Failure> {
+    let max = gpu
+        .mig_device_count()
+        .map_err(fail("nvmlDeviceGetMaxMigDeviceCount"))?;
+    let mut cache = MigCache::default();
+    let mut devices = Vec::new();
+    for m in 0..max {
+        let mig = match gpu.mig_device_by_index(m) {
+            Ok(mig) => mig,
+            Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
+            Err(e) => return Err(Failure("nvmlDeviceGetMigDeviceHandleByIndex", e)),
+        };
+        match probe_mig(nvml, gpu, &mig, m, parent_bytes, &mut cache) {
+            Ok(dev) => devices.push(dev),
+            Err((function, error)) => {
+                let device = format!("{index}:{m}");
+                tracing::warn!(device = %device, function, %error, "MIG device skipped");
+                issues.push(Issue {
+                    device: Some(device),
+                    function: function.into(),
+                    error,
+                    effect: "MIG device skipped".into(),
+                });
+            }
+        }
+    }
+    Ok(devices)
+}
+
+fn probe_mig(
+    nvml: &Nvml,
+    gpu: &Device,
+    mig: &Device,
+    index: u32,
+    parent_bytes: Option<u64>,
+    cache: &mut MigCache,
+) -> Result<MigDevice, (&'static str, String)> {
+    let err = |f: &'static str| move |e: NvmlError| (f, describe(&e));
+    let uuid = mig.uuid().ok();
+    let attrs = mig
+        .attributes()
+        .map_err(err("nvmlDeviceGetAttributes_v2"))?;
+    let gi_id = raw::gpu_instance_id(nvml, mig).map_err(err("nvmlDeviceGetGpuInstanceId"))?;
+    let ci_id =
+        raw::compute_instance_id(nvml, mig).map_err(err("nvmlDeviceGetComputeInstanceId"))?;
+    let (gi, gi_profile_id) = match cache.gpu_instances.get(&gi_id) {
+        Some(&found) => found,
+        None => {
+            let gi = raw::gpu_instance_by_id(nvml, gpu, gi_id)
+                .map_err(err("nvmlDeviceGetGpuInstanceById"))?;
+            let profile =
+                raw::gpu_instance_profile_id(nvml, gi).map_err(err("nvmlGpuInstanceGetInfo"))?;
+            *cache.gpu_instances.entry(gi_id).or_insert((gi, profile))
+        }
+    };
+    let ci_profile_id = raw::compute_instance_profile_id(nvml, gi, ci_id)
+        .map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
+    let gi_index = match cache.gi_profile_index.get(&gi_profile_id) {
+        Some(&i) => i,
+        None => {
+            let i = profile_index(gi_profile_id, GI_PROFILE_INDICES, |p| {
+                raw::gpu_instance_profile_info_id(nvml, gpu, p)
+            })
+            .map_err(err("nvmlDeviceGetGpuInstanceProfileInfo"))?;
+            *cache.gi_profile_index.entry(gi_profile_id).or_insert(i)
+        }
+    };
+    let ci_index = match cache.ci_profile_index.get(&ci_profile_id) {
+        Some(&i) => i,
+        None => {
+            let i = profile_index(ci_profile_id, CI_PROFILE_INDICES, |p| {
+                raw::compute_instance_profile_info_id(nvml, gi, p)
+            })
+            .map_err(err("nvmlGpuInstanceGetComputeInstanceProfileInfo"))?;
+            *cache.ci_profile_index.entry(ci_profile_id).or_insert(i)
+        }
+    };
+    let profile = profile::profile_name(
+        gi_index,
+        ci_index,
+        attrs.memory_size_mb,
+        parent_bytes.unwrap_or(0),
+    )
+    .map_err(|e| ("MIG profile name", e.to_string()))?;
+    Ok(MigDevice {
+        index,
+        uuid,
+        profile,
+        gi_id,
+        ci_id,
+        gi_profile_id,
+        ci_profile_id,
+        memory_mib: attrs.memory_size_mb,
+        multiprocessors: attrs.multiprocessor_count,
+        gpu_instance_slices: attrs.gpu_instance_slice_count,
+        compute_instance_slices: attrs.compute_instance_slice_count,
+        copy_engines: attrs.shared_copy_engine_count,
+        decoders: attrs.shared_decoder_count,
+        encoders: attrs.shared_encoder_count,
+        jpeg_decoders: attrs.shared_jpeg_count,
+        ofa: attrs.shared_ofa_count,
+    })
+}
+
+/// The profile index whose info carries `id`. NVML's ids equal their indices, so the first
+/// lookup almost always answers; otherwise search the indices as go-nvlib does.
+fn profile_index(
+    id: u32,
+    indices: u32,
+    info_id: impl Fn(u32) -> Result<u32, NvmlError>,
+) -> Result<u32, NvmlError> {
+    match info_id(id) {
+        Ok(found) if found == id => return Ok(id),
+        Ok(_) | Err(NvmlError::NotSupported | NvmlError::InvalidArg) => {}
+        Err(e) => return Err(e),
+    }
+    for i in (0..indices).filter(|&i| i != id) {
+        match info_id(i) {
+            Ok(found) if found == id => return Ok(i),
+            Ok(_) | Err(NvmlError::NotSupported | NvmlError::InvalidArg) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(NvmlError::NotFound)
+}

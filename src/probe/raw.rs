@@ -1,0 +1,149 @@
+//! The NVML calls nvml-wrapper does not wrap (GPU/compute instances, profile info, fabric info),
+//! made through its raw bindings. This is the crate's only `unsafe`: each call passes handles that
+//! NVML itself returned and out-pointers to zeroed structs of the bindings' own (nvml.h) layout.
+#![allow(unsafe_code)]
+
+use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::*;
+use std::mem::zeroed;
+
+/// A GPU instance handle, valid while NVML stays initialised.
+#[derive(Clone, Copy)]
+pub struct GpuInstance(nvmlGpuInstance_t);
+
+/// What the fabric query reports.
+pub struct FabricInfo {
+    /// The 16 cluster-UUID bytes.
+    pub cluster_uuid: [u8; 16],
+    /// Clique id.
+    pub clique_id: u32,
+    /// `nvmlGpuFabricState_t`.
+    pub state: u8,
+    /// Registration status (`nvmlReturn_t`).
+    pub status: u32,
+}
+
+fn lib<'a>(nvml: &'a Nvml) -> &'a NvmlLib {
+    nvml.lib()
+}
+
+/// `nvmlDeviceGetGpuInstanceId` of a MIG device.
+pub fn gpu_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceId.as_ref())?;
+    let mut id = 0;
+    unsafe { nvml_try(sym(mig.handle(), &mut id))? };
+    Ok(id)
+}
+
+/// `nvmlDeviceGetComputeInstanceId` of a MIG device.
+pub fn compute_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlDeviceGetComputeInstanceId.as_ref())?;
+    let mut id = 0;
+    unsafe { nvml_try(sym(mig.handle(), &mut id))? };
+    Ok(id)
+}
+
+/// `nvmlDeviceGetGpuInstanceById` on the parent GPU.
+pub fn gpu_instance_by_id(nvml: &Nvml, gpu: &Device, id: u32) -> Result<GpuInstance, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceById.as_ref())?;
+    let mut gi: nvmlGpuInstance_t = std::ptr::null_mut();
+    unsafe { nvml_try(sym(gpu.handle(), id, &mut gi))? };
+    Ok(GpuInstance(gi))
+}
+
+/// The profile id from `nvmlGpuInstanceGetInfo`.
+pub fn gpu_instance_profile_id(nvml: &Nvml, gi: GpuInstance) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetInfo.as_ref())?;
+    let mut info: nvmlGpuInstanceInfo_t = unsafe { zeroed() };
+    unsafe { nvml_try(sym(gi.0, &mut info))? };
+    Ok(info.profileId)
+}
+
+/// The profile id from `nvmlComputeInstanceGetInfo_v2` of compute instance `id` in `gi`.
+pub fn compute_instance_profile_id(
+    nvml: &Nvml,
+    gi: GpuInstance,
+    id: u32,
+) -> Result<u32, NvmlError> {
+    let by_id = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
+    let get_info = nvml_sym(lib(nvml).nvmlComputeInstanceGetInfo_v2.as_ref())?;
+    let mut ci: nvmlComputeInstance_t = std::ptr::null_mut();
+    let mut info: nvmlComputeInstanceInfo_t = unsafe { zeroed() };
+    unsafe {
+        nvml_try(by_id(gi.0, id, &mut ci))?;
+        nvml_try(get_info(ci, &mut info))?;
+    }
+    Ok(info.profileId)
+}
+
+/// The `id` field of `nvmlDeviceGetGpuInstanceProfileInfo(profile)`.
+pub fn gpu_instance_profile_info_id(
+    nvml: &Nvml,
+    gpu: &Device,
+    profile: u32,
+) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceProfileInfo.as_ref())?;
+    let mut info: nvmlGpuInstanceProfileInfo_t = unsafe { zeroed() };
+    unsafe { nvml_try(sym(gpu.handle(), profile, &mut info))? };
+    Ok(info.id)
+}
+
+/// The `id` field of `nvmlGpuInstanceGetComputeInstanceProfileInfo(profile, SHARED)`.
+pub fn compute_instance_profile_info_id(
+    nvml: &Nvml,
+    gi: GpuInstance,
+    profile: u32,
+) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(
+        lib(nvml)
+            .nvmlGpuInstanceGetComputeInstanceProfileInfo
+            .as_ref(),
+    )?;
+    let mut info: nvmlComputeInstanceProfileInfo_t = unsafe { zeroed() };
+    unsafe {
+        nvml_try(sym(
+            gi.0,
+            profile,
+            NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+            &mut info,
+        ))?
+    };
+    Ok(info.id)
+}
+
+/// Fabric info: `nvmlDeviceGetGpuFabricInfo` where the driver has it, else the versioned call
+/// (v2, as go-nvlib does). `Ok(None)` means NOT_SUPPORTED.
+pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, NvmlError> {
+    let result = if let Ok(sym) = lib(nvml).nvmlDeviceGetGpuFabricInfo.as_ref() {
+        let mut info: nvmlGpuFabricInfo_t = unsafe { zeroed() };
+        unsafe { nvml_try(sym(gpu.handle(), &mut info)) }.map(|()| FabricInfo {
+            cluster_uuid: info.clusterUuid,
+            clique_id: info.cliqueId,
+            state: info.state,
+            status: info.status,
+        })
+    } else {
+        let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuFabricInfoV.as_ref())?;
+        let mut info: nvmlGpuFabricInfo_v2_t = unsafe { zeroed() };
+        info.version = std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as u32 | (2 << 24);
+        // The v2 struct is a prefix of the V type the symbol is declared with.
+        unsafe {
+            nvml_try(sym(
+                gpu.handle(),
+                (&mut info as *mut nvmlGpuFabricInfo_v2_t).cast(),
+            ))
+        }
+        .map(|()| FabricInfo {
+            cluster_uuid: info.clusterUuid,
+            clique_id: info.cliqueId,
+            state: info.state,
+            status: info.status,
+        })
+    };
+    match result {
+        Ok(info) => Ok(Some(info)),
+        Err(NvmlError::NotSupported) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

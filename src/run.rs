@@ -1,0 +1,115 @@
+//! One labelling pass end to end: snapshot (NVML or file) → labels → stdout or feature file.
+
+use crate::cli::{Format, Settings};
+use crate::labels::{self, LabelConfig, Labels};
+use crate::output::{self, OutputError};
+use crate::probe::{self, ProbeError, ProbeOptions};
+use crate::sharing::Sharing;
+use crate::snapshot::{Snapshot, SnapshotError};
+use std::io::Write;
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// NVML could not be used.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// The `--snapshot` file is unusable.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The feature file could not be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// stdout could not be written.
+    #[error("cannot write labels to stdout: {0}")]
+    Stdout(std::io::Error),
+    /// A mode this build does not provide.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl Settings {
+    /// Where the probe reads.
+    pub fn probe_options(&self) -> ProbeOptions {
+        ProbeOptions {
+            library: self.nvml_library.clone(),
+            sysfs_root: self.sysfs_root.clone(),
+            machine_type_file: self.machine_type_file.clone(),
+        }
+    }
+}
+
+/// The node's snapshot: from `--snapshot`, or probed. An NVML init failure with
+/// `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
+pub fn snapshot(settings: &Settings) -> Result<Snapshot, RunError> {
+    if let Some(path) = &settings.snapshot {
+        return Ok(Snapshot::load(path)?);
+    }
+    let opts = settings.probe_options();
+    match probe::probe(&opts) {
+        Ok(s) => Ok(s),
+        Err(e) if e.is_init() && !settings.fail_on_init_error => {
+            tracing::warn!(error = %e, "Failed to initialize NVML; labelling without GPUs");
+            Ok(probe::probe_files(&opts))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Computes the labels of one pass and logs the warnings that came with them.
+pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> Labels {
+    let outcome = labels::compute(snapshot, config);
+    for w in &outcome.warnings {
+        tracing::warn!("{w}");
+    }
+    if outcome.labels.len() <= 1 {
+        tracing::warn!("No labels generated from any source");
+    }
+    outcome.labels
+}
+
+/// The one-shot command: one pass, printed to `stdout` or written to the feature file.
+pub fn oneshot(
+    settings: &Settings,
+    sharing: Sharing,
+    stdout: &mut dyn Write,
+) -> Result<(), RunError> {
+    if settings.use_node_feature_api {
+        return Err(RunError::Unsupported(
+            "publishing a NodeFeature object is not available in this build; \
+             pass --use-node-feature-api=false to print labels or write a feature file"
+                .into(),
+        ));
+    }
+    for note in &settings.notes {
+        tracing::info!("{note}");
+    }
+    let timestamp = (!settings.no_timestamp).then(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    });
+    let config = LabelConfig {
+        mig_strategy: settings.mig_strategy,
+        sharing,
+        timestamp,
+    };
+    let snap = snapshot(settings)?;
+    let labels = label(&snap, &config);
+    if settings.output_file.is_empty() {
+        let text = match settings.format {
+            Format::Text => output::render_text(&labels),
+            Format::Json => output::render_json(&labels),
+        };
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+            .map_err(RunError::Stdout)?;
+    } else {
+        let path = std::path::Path::new(&settings.output_file);
+        let changed = output::write_feature_file(path, &output::render_text(&labels))?;
+        tracing::info!(path = %path.display(), labels = labels.len(), changed, "wrote feature file");
+    }
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! The node as the probe saw it: plain data, serialisable, and the only input the labelers get.
+//! `nvlabel probe` prints it as YAML and `--snapshot FILE` reads it back, so a real machine
+//! becomes a test case without a GPU.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Everything one labelling pass knows about the node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// `nvmlSystemGetDriverVersion`; `None` when the call failed.
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion` in NVML's integer form (12040 is 12.4).
+    #[serde(default)]
+    pub cuda_driver_version: Option<i32>,
+    /// The GPUs that answered every call the labels need, in NVML index order.
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    /// The machine-type (DMI product name) file.
+    #[serde(default)]
+    pub machine_type: MachineType,
+    /// NVIDIA PCI devices that are vGPUs; `None` when the PCI scan failed.
+    #[serde(default)]
+    pub vgpu: Option<Vec<VgpuDevice>>,
+    /// What went wrong while probing: excluded devices and missing facts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<Issue>,
+}
+
+/// One physical GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// NVML index.
+    pub index: u32,
+    /// `nvmlDeviceGetName`, raw.
+    pub name: String,
+    /// `nvmlDeviceGetUUID`.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// PCI bus id as NVML reports it (`00000000:07:00.0`).
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    /// PCI class from sysfs (`0x030200` is a 3D controller); `None` when unreadable.
+    #[serde(default)]
+    pub pci_class: Option<u32>,
+    /// Total memory in bytes; `None` when NVML could not say.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// CUDA compute capability `[major, minor]`.
+    pub compute_capability: [i32; 2],
+    /// MIG state; `None` when the GPU is not MIG capable.
+    #[serde(default)]
+    pub mig: Option<Mig>,
+    /// Fabric (IMEX) state; `None` when not supported.
+    #[serde(default)]
+    pub fabric: Option<Fabric>,
+}
+
+/// MIG mode and the MIG devices of one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mig {
+    /// Current MIG mode.
+    pub enabled: bool,
+    /// MIG devices in index order (empty while disabled).
+    #[serde(default)]
+    pub devices: Vec<MigDevice>,
+}
+
+/// One MIG device and its attributes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    /// Index within the parent GPU.
+    pub index: u32,
+    /// MIG device UUID.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// Profile name as GFD writes it (`1g.5gb`, `1c.3g.20gb`, `1g.10gb.me`).
+    pub profile: String,
+    /// GPU instance id.
+    pub gi_id: u32,
+    /// Compute instance id.
+    pub ci_id: u32,
+    /// NVML GPU-instance profile id.
+    pub gi_profile_id: u32,
+    /// NVML compute-instance profile id.
+    pub ci_profile_id: u32,
+    /// `memorySizeMB` (MiB).
+    pub memory_mib: u64,
+    /// `multiprocessorCount`.
+    pub multiprocessors: u32,
+    /// `gpuInstanceSliceCount`.
+    pub gpu_instance_slices: u32,
+    /// `computeInstanceSliceCount`.
+    pub compute_instance_slices: u32,
+    /// `sharedCopyEngineCount`.
+    pub copy_engines: u32,
+    /// `sharedDecoderCount`.
+    pub decoders: u32,
+    /// `sharedEncoderCount`.
+    pub encoders: u32,
+    /// `sharedJpegCount`.
+    pub jpeg_decoders: u32,
+    /// `sharedOfaCount`.
+    pub ofa: u32,
+}
+
+/// NVML fabric info of one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// Cluster UUID, canonical lower-case 8-4-4-4-12.
+    pub cluster_uuid: String,
+    /// Clique id.
+    pub clique_id: u32,
+    /// `nvmlGpuFabricState_t` (3 is completed).
+    pub state: u8,
+    /// `nvmlReturn_t` of the fabric registration (0 is success).
+    pub status: u32,
+}
+
+/// The machine-type file and what reading it gave.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineType {
+    /// The path read; empty means none was configured.
+    #[serde(default)]
+    pub path: String,
+    /// The file's content, raw.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Why it could not be read.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// An NVIDIA PCI device that is a vGPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VgpuDevice {
+    /// PCI address (`0000:07:00.0`).
+    pub address: String,
+    /// Host driver version from the vendor capability, when it has a driver record.
+    #[serde(default)]
+    pub host_driver_version: Option<String>,
+    /// Host driver branch.
+    #[serde(default)]
+    pub host_driver_branch: Option<String>,
+}
+
+/// Something the probe could not read, and what that cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Issue {
+    /// `"3"` for GPU 3, `"3:1"` for MIG device 1 of GPU 3, absent for node-wide facts.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// What failed: an NVML function or a file.
+    pub function: String,
+    /// The error.
+    pub error: String,
+    /// What the labels lose because of it.
+    pub effect: String,
+}
+
+/// Errors reading or writing a snapshot file.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The file could not be read.
+    #[error("cannot read snapshot {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid snapshot.
+    #[error("invalid snapshot {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// The snapshot could not be rendered as YAML.
+    #[error("cannot render snapshot as YAML: {0}")]
+    Render(String),
+}
+
+impl Snapshot {
+    /// Reads a snapshot written by `nvlabel probe`.
+    pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        serde_saphyr::from_str(&text).map_err(|e| SnapshotError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Renders the snapshot as YAML.
+    pub fn to_yaml(&self) -> Result<String, SnapshotError> {
+        serde_saphyr::to_string(self).map_err(|e| SnapshotError::Render(e.to_string()))
+    }
+}

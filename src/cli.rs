@@ -16,11 +16,7 @@ const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
 /// The nvlabel command line.
 #[derive(Debug, Parser)]
-#[command(
-    name = "nvlabel",
-    version,
-    about = "Label Kubernetes nodes with their NVIDIA GPUs' features"
-)]
+#[command(name = "nvlabel", version, about = "Label Kubernetes nodes with their NVIDIA GPUs' features")]
 pub struct Cli {
     /// What to do; without a command, label the node.
     #[command(subcommand)]
@@ -231,19 +227,12 @@ pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 fn from_env(env: Env, flag: &str, names: &[&str]) -> Option<Found> {
     // urfave/cli: the first *defined* variable wins, even when it is empty.
     names.iter().find_map(|n| {
-        env(n).map(|value| Found {
-            value,
-            origin: format!("environment variable {n:?} (flag --{flag})"),
-        })
+        env(n).map(|value| Found { value, origin: format!("environment variable {n:?} (flag --{flag})") })
     })
 }
 
 fn invalid(found: &Found, reason: impl ToString) -> CliError {
-    CliError::Invalid {
-        origin: found.origin.clone(),
-        value: found.value.clone(),
-        reason: reason.to_string(),
-    }
+    CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
 
 fn bool_flag(
@@ -296,61 +285,44 @@ impl Settings {
         let s = &cli.source;
         let mut notes = Vec::new();
 
-        let mig_strategy = match (
-            a.mig_strategy,
-            from_env(env, "mig-strategy", &["GFD_MIG_STRATEGY", "MIG_STRATEGY"]),
-        ) {
-            (Some(m), _) => m,
-            (None, Some(f)) => MigStrategy::from_str(&f.value, false)
-                .map_err(|_| invalid(&f, "use none, single or mixed"))?,
-            (None, None) => MigStrategy::None,
-        };
-
-        let sleep_cli = a.sleep_interval.clone().map(|value| Found {
-            value,
-            origin: "flag --sleep-interval".into(),
-        });
-        let sleep =
-            match sleep_cli.or_else(|| from_env(env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])) {
-                Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
-                other => other,
+        let mig_strategy =
+            match (a.mig_strategy, from_env(env, "mig-strategy", &["GFD_MIG_STRATEGY", "MIG_STRATEGY"])) {
+                (Some(m), _) => m,
+                (None, Some(f)) => MigStrategy::from_str(&f.value, false)
+                    .map_err(|_| invalid(&f, "use none, single or mixed"))?,
+                (None, None) => MigStrategy::None,
             };
+
+        let sleep_cli =
+            a.sleep_interval.clone().map(|value| Found { value, origin: "flag --sleep-interval".into() });
+        let sleep = match sleep_cli.or_else(|| from_env(env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])) {
+            Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
+            other => other,
+        };
         let sleep_interval = match sleep {
             Some(f) => {
-                let (interval, bare) =
-                    parse_interval(&f.value).map_err(|e: DurationError| invalid(&f, e))?;
+                let (interval, bare) = parse_interval(&f.value).map_err(|e: DurationError| invalid(&f, e))?;
                 if bare {
-                    notes.push(format!(
-                        "sleep interval {:?} from {} read as {interval}",
-                        f.value, f.origin
-                    ));
+                    notes.push(format!("sleep interval {:?} from {} read as {interval}", f.value, f.origin));
                 }
                 interval
             }
             None => Interval::Every(std::time::Duration::from_secs(60)),
         };
 
-        let discovery = a.device_discovery_strategy.clone().map(|value| Found {
-            value,
-            origin: "flag --device-discovery-strategy".into(),
-        });
-        let discovery = discovery.or_else(|| {
-            from_env(
-                env,
-                "device-discovery-strategy",
-                &["DEVICE_DISCOVERY_STRATEGY"],
-            )
-        });
+        let discovery = a
+            .device_discovery_strategy
+            .clone()
+            .map(|value| Found { value, origin: "flag --device-discovery-strategy".into() });
+        let discovery =
+            discovery.or_else(|| from_env(env, "device-discovery-strategy", &["DEVICE_DISCOVERY_STRATEGY"]));
         let device_discovery_strategy = match discovery {
             None => DiscoveryStrategy::Auto,
             Some(f) => match f.value.as_str() {
                 "auto" => DiscoveryStrategy::Auto,
                 "nvml" => DiscoveryStrategy::Nvml,
                 "tegra" | "vfio" => {
-                    return Err(invalid(
-                        &f,
-                        "nvlabel reads GPUs through NVML only; use auto or nvml",
-                    ));
+                    return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
                 }
                 _ => {
                     return Err(invalid(
@@ -366,14 +338,10 @@ impl Settings {
             .clone()
             .or_else(|| env("NVLABEL_SYSFS_ROOT").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("/sys"));
-        let machine_type_file = string_flag(
-            a.machine_type_file.clone(),
-            env,
-            "machine-type-file",
-            &["GFD_MACHINE_TYPE_FILE"],
-        )
-        .map(PathBuf::from)
-        .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
+        let machine_type_file =
+            string_flag(a.machine_type_file.clone(), env, "machine-type-file", &["GFD_MACHINE_TYPE_FILE"])
+                .map(PathBuf::from)
+                .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
 
         let format = match (a.format, env("NVLABEL_FORMAT")) {
             (Some(f), _) => f,
@@ -405,21 +373,10 @@ impl Settings {
                 true,
             )?,
             oneshot: bool_flag(a.oneshot, env, "oneshot", &["GFD_ONESHOT"], false)?,
-            no_timestamp: bool_flag(
-                a.no_timestamp,
-                env,
-                "no-timestamp",
-                &["GFD_NO_TIMESTAMP"],
-                false,
-            )?,
+            no_timestamp: bool_flag(a.no_timestamp, env, "no-timestamp", &["GFD_NO_TIMESTAMP"], false)?,
             sleep_interval,
-            output_file: string_flag(
-                a.output_file.clone(),
-                env,
-                "output-file",
-                &["GFD_OUTPUT_FILE"],
-            )
-            .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
+            output_file: string_flag(a.output_file.clone(), env, "output-file", &["GFD_OUTPUT_FILE"])
+                .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
             machine_type_file,
             config_file: non_empty(string_flag(
                 a.config_file.clone(),
@@ -438,32 +395,11 @@ impl Settings {
             device_discovery_strategy,
             namespace: string_flag(a.namespace.clone(), env, "namespace", &["NAMESPACE"])
                 .unwrap_or_else(|| "default".into()),
-            node_name: non_empty(string_flag(
-                a.node_name.clone(),
-                env,
-                "node-name",
-                &["NODE_NAME"],
-            )),
-            pod_name: non_empty(string_flag(
-                a.pod_name.clone(),
-                env,
-                "pod-name",
-                &["POD_NAME"],
-            )),
-            kubeconfig: non_empty(string_flag(
-                a.kubeconfig.clone(),
-                env,
-                "kubeconfig",
-                &["KUBECONFIG"],
-            )),
+            node_name: non_empty(string_flag(a.node_name.clone(), env, "node-name", &["NODE_NAME"])),
+            pod_name: non_empty(string_flag(a.pod_name.clone(), env, "pod-name", &["POD_NAME"])),
+            kubeconfig: non_empty(string_flag(a.kubeconfig.clone(), env, "kubeconfig", &["KUBECONFIG"])),
             kube_api_qps: number_flag(a.kube_api_qps, env, "kube-api-qps", &["KUBE_API_QPS"], 5.0)?,
-            kube_api_burst: number_flag(
-                a.kube_api_burst,
-                env,
-                "kube-api-burst",
-                &["KUBE_API_BURST"],
-                10,
-            )?,
+            kube_api_burst: number_flag(a.kube_api_burst, env, "kube-api-burst", &["KUBE_API_BURST"], 10)?,
             format,
             nvml_library: s
                 .nvml_library
@@ -471,10 +407,7 @@ impl Settings {
                 .or_else(|| env("NVLABEL_NVML_LIBRARY").map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from(crate::probe::DEFAULT_LIBRARY)),
             sysfs_root,
-            snapshot: s
-                .snapshot
-                .clone()
-                .or_else(|| non_empty(env("NVLABEL_SNAPSHOT")).map(PathBuf::from)),
+            snapshot: s.snapshot.clone().or_else(|| non_empty(env("NVLABEL_SNAPSHOT")).map(PathBuf::from)),
             log_format,
             notes,
         })
@@ -487,12 +420,8 @@ mod tests {
     use std::collections::HashMap;
 
     fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {
-        let cli =
-            Cli::try_parse_from(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let cli = Cli::try_parse_from(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Settings::resolve(&cli, &|k| env.get(k).cloned())
     }
 
@@ -504,15 +433,9 @@ mod tests {
         assert!(!s.oneshot);
         assert!(!s.no_timestamp);
         assert!(s.use_node_feature_api);
-        assert_eq!(
-            s.sleep_interval,
-            Interval::Every(std::time::Duration::from_secs(60))
-        );
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)));
         assert_eq!(s.output_file, DEFAULT_OUTPUT_FILE);
-        assert_eq!(
-            s.machine_type_file,
-            PathBuf::from("/sys/class/dmi/id/product_name")
-        );
+        assert_eq!(s.machine_type_file, PathBuf::from("/sys/class/dmi/id/product_name"));
         assert_eq!(s.namespace, "default");
         assert_eq!((s.kube_api_qps, s.kube_api_burst), (5.0, 10));
         assert_eq!(s.nvml_library, PathBuf::from("libnvidia-ml.so.1"));
@@ -521,145 +444,68 @@ mod tests {
     #[test]
     fn command_line_beats_env_beats_default() {
         let env = [("GFD_MIG_STRATEGY", "single"), ("MIG_STRATEGY", "mixed")];
-        assert_eq!(
-            resolve(&[], &env).unwrap().mig_strategy,
-            MigStrategy::Single
-        );
-        assert_eq!(
-            resolve(&[], &env[1..]).unwrap().mig_strategy,
-            MigStrategy::Mixed
-        );
-        assert_eq!(
-            resolve(&["--mig-strategy", "none"], &env)
-                .unwrap()
-                .mig_strategy,
-            MigStrategy::None
-        );
-        assert!(
-            !resolve(&["--oneshot=false"], &[("GFD_ONESHOT", "true")])
-                .unwrap()
-                .oneshot
-        );
+        assert_eq!(resolve(&[], &env).unwrap().mig_strategy, MigStrategy::Single);
+        assert_eq!(resolve(&[], &env[1..]).unwrap().mig_strategy, MigStrategy::Mixed);
+        assert_eq!(resolve(&["--mig-strategy", "none"], &env).unwrap().mig_strategy, MigStrategy::None);
+        assert!(!resolve(&["--oneshot=false"], &[("GFD_ONESHOT", "true")]).unwrap().oneshot);
     }
 
     #[test]
     fn the_first_defined_env_var_wins_even_when_empty() {
-        let s = resolve(
-            &[],
-            &[
-                ("GFD_FAIL_ON_INIT_ERROR", ""),
-                ("FAIL_ON_INIT_ERROR", "true"),
-            ],
-        )
-        .unwrap();
+        let s = resolve(&[], &[("GFD_FAIL_ON_INIT_ERROR", ""), ("FAIL_ON_INIT_ERROR", "true")]).unwrap();
         assert!(!s.fail_on_init_error, "an empty boolean env var is false");
         let s = resolve(&[], &[("GFD_OUTPUT_FILE", "")]).unwrap();
-        assert_eq!(
-            s.output_file, "",
-            "an empty string env var is used verbatim"
-        );
+        assert_eq!(s.output_file, "", "an empty string env var is used verbatim");
     }
 
     #[test]
     fn booleans_take_flag_and_equals_forms() {
         assert!(resolve(&["--oneshot"], &[]).unwrap().oneshot);
         assert!(resolve(&["--oneshot=True"], &[]).unwrap().oneshot);
-        assert!(
-            !resolve(&["--use-node-feature-api=false"], &[])
-                .unwrap()
-                .use_node_feature_api
-        );
-        assert!(
-            !resolve(&["--fail-on-init-error=0"], &[])
-                .unwrap()
-                .fail_on_init_error
-        );
+        assert!(!resolve(&["--use-node-feature-api=false"], &[]).unwrap().use_node_feature_api);
+        assert!(!resolve(&["--fail-on-init-error=0"], &[]).unwrap().fail_on_init_error);
         assert!(resolve(&[], &[("GFD_ONESHOT", "T")]).unwrap().oneshot);
-        let err = resolve(&[], &[("GFD_ONESHOT", "yes")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("GFD_ONESHOT") && err.contains("\"yes\""),
-            "{err}"
-        );
+        let err = resolve(&[], &[("GFD_ONESHOT", "yes")]).unwrap_err().to_string();
+        assert!(err.contains("GFD_ONESHOT") && err.contains("\"yes\""), "{err}");
     }
 
     #[test]
     fn output_file_empty_means_stdout() {
-        assert_eq!(
-            resolve(&["--output-file", ""], &[]).unwrap().output_file,
-            ""
-        );
+        assert_eq!(resolve(&["--output-file", ""], &[]).unwrap().output_file, "");
         assert_eq!(resolve(&["--output-file="], &[]).unwrap().output_file, "");
-        assert_eq!(
-            resolve(&["-o", "/tmp/x"], &[]).unwrap().output_file,
-            "/tmp/x"
-        );
-        assert_eq!(
-            resolve(&["--output", "/tmp/y"], &[]).unwrap().output_file,
-            "/tmp/y"
-        );
+        assert_eq!(resolve(&["-o", "/tmp/x"], &[]).unwrap().output_file, "/tmp/x");
+        assert_eq!(resolve(&["--output", "/tmp/y"], &[]).unwrap().output_file, "/tmp/y");
     }
 
     #[test]
     fn sleep_interval_syntax() {
         let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "90")]).unwrap();
-        assert_eq!(
-            s.sleep_interval,
-            Interval::Every(std::time::Duration::from_secs(90))
-        );
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(90)));
         assert_eq!(s.notes.len(), 1, "a bare number is logged as seconds");
         assert_eq!(
-            resolve(&["--sleep-interval", "infinite"], &[])
-                .unwrap()
-                .sleep_interval,
+            resolve(&["--sleep-interval", "infinite"], &[]).unwrap().sleep_interval,
             Interval::Infinite
         );
-        let err = resolve(&[], &[("GFD_SLEEP_INTERVAL", "1d")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("GFD_SLEEP_INTERVAL") && err.contains("\"1d\""),
-            "{err}"
-        );
+        let err = resolve(&[], &[("GFD_SLEEP_INTERVAL", "1d")]).unwrap_err().to_string();
+        assert!(err.contains("GFD_SLEEP_INTERVAL") && err.contains("\"1d\""), "{err}");
         let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "")]).unwrap();
-        assert_eq!(
-            s.sleep_interval,
-            Interval::Every(std::time::Duration::from_secs(60)),
-            "empty is ignored"
-        );
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)), "empty is ignored");
     }
 
     #[test]
     fn bad_values_name_the_source() {
-        let err = resolve(&[], &[("MIG_STRATEGY", "bogus")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("\"MIG_STRATEGY\"") && err.contains("\"bogus\""),
-            "{err}"
-        );
-        let err = resolve(&["--device-discovery-strategy", "foo"], &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("invalid --device-discovery-strategy option foo"),
-            "{err}"
-        );
-        assert!(
-            resolve(&[], &[("KUBE_API_QPS", "")]).is_ok(),
-            "empty numbers are ignored"
-        );
+        let err = resolve(&[], &[("MIG_STRATEGY", "bogus")]).unwrap_err().to_string();
+        assert!(err.contains("\"MIG_STRATEGY\"") && err.contains("\"bogus\""), "{err}");
+        let err = resolve(&["--device-discovery-strategy", "foo"], &[]).unwrap_err().to_string();
+        assert!(err.contains("invalid --device-discovery-strategy option foo"), "{err}");
+        assert!(resolve(&[], &[("KUBE_API_QPS", "")]).is_ok(), "empty numbers are ignored");
         assert!(resolve(&[], &[("KUBE_API_QPS", "fast")]).is_err());
     }
 
     #[test]
     fn machine_type_follows_sysfs_root_unless_set() {
         let s = resolve(&["--sysfs-root", "/fake/sys"], &[]).unwrap();
-        assert_eq!(
-            s.machine_type_file,
-            PathBuf::from("/fake/sys/class/dmi/id/product_name")
-        );
+        assert_eq!(s.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
         let s = resolve(&["--machine-type-file", ""], &[]).unwrap();
         assert_eq!(s.machine_type_file, PathBuf::from(""));
     }

@@ -79,18 +79,13 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
     }
     let mut total_ns: f64 = 0.0;
     while !s.is_empty() {
-        let num_len = s
-            .bytes()
-            .take_while(|b| b.is_ascii_digit() || *b == b'.')
-            .count();
+        let num_len = s.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
         let num = &s[..num_len];
         if num.is_empty() || num == "." || num.matches('.').count() > 1 {
             return Err(DurationError::Syntax(text.into()));
         }
         s = &s[num_len..];
-        let unit_len = s
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(s.len());
+        let unit_len = s.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(s.len());
         let unit = &s[..unit_len];
         s = &s[unit_len..];
         let scale: f64 = match unit {
@@ -101,16 +96,9 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
             "m" => 60e9,
             "h" => 3600e9,
             "" => return Err(DurationError::Syntax(format!("{text} (missing unit)"))),
-            _ => {
-                return Err(DurationError::Unit {
-                    unit: unit.into(),
-                    text: text.into(),
-                })
-            }
+            _ => return Err(DurationError::Unit { unit: unit.into(), text: text.into() }),
         };
-        let value: f64 = num
-            .parse()
-            .map_err(|_| DurationError::Syntax(text.into()))?;
+        let value: f64 = num.parse().map_err(|_| DurationError::Syntax(text.into()))?;
         total_ns += value * scale;
     }
     if negative && total_ns > 0.0 {
@@ -130,48 +118,24 @@ mod tests {
     fn go_syntax() {
         assert_eq!(parse_go_duration("60s").unwrap(), Duration::from_secs(60));
         assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(
-            parse_go_duration("1.5h").unwrap(),
-            Duration::from_secs(5400)
-        );
+        assert_eq!(parse_go_duration("1.5h").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_go_duration("5ns").unwrap(), Duration::from_nanos(5));
-        assert_eq!(
-            parse_go_duration("250ms").unwrap(),
-            Duration::from_millis(250)
-        );
+        assert_eq!(parse_go_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(
-            parse_go_duration("2\u{b5}s").unwrap(),
-            Duration::from_micros(2)
-        );
+        assert_eq!(parse_go_duration("2\u{b5}s").unwrap(), Duration::from_micros(2));
         assert!(parse_go_duration("60").is_err());
         assert!(parse_go_duration("1d").is_err());
         assert!(parse_go_duration("").is_err());
         assert!(parse_go_duration("s").is_err());
-        assert_eq!(
-            parse_go_duration("-1s"),
-            Err(DurationError::Negative("-1s".into()))
-        );
+        assert_eq!(parse_go_duration("-1s"), Err(DurationError::Negative("-1s".into())));
     }
 
     #[test]
     fn intervals() {
-        assert_eq!(
-            parse_interval("infinite").unwrap(),
-            (Interval::Infinite, false)
-        );
-        assert_eq!(
-            parse_interval("60s").unwrap(),
-            (Interval::Every(Duration::from_secs(60)), false)
-        );
-        assert_eq!(
-            parse_interval("60").unwrap(),
-            (Interval::Every(Duration::from_secs(60)), true)
-        );
-        assert_eq!(
-            parse_interval("0").unwrap(),
-            (Interval::Every(Duration::ZERO), false)
-        );
+        assert_eq!(parse_interval("infinite").unwrap(), (Interval::Infinite, false));
+        assert_eq!(parse_interval("60s").unwrap(), (Interval::Every(Duration::from_secs(60)), false));
+        assert_eq!(parse_interval("60").unwrap(), (Interval::Every(Duration::from_secs(60)), true));
+        assert_eq!(parse_interval("0").unwrap(), (Interval::Every(Duration::ZERO), false));
         assert!(parse_interval("sixty").is_err());
     }
 }

@@ -1,6 +1,5 @@
 //! The nvlabel binary: parse, resolve, log, dispatch. Everything else is library code.
 
-use anyhow::Context;
 use clap::Parser;
 use nvlabel::cli::{Cli, Command, Settings};
 use nvlabel::sharing::Sharing;
@@ -26,10 +25,11 @@ fn real_main() -> anyhow::Result<()> {
                 anyhow::bail!("--config-file is not supported by this build yet");
             }
             if !settings.oneshot {
-                anyhow::bail!("only --oneshot is supported by this build; the daemon loop is not available yet");
+                anyhow::bail!(
+                    "only --oneshot is supported by this build; the daemon loop is not available yet"
+                );
             }
-            nvlabel::run::oneshot(&settings, Sharing::default(), &mut std::io::stdout().lock())
-                .context("labelling failed")?;
+            nvlabel::run::oneshot(&settings, Sharing::default(), &mut std::io::stdout().lock())?;
         }
     }
     Ok(())

@@ -46,18 +46,10 @@ pub fn render_json(labels: &Labels) -> String {
 /// directory (NFD skips dot-files), fsync, rename over the target, fsync the directory.
 /// Returns whether the file changed.
 pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputError> {
-    let err = |step: &'static str| {
-        move |source| OutputError::Write {
-            path: path.to_path_buf(),
-            step,
-            source,
-        }
-    };
+    let err =
+        |step: &'static str| move |source| OutputError::Write { path: path.to_path_buf(), step, source };
     if content.len() > NFD_MAX_FILE {
-        return Err(OutputError::TooLarge {
-            path: path.to_path_buf(),
-            size: content.len(),
-        });
+        return Err(OutputError::TooLarge { path: path.to_path_buf(), size: content.len() });
     }
     if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
         return Ok(false);
@@ -66,10 +58,7 @@ pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputErro
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}"))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
@@ -82,9 +71,7 @@ pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputErro
         step: "rename",
         source: e.error,
     })?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(err("fsync directory"))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err("fsync directory"))?;
     Ok(true)
 }
 
@@ -106,10 +93,7 @@ mod tests {
 
     #[test]
     fn json_is_sorted() {
-        assert_eq!(
-            render_json(&labels()),
-            "{\n  \"nvidia.com/a\": \"\",\n  \"nvidia.com/b\": \"2\"\n}\n"
-        );
+        assert_eq!(render_json(&labels()), "{\n  \"nvidia.com/a\": \"\",\n  \"nvidia.com/b\": \"2\"\n}\n");
     }
 
     #[test]
@@ -117,32 +101,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gfd");
         assert!(write_feature_file(&path, "a=1\n").unwrap());
-        assert!(
-            !write_feature_file(&path, "a=1\n").unwrap(),
-            "unchanged content is not rewritten"
-        );
+        assert!(!write_feature_file(&path, "a=1\n").unwrap(), "unchanged content is not rewritten");
         assert!(write_feature_file(&path, "a=2\n").unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a=2\n");
-        let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(&path).unwrap().permissions(),
-        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o644);
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(
-            names,
-            vec![std::ffi::OsString::from("gfd")],
-            "no temporary file is left behind"
-        );
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("gfd")], "no temporary file is left behind");
     }
 
     #[test]
     fn a_missing_directory_names_the_file() {
-        let err = write_feature_file(Path::new("/nonexistent/dir/gfd"), "a=1\n")
-            .unwrap_err()
-            .to_string();
+        let err = write_feature_file(Path::new("/nonexistent/dir/gfd"), "a=1\n").unwrap_err().to_string();
         assert!(err.contains("/nonexistent/dir/gfd"), "{err}");
     }
 

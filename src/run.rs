@@ -69,11 +69,7 @@ pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> Labels {
 }
 
 /// The one-shot command: one pass, printed to `stdout` or written to the feature file.
-pub fn oneshot(
-    settings: &Settings,
-    sharing: Sharing,
-    stdout: &mut dyn Write,
-) -> Result<(), RunError> {
+pub fn oneshot(settings: &Settings, sharing: Sharing, stdout: &mut dyn Write) -> Result<(), RunError> {
     if settings.use_node_feature_api {
         return Err(RunError::Unsupported(
             "publishing a NodeFeature object is not available in this build; \
@@ -85,16 +81,9 @@ pub fn oneshot(
         tracing::info!("{note}");
     }
     let timestamp = (!settings.no_timestamp).then(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
     });
-    let config = LabelConfig {
-        mig_strategy: settings.mig_strategy,
-        sharing,
-        timestamp,
-    };
+    let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
     let snap = snapshot(settings)?;
     let labels = label(&snap, &config);
     if settings.output_file.is_empty() {
@@ -102,10 +91,7 @@ pub fn oneshot(
             Format::Text => output::render_text(&labels),
             Format::Json => output::render_json(&labels),
         };
-        stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-            .map_err(RunError::Stdout)?;
+        stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(RunError::Stdout)?;
     } else {
         let path = std::path::Path::new(&settings.output_file);
         let changed = output::write_feature_file(path, &output::render_text(&labels))?;

@@ -53,26 +53,19 @@ pub struct Sharing {
 impl Sharing {
     /// Time-slicing of `resources` (name, replicas).
     pub fn time_slicing(resources: &[(&str, u32)]) -> Sharing {
-        Sharing {
-            time_slicing: Some(ReplicatedResources::of(resources)),
-            mps: None,
-        }
+        Sharing { time_slicing: Some(ReplicatedResources::of(resources)), mps: None }
     }
 
     /// MPS of `resources` (name, replicas).
     pub fn mps(resources: &[(&str, u32)]) -> Sharing {
-        Sharing {
-            time_slicing: None,
-            mps: Some(ReplicatedResources::of(resources)),
-        }
+        Sharing { time_slicing: None, mps: Some(ReplicatedResources::of(resources)) }
     }
 
     /// GFD's `SharingStrategy()`: MPS if any MPS entry replicates, else time-slicing if any
     /// time-slicing entry does, else none.
     pub fn strategy(&self) -> Strategy {
         let replicates = |r: &Option<ReplicatedResources>| {
-            r.as_ref()
-                .is_some_and(|r| r.resources.iter().any(|e| e.replicas > 1))
+            r.as_ref().is_some_and(|r| r.resources.iter().any(|e| e.replicas > 1))
         };
         if replicates(&self.mps) {
             Strategy::Mps
@@ -85,17 +78,12 @@ impl Sharing {
 
     /// The active list: the MPS block whenever it exists, else time-slicing.
     pub fn active(&self) -> &[ReplicatedResource] {
-        self.mps
-            .as_ref()
-            .or(self.time_slicing.as_ref())
-            .map_or(&[], |r| &r.resources)
+        self.mps.as_ref().or(self.time_slicing.as_ref()).map_or(&[], |r| &r.resources)
     }
 
     /// The active entry for a resource name with replicas > 0.
     pub fn entry(&self, resource: &str) -> Option<&ReplicatedResource> {
-        self.active()
-            .iter()
-            .find(|e| e.name == resource && e.replicas > 0)
+        self.active().iter().find(|e| e.name == resource && e.replicas > 0)
     }
 }
 

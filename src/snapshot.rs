@@ -194,14 +194,16 @@ pub enum SnapshotError {
 impl Snapshot {
     /// Reads a snapshot written by `nvlabel probe`.
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        serde_saphyr::from_str(&text).map_err(|e| SnapshotError::Parse {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SnapshotError::Read { path: path.display().to_string(), source })?;
+        serde_saphyr::from_str(&text)
+            .map_err(|e| SnapshotError::Parse { path: path.display().to_string(), message: e.to_string() })
+    }
+
+    /// Parses snapshot YAML.
+    pub fn from_yaml(text: &str) -> Result<Snapshot, SnapshotError> {
+        serde_saphyr::from_str(text)
+            .map_err(|e| SnapshotError::Parse { path: "<text>".into(), message: e.to_string() })
     }
 
     /// Renders the snapshot as YAML.

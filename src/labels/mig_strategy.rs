@@ -11,10 +11,7 @@ fn by_profile(gpus: &[Gpu]) -> Vec<(&str, &MigDevice, usize)> {
     let mut groups: Vec<(&str, &MigDevice, usize)> = Vec::new();
     for g in gpus.iter().filter(|g| mig_enabled(g)) {
         for d in g.mig.iter().flat_map(|m| &m.devices) {
-            match groups
-                .iter_mut()
-                .find(|(_, rep, _)| rep.profile == d.profile)
-            {
+            match groups.iter_mut().find(|(_, rep, _)| rep.profile == d.profile) {
                 Some((_, _, n)) => *n += 1,
                 None => groups.push((&g.name, d, 1)),
             }
@@ -24,26 +21,14 @@ fn by_profile(gpus: &[Gpu]) -> Vec<(&str, &MigDevice, usize)> {
 }
 
 /// The MIG-strategy labels; they override the full-GPU labels key by key.
-pub fn labels(
-    gpus: &[Gpu],
-    strategy: MigStrategy,
-    sharing: &Sharing,
-    warnings: &mut Vec<String>,
-) -> Labels {
+pub fn labels(gpus: &[Gpu], strategy: MigStrategy, sharing: &Sharing, warnings: &mut Vec<String>) -> Labels {
     let mut l = match strategy {
         MigStrategy::None => return Labels::new(),
         MigStrategy::Single => single(gpus, sharing, warnings),
         MigStrategy::Mixed => by_profile(gpus)
             .into_iter()
             .flat_map(|(parent, rep, count)| {
-                mig_labels(
-                    &format!("nvidia.com/mig-{}", rep.profile),
-                    parent,
-                    rep,
-                    count,
-                    sharing,
-                    warnings,
-                )
+                mig_labels(&format!("nvidia.com/mig-{}", rep.profile), parent, rep, count, sharing, warnings)
             })
             .collect(),
     };
@@ -67,28 +52,16 @@ fn single(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> Labels
         None
     };
     let groups = by_profile(gpus);
-    let reason =
-        reason.or((groups.len() > 1).then_some("more than one MIG device type present on node"));
+    let reason = reason.or((groups.len() > 1).then_some("more than one MIG device type present on node"));
     if let Some(reason) = reason {
-        warnings.push(format!(
-            "Invalid configuration detected for mig-strategy=single: {reason}"
-        ));
-        let mut l = base_labels(
-            GPU_RESOURCE,
-            &first.name,
-            &["MIG", "INVALID"],
-            0,
-            None,
-            warnings,
-        );
+        warnings.push(format!("Invalid configuration detected for mig-strategy=single: {reason}"));
+        let mut l = base_labels(GPU_RESOURCE, &first.name, &["MIG", "INVALID"], 0, None, warnings);
         l.insert(key("gpu.sharing-strategy"), String::new());
         l.insert(key("gpu.memory"), "0".into());
         return l;
     }
     match groups.first() {
-        Some(&(parent, rep, count)) => {
-            mig_labels(GPU_RESOURCE, parent, rep, count, sharing, warnings)
-        }
+        Some(&(parent, rep, count)) => mig_labels(GPU_RESOURCE, parent, rep, count, sharing, warnings),
         None => Labels::new(),
     }
 }

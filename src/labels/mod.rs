@@ -78,17 +78,8 @@ pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
         merged.extend(version::labels(snapshot, w));
         merged.extend(mig_capable::labels(&snapshot.gpus));
         merged.extend(mps::labels(&snapshot.gpus, &config.sharing, w));
-        merged.extend(resource::full_gpu_labels(
-            &snapshot.gpus,
-            &config.sharing,
-            w,
-        ));
-        merged.extend(mig_strategy::labels(
-            &snapshot.gpus,
-            config.mig_strategy,
-            &config.sharing,
-            w,
-        ));
+        merged.extend(resource::full_gpu_labels(&snapshot.gpus, &config.sharing, w));
+        merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, &config.sharing, w));
         merged.extend(mode::labels(&snapshot.gpus, w));
         merged.extend(clique::labels(&snapshot.gpus, w));
     }

@@ -27,9 +27,7 @@ pub fn labels(gpus: &[Gpu], warnings: &mut Vec<String>) -> Labels {
             [COMPUTE_3D] => "compute",
             [] | [_] => "unknown",
             _ => {
-                warnings.push(format!(
-                    "Not all GPU devices belong to the same class: {classes:#08x?}"
-                ));
+                warnings.push(format!("Not all GPU devices belong to the same class: {classes:#08x?}"));
                 "unknown"
             }
         }

@@ -9,10 +9,7 @@ use crate::snapshot::Gpu;
 pub fn labels(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> Labels {
     let mut capable = sharing.strategy() == Strategy::Mps;
     if capable {
-        if let Some(g) = gpus
-            .iter()
-            .find(|g| g.mig.as_ref().is_some_and(|m| m.enabled))
-        {
+        if let Some(g) = gpus.iter().find(|g| g.mig.as_ref().is_some_and(|m| m.enabled)) {
             warnings.push(format!(
                 "MPS sharing is not supported for mig devices (GPU {} has MIG enabled): nvidia.com/mps.capable=false",
                 g.index

@@ -48,8 +48,7 @@ pub fn base_labels(
         Some(s) if replicas > 1 => s.strategy().as_str(),
         _ => "none",
     };
-    let shared =
-        entry.is_some_and(|e| e.replicas > 1 && e.rename.as_deref().unwrap_or("").is_empty());
+    let shared = entry.is_some_and(|e| e.replicas > 1 && e.rename.as_deref().unwrap_or("").is_empty());
     let mut parts = suffix.to_vec();
     if shared {
         parts.push("SHARED");
@@ -63,20 +62,13 @@ pub fn base_labels(
         Some(p) => {
             l.insert(format!("{resource}.product"), p);
         }
-        None => warnings.push(format!(
-            "omitting {resource}.product: {model:?} has no valid label value"
-        )),
+        None => warnings.push(format!("omitting {resource}.product: {model:?} has no valid label value")),
     }
     l
 }
 
 /// Full-GPU labels of one representative GPU of a model, counted `count` times.
-fn gpu_labels(
-    gpu: &Gpu,
-    count: usize,
-    sharing: Option<&Sharing>,
-    warnings: &mut Vec<String>,
-) -> Labels {
+fn gpu_labels(gpu: &Gpu, count: usize, sharing: Option<&Sharing>, warnings: &mut Vec<String>) -> Labels {
     let mut l = base_labels(GPU_RESOURCE, &gpu.name, &[], count, sharing, warnings);
     let memory_mib = gpu.memory_bytes.unwrap_or(0) / (1 << 20);
     if memory_mib != 0 {
@@ -111,11 +103,7 @@ fn models(gpus: &[Gpu]) -> Vec<(&str, usize)> {
 /// The primary model: most GPUs, ties broken by the lowest index. GFD picks at random.
 pub fn primary_model(gpus: &[Gpu]) -> Option<&str> {
     // `max_by_key` keeps the last maximum; iterate reversed so the earliest model wins ties.
-    models(gpus)
-        .into_iter()
-        .rev()
-        .max_by_key(|(_, c)| *c)
-        .map(|(n, _)| n)
+    models(gpus).into_iter().rev().max_by_key(|(_, c)| *c).map(|(n, _)| n)
 }
 
 /// `nvidia.com/gpu.*` for the primary model: GFD's MIG-enabled labeler (sharing disabled), then
@@ -159,14 +147,7 @@ pub fn mig_labels(
     if count == 0 {
         return Labels::new();
     }
-    let mut l = base_labels(
-        resource,
-        parent,
-        &["MIG", &dev.profile],
-        count,
-        Some(sharing),
-        warnings,
-    );
+    let mut l = base_labels(resource, parent, &["MIG", &dev.profile], count, Some(sharing), warnings);
     for (suffix, v) in [
         ("memory", dev.memory_mib),
         ("multiprocessors", dev.multiprocessors.into()),

@@ -6,14 +6,9 @@ pub const MAX_LEN: usize = 63;
 
 /// GFD's sanitiser: drop characters outside `[A-Za-z0-9-_. ]`, then join space-separated words with `-`.
 pub fn sanitise(input: &str) -> String {
-    let kept: String = input
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ' '))
-        .collect();
-    kept.split(' ')
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
+    let kept: String =
+        input.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ' ')).collect();
+    kept.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join("-")
 }
 
 /// Kubernetes `IsValidLabelValue`: empty, or ≤ 63 of `[-A-Za-z0-9_.]` starting and ending alphanumeric.
@@ -28,8 +23,7 @@ fn is_valid_name(v: &str) -> bool {
         && b.len() <= MAX_LEN
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// Kubernetes `IsQualifiedName` for a key: optional DNS-subdomain prefix, `/`, and a valid name.
@@ -46,8 +40,7 @@ pub fn is_valid_key(k: &str) -> bool {
                 !s.is_empty()
                     && s[0].is_ascii_alphanumeric()
                     && s[s.len() - 1].is_ascii_alphanumeric()
-                    && s.iter()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    && s.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
             })
     });
     prefix_ok && is_valid_name(name)
@@ -80,11 +73,8 @@ pub fn make_valid(raw: &str) -> Option<String> {
 /// Where GFD's value is valid it is returned unchanged. Otherwise the model is trimmed and cut so
 /// that the suffix survives whole. `None` when no valid value can be made.
 pub fn product(model: &str, suffix: &[&str]) -> Option<String> {
-    let sanitised_suffix: Vec<String> = suffix
-        .iter()
-        .filter(|p| !p.is_empty())
-        .map(|p| sanitise(p))
-        .collect();
+    let sanitised_suffix: Vec<String> =
+        suffix.iter().filter(|p| !p.is_empty()).map(|p| sanitise(p)).collect();
     let model_s = sanitise(model);
     let mut gfd_parts: Vec<&str> = Vec::new();
     if !model.is_empty() {
@@ -96,11 +86,7 @@ pub fn product(model: &str, suffix: &[&str]) -> Option<String> {
         return Some(gfd);
     }
     let tail = trim_non_alnum(&sanitised_suffix.join("-")).to_string();
-    let budget = if tail.is_empty() {
-        MAX_LEN
-    } else {
-        MAX_LEN.saturating_sub(tail.len() + 1)
-    };
+    let budget = if tail.is_empty() { MAX_LEN } else { MAX_LEN.saturating_sub(tail.len() + 1) };
     let head = shorten(trim_non_alnum(&model_s), budget);
     let value = match (head.is_empty(), tail.is_empty()) {
         (true, _) => tail,
@@ -121,10 +107,7 @@ mod tests {
             ("some(thing)else", "somethingelse"),
             ("some ( thing )else", "some-thing-else"),
             ("NVIDIA-TITAN-X-(Pascal)", "NVIDIA-TITAN-X-Pascal"),
-            (
-                " input  with multiple   spaces   ",
-                "input-with-multiple-spaces",
-            ),
+            (" input  with multiple   spaces   ", "input-with-multiple-spaces"),
             ("some [ / thing / ]else", "some-thing-else"),
             ("some / thing /else", "some-thing-else"),
             ("some-thing.else_new", "some-thing.else_new"),
@@ -157,22 +140,10 @@ mod tests {
     #[test]
     fn product_is_gfd_where_gfd_is_valid() {
         assert_eq!(product("Tesla T4", &[]).unwrap(), "Tesla-T4");
-        assert_eq!(
-            product("NVIDIA A100-SXM4-40GB", &["SHARED"]).unwrap(),
-            "NVIDIA-A100-SXM4-40GB-SHARED"
-        );
-        assert_eq!(
-            product("MOCKMODEL", &["MIG", "1g.5gb"]).unwrap(),
-            "MOCKMODEL-MIG-1g.5gb"
-        );
-        assert_eq!(
-            product("MOCKMODEL", &["MIG", "INVALID"]).unwrap(),
-            "MOCKMODEL-MIG-INVALID"
-        );
-        assert_eq!(
-            product("NVIDIA TITAN X (Pascal)", &[]).unwrap(),
-            "NVIDIA-TITAN-X-Pascal"
-        );
+        assert_eq!(product("NVIDIA A100-SXM4-40GB", &["SHARED"]).unwrap(), "NVIDIA-A100-SXM4-40GB-SHARED");
+        assert_eq!(product("MOCKMODEL", &["MIG", "1g.5gb"]).unwrap(), "MOCKMODEL-MIG-1g.5gb");
+        assert_eq!(product("MOCKMODEL", &["MIG", "INVALID"]).unwrap(), "MOCKMODEL-MIG-INVALID");
+        assert_eq!(product("NVIDIA TITAN X (Pascal)", &[]).unwrap(), "NVIDIA-TITAN-X-Pascal");
         // An empty model is skipped as a part, as GFD does.
         assert_eq!(product("", &["MIG", "1g.5gb"]).unwrap(), "MIG-1g.5gb");
     }
@@ -182,31 +153,16 @@ mod tests {
         let name = "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition";
         assert_eq!(sanitise(name).len(), 55);
         let full = product(name, &[]).unwrap();
-        assert_eq!(
-            full,
-            "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition"
-        );
+        assert_eq!(full, "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition");
         let mig = product(name, &["MIG", "1g.24gb"]).unwrap();
-        assert_eq!(
-            mig,
-            "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edi-MIG-1g.24gb"
-        );
+        assert_eq!(mig, "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edi-MIG-1g.24gb");
         assert_eq!(mig.len(), 63, "the model is cut at 63 - 12 = 51 characters");
         // A cut that ends on a separator drops it.
-        assert_eq!(
-            product("Some-Model-Name", &["SHARED"]).unwrap(),
-            "Some-Model-Name-SHARED"
-        );
+        assert_eq!(product("Some-Model-Name", &["SHARED"]).unwrap(), "Some-Model-Name-SHARED");
         let dangling = format!("{}-{}", "A".repeat(55), "B".repeat(10));
-        assert_eq!(
-            product(&dangling, &["SHARED"]).unwrap(),
-            format!("{}-SHARED", "A".repeat(55))
-        );
+        assert_eq!(product(&dangling, &["SHARED"]).unwrap(), format!("{}-SHARED", "A".repeat(55)));
         let shared = product(name, &["MIG", "1g.24gb.gfx", "SHARED"]).unwrap();
-        assert_eq!(
-            shared,
-            "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Work-MIG-1g.24gb.gfx-SHARED"
-        );
+        assert_eq!(shared, "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Work-MIG-1g.24gb.gfx-SHARED");
         assert_eq!(shared.len(), 63);
     }
 
@@ -219,10 +175,7 @@ mod tests {
 
     #[test]
     fn machine_types_are_repaired() {
-        assert_eq!(
-            make_valid("To-Be-Filled-By-O.E.M.").unwrap(),
-            "To-Be-Filled-By-O.E.M"
-        );
+        assert_eq!(make_valid("To-Be-Filled-By-O.E.M.").unwrap(), "To-Be-Filled-By-O.E.M");
         assert_eq!(make_valid("X9SRA/X9SRA-3").unwrap(), "X9SRAX9SRA-3");
         assert_eq!(make_valid("460.16").unwrap(), "460.16");
         assert_eq!(make_valid(&"x".repeat(70)).unwrap().len(), 63);

@@ -57,16 +57,9 @@ mod tests {
     #[test]
     fn driver_versions() {
         assert_eq!(split_driver("550.54.15"), Some(("550", "54", "15".into())));
-        assert_eq!(
-            split_driver("535.104.05"),
-            Some(("535", "104", "05".into())),
-            "leading zeros kept"
-        );
+        assert_eq!(split_driver("535.104.05"), Some(("535", "104", "05".into())), "leading zeros kept");
         assert_eq!(split_driver("400.300"), Some(("400", "300", String::new())));
-        assert_eq!(
-            split_driver("570.86.15.01"),
-            Some(("570", "86", "15.01".into()))
-        );
+        assert_eq!(split_driver("570.86.15.01"), Some(("570", "86", "15.01".into())));
         assert_eq!(split_driver("550"), None);
     }
 
@@ -92,24 +85,13 @@ mod tests {
             ("cuda.runtime.major", "8"),
             ("cuda.runtime.minor", "0"),
         ];
-        assert_eq!(
-            l,
-            want.iter()
-                .map(|(k, v)| (key(k), v.to_string()))
-                .collect::<Labels>()
-        );
+        assert_eq!(l, want.iter().map(|(k, v)| (key(k), v.to_string())).collect::<Labels>());
     }
 
     #[test]
     fn cuda_12_4() {
-        let snap = Snapshot {
-            cuda_driver_version: Some(12040),
-            ..Default::default()
-        };
-        assert_eq!(
-            labels(&snap, &mut Vec::new())["nvidia.com/cuda.runtime-version.full"],
-            "12.4"
-        );
+        let snap = Snapshot { cuda_driver_version: Some(12040), ..Default::default() };
+        assert_eq!(labels(&snap, &mut Vec::new())["nvidia.com/cuda.runtime-version.full"], "12.4");
     }
 
     #[test]

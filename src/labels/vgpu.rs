@@ -12,24 +12,18 @@ pub fn labels(scan: Option<&[VgpuDevice]>, warnings: &mut Vec<String>) -> Labels
     for d in devices {
         match (&d.host_driver_version, &d.host_driver_branch) {
             (Some(v), Some(b)) => {
-                for (k, raw) in [
-                    ("vgpu.host-driver-version", v),
-                    ("vgpu.host-driver-branch", b),
-                ] {
+                for (k, raw) in [("vgpu.host-driver-version", v), ("vgpu.host-driver-branch", b)] {
                     match value::make_valid(raw) {
                         Some(v) => {
                             l.insert(key(k), v);
                         }
-                        None => warnings.push(format!(
-                            "omitting nvidia.com/{k}: {raw:?} has no valid label value"
-                        )),
+                        None => warnings
+                            .push(format!("omitting nvidia.com/{k}: {raw:?} has no valid label value")),
                     }
                 }
             }
-            _ => warnings.push(format!(
-                "vGPU {} has no host driver record; its driver labels are omitted",
-                d.address
-            )),
+            _ => warnings
+                .push(format!("vGPU {} has no host driver record; its driver labels are omitted", d.address)),
         }
     }
     l

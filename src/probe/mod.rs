@@ -57,19 +57,21 @@ impl ProbeError {
     }
 }
 
-/// Probes NVML and the files. On error, [`probe_files`] still gives the node-level facts.
+/// Probes NVML, then the files. On error, [`probe_files`] still gives the node-level facts.
 pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
-    let mut snapshot = probe_files(opts);
+    let mut snapshot = Snapshot::default();
     nvml::collect(opts, &mut snapshot)?;
+    let files = probe_files(opts);
+    snapshot.machine_type = files.machine_type;
+    snapshot.vgpu = files.vgpu;
+    snapshot.issues.extend(files.issues);
     Ok(snapshot)
 }
 
 /// The facts that do not need NVML: machine type and the vGPU scan.
 pub fn probe_files(opts: &ProbeOptions) -> Snapshot {
-    let mut snapshot = Snapshot {
-        machine_type: sysfs::machine_type(&opts.machine_type_file),
-        ..Snapshot::default()
-    };
+    let mut snapshot =
+        Snapshot { machine_type: sysfs::machine_type(&opts.machine_type_file), ..Snapshot::default() };
     if let Some(error) = &snapshot.machine_type.error {
         tracing::warn!(path = %snapshot.machine_type.path, %error, "cannot read machine type file; gpu.machine=unknown");
     }

@@ -27,44 +27,30 @@ fn describe(e: &NvmlError) -> String {
 /// Initialises NVML from `opts.library` and fills the NVML parts of `snap`.
 pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
     let library = opts.library.display().to_string();
-    let nvml = Nvml::builder()
-        .lib_path(opts.library.as_os_str())
-        .init()
-        .map_err(|e| match e {
-            NvmlError::LibloadingError(e) => ProbeError::NoDriver {
-                detail: format!("cannot load {library}: {e}"),
-            },
-            NvmlError::DriverNotLoaded => ProbeError::NoDriver {
-                detail: format!("{library}: the driver is not loaded"),
-            },
-            NvmlError::FailedToLoadSymbol(e) => ProbeError::NoDriver {
-                detail: format!("{library} is not NVML: {e}"),
-            },
-            source => ProbeError::Init {
-                library: library.clone(),
-                source,
-            },
-        })?;
+    let nvml = Nvml::builder().lib_path(opts.library.as_os_str()).init().map_err(|e| match e {
+        NvmlError::LibloadingError(e) => {
+            ProbeError::NoDriver { detail: format!("cannot load {library}: {e}") }
+        }
+        NvmlError::DriverNotLoaded => {
+            ProbeError::NoDriver { detail: format!("{library}: the driver is not loaded") }
+        }
+        NvmlError::FailedToLoadSymbol(e) => {
+            ProbeError::NoDriver { detail: format!("{library} is not NVML: {e}") }
+        }
+        source => ProbeError::Init { library: library.clone(), source },
+    })?;
     let mut issues = Vec::new();
     snap.driver_version = match nvml.sys_driver_version() {
         Ok(v) => Some(v),
         Err(e) => {
-            issues.push(node_issue(
-                "nvmlSystemGetDriverVersion",
-                &e,
-                "driver version labels omitted",
-            ));
+            issues.push(node_issue("nvmlSystemGetDriverVersion", &e, "driver version labels omitted"));
             None
         }
     };
     snap.cuda_driver_version = match nvml.sys_cuda_driver_version() {
         Ok(v) => Some(v),
         Err(e) => {
-            issues.push(node_issue(
-                "nvmlSystemGetCudaDriverVersion_v2",
-                &e,
-                "CUDA version labels omitted",
-            ));
+            issues.push(node_issue("nvmlSystemGetCudaDriverVersion_v2", &e, "CUDA version labels omitted"));
             None
         }
     };
@@ -90,12 +76,7 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
 
 fn node_issue(function: &str, e: &NvmlError, effect: &str) -> Issue {
     tracing::warn!(function, error = %describe(e), "{effect}");
-    Issue {
-        device: None,
-        function: function.into(),
-        error: describe(e),
-        effect: effect.into(),
-    }
+    Issue { device: None, function: function.into(), error: describe(e), effect: effect.into() }
 }
 
 /// A tolerated failure: recorded, and the fact it feeds is left unknown.
@@ -124,76 +105,49 @@ fn probe_gpu(
     opts: &ProbeOptions,
     issues: &mut Vec<Issue>,
 ) -> Result<Option<Gpu>, Failure> {
-    let dev = nvml
-        .device_by_index(index)
-        .map_err(fail("nvmlDeviceGetHandleByIndex_v2"))?;
+    let dev = nvml.device_by_index(index).map_err(fail("nvmlDeviceGetHandleByIndex_v2"))?;
     let name = dev.name().map_err(fail("nvmlDeviceGetName"))?;
     if DISPLAY_DEVICES.contains(&name.as_str()) {
         tracing::debug!(device = index, %name, "skipping display device");
         return Ok(None);
     }
     let id = index.to_string();
-    let uuid = soft(
-        dev.uuid(),
-        id.clone(),
-        "nvmlDeviceGetUUID",
-        "UUID unknown",
-        issues,
-    );
-    let pci_bus_id = soft(
-        dev.pci_info(),
-        id.clone(),
-        "nvmlDeviceGetPciInfo_v3",
-        "gpu.mode is unknown",
-        issues,
-    )
-    .map(|p| p.bus_id);
-    let memory_bytes = soft(
-        dev.memory_info(),
-        id.clone(),
-        "nvmlDeviceGetMemoryInfo_v2",
-        "gpu.memory omitted",
-        issues,
-    )
-    .map(|m| m.total);
-    let cc = dev
-        .cuda_compute_capability()
-        .map_err(fail("nvmlDeviceGetCudaComputeCapability"))?;
+    let uuid = soft(dev.uuid(), id.clone(), "nvmlDeviceGetUUID", "UUID unknown", issues);
+    let pci_bus_id =
+        soft(dev.pci_info(), id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues)
+            .map(|p| p.bus_id);
+    let memory_bytes =
+        soft(dev.memory_info(), id.clone(), "nvmlDeviceGetMemoryInfo_v2", "gpu.memory omitted", issues)
+            .map(|m| m.total);
+    let cc = dev.cuda_compute_capability().map_err(fail("nvmlDeviceGetCudaComputeCapability"))?;
     let mig = match dev.mig_mode() {
         Ok(mode) => {
             let enabled = mode.current == nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
-            let devices = if enabled {
-                probe_migs(nvml, &dev, index, memory_bytes, issues)?
-            } else {
-                Vec::new()
-            };
+            let devices =
+                if enabled { probe_migs(nvml, &dev, index, memory_bytes, issues)? } else { Vec::new() };
             Some(Mig { enabled, devices })
         }
         // go-nvlib: no symbol or NOT_SUPPORTED both mean "not MIG capable".
         Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => None,
         Err(e) => return Err(Failure("nvmlDeviceGetMigMode", e)),
     };
-    let fabric = raw::fabric_info(nvml, &dev)
-        .map_err(fail("nvmlDeviceGetGpuFabricInfo"))?
-        .map(|f| Fabric {
-            cluster_uuid: format_uuid(&f.cluster_uuid),
-            clique_id: f.clique_id,
-            state: f.state,
-            status: f.status,
-        });
-    let pci_class = pci_bus_id.as_deref().and_then(|bus| {
-        match sysfs::pci_class(&opts.sysfs_root, bus) {
-            Ok(class) => Some(class),
-            Err(error) => {
-                tracing::warn!(device = index, %error, "cannot read PCI class; gpu.mode=unknown");
-                issues.push(Issue {
-                    device: Some(id.clone()),
-                    function: "sysfs PCI class".into(),
-                    error,
-                    effect: "gpu.mode is unknown".into(),
-                });
-                None
-            }
+    let fabric = raw::fabric_info(nvml, &dev).map_err(fail("nvmlDeviceGetGpuFabricInfo"))?.map(|f| Fabric {
+        cluster_uuid: format_uuid(&f.cluster_uuid),
+        clique_id: f.clique_id,
+        state: f.state,
+        status: f.status,
+    });
+    let pci_class = pci_bus_id.as_deref().and_then(|bus| match sysfs::pci_class(&opts.sysfs_root, bus) {
+        Ok(class) => Some(class),
+        Err(error) => {
+            tracing::warn!(device = index, %error, "cannot read PCI class; gpu.mode=unknown");
+            issues.push(Issue {
+                device: Some(id.clone()),
+                function: "sysfs PCI class".into(),
+                error,
+                effect: "gpu.mode is unknown".into(),
+            });
+            None
         }
     });
     Ok(Some(Gpu {
@@ -212,14 +166,7 @@ fn probe_gpu(
 /// Canonical lower-case 8-4-4-4-12.
 fn format_uuid(b: &[u8; 16]) -> String {
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
 /// Per-GPU caches so each GPU instance and profile is looked up once per pass.
@@ -237,9 +184,7 @@ fn probe_migs(
     parent_bytes: Option<u64>,
     issues: &mut Vec<Issue>,
 ) -> Result<Vec<MigDevice>, Failure> {
-    let max = gpu
-        .mig_device_count()
-        .map_err(fail("nvmlDeviceGetMaxMigDeviceCount"))?;
+    let max = gpu.mig_device_count().map_err(fail("nvmlDeviceGetMaxMigDeviceCount"))?;
     let mut cache = MigCache::default();
     let mut devices = Vec::new();
     for m in 0..max {
@@ -275,24 +220,20 @@ fn probe_mig(
 ) -> Result<MigDevice, (&'static str, String)> {
     let err = |f: &'static str| move |e: NvmlError| (f, describe(&e));
     let uuid = mig.uuid().ok();
-    let attrs = mig
-        .attributes()
-        .map_err(err("nvmlDeviceGetAttributes_v2"))?;
+    let attrs = mig.attributes().map_err(err("nvmlDeviceGetAttributes_v2"))?;
     let gi_id = raw::gpu_instance_id(nvml, mig).map_err(err("nvmlDeviceGetGpuInstanceId"))?;
-    let ci_id =
-        raw::compute_instance_id(nvml, mig).map_err(err("nvmlDeviceGetComputeInstanceId"))?;
+    let ci_id = raw::compute_instance_id(nvml, mig).map_err(err("nvmlDeviceGetComputeInstanceId"))?;
     let (gi, gi_profile_id) = match cache.gpu_instances.get(&gi_id) {
         Some(&found) => found,
         None => {
-            let gi = raw::gpu_instance_by_id(nvml, gpu, gi_id)
-                .map_err(err("nvmlDeviceGetGpuInstanceById"))?;
-            let profile =
-                raw::gpu_instance_profile_id(nvml, gi).map_err(err("nvmlGpuInstanceGetInfo"))?;
+            let gi =
+                raw::gpu_instance_by_id(nvml, gpu, gi_id).map_err(err("nvmlDeviceGetGpuInstanceById"))?;
+            let profile = raw::gpu_instance_profile_id(nvml, gi).map_err(err("nvmlGpuInstanceGetInfo"))?;
             *cache.gpu_instances.entry(gi_id).or_insert((gi, profile))
         }
     };
-    let ci_profile_id = raw::compute_instance_profile_id(nvml, gi, ci_id)
-        .map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
+    let ci_profile_id =
+        raw::compute_instance_profile_id(nvml, gi, ci_id).map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
     let gi_index = match cache.gi_profile_index.get(&gi_profile_id) {
         Some(&i) => i,
         None => {
@@ -313,13 +254,8 @@ fn probe_mig(
             *cache.ci_profile_index.entry(ci_profile_id).or_insert(i)
         }
     };
-    let profile = profile::profile_name(
-        gi_index,
-        ci_index,
-        attrs.memory_size_mb,
-        parent_bytes.unwrap_or(0),
-    )
-    .map_err(|e| ("MIG profile name", e.to_string()))?;
+    let profile = profile::profile_name(gi_index, ci_index, attrs.memory_size_mb, parent_bytes.unwrap_or(0))
+        .map_err(|e| ("MIG profile name", e.to_string()))?;
     Ok(MigDevice {
         index,
         uuid,

@@ -64,11 +64,7 @@ pub fn profile_name(
         return Err(ProfileError::ParentMemory);
     }
     let gb = memory_gb(memory_mib, parent_total_bytes);
-    let mut name = if c == g {
-        format!("{g}g.{gb}gb")
-    } else {
-        format!("{c}c.{g}g.{gb}gb")
-    };
+    let mut name = if c == g { format!("{g}g.{gb}gb") } else { format!("{c}c.{g}g.{gb}gb") };
     match gi {
         13 | 14 => name.push_str("-me"),
         // go-nvlib writes `+me`; GFD turns every `+` into `.`.
@@ -111,11 +107,7 @@ mod tests {
             (11, 1, 48128, RTX_PRO_6000, "2g.48gb.gfx"),
         ];
         for &(gi, ci, mib, parent, want) in cases {
-            assert_eq!(
-                profile_name(gi, ci, mib, parent).unwrap(),
-                want,
-                "gi {gi} ci {ci} {mib} MiB"
-            );
+            assert_eq!(profile_name(gi, ci, mib, parent).unwrap(), want, "gi {gi} ci {ci} {mib} MiB");
         }
     }
 
@@ -128,18 +120,12 @@ mod tests {
 
     #[test]
     fn unnameable_profiles_are_errors() {
-        assert_eq!(
-            profile_name(17, 0, 1, A100_40GB),
-            Err(ProfileError::GpuInstanceProfile(17))
-        );
+        assert_eq!(profile_name(17, 0, 1, A100_40GB), Err(ProfileError::GpuInstanceProfile(17)));
         assert_eq!(
             profile_name(17, 0, 1, A100_40GB).unwrap_err().to_string(),
             "invalid GPU Instance Profile ID: 17"
         );
-        assert_eq!(
-            profile_name(0, 9, 1, A100_40GB),
-            Err(ProfileError::ComputeInstanceProfile(9))
-        );
+        assert_eq!(profile_name(0, 9, 1, A100_40GB), Err(ProfileError::ComputeInstanceProfile(9)));
         assert_eq!(profile_name(0, 0, 1, 0), Err(ProfileError::ParentMemory));
     }
 }

@@ -61,11 +61,7 @@ pub fn gpu_instance_profile_id(nvml: &Nvml, gi: GpuInstance) -> Result<u32, Nvml
 }
 
 /// The profile id from `nvmlComputeInstanceGetInfo_v2` of compute instance `id` in `gi`.
-pub fn compute_instance_profile_id(
-    nvml: &Nvml,
-    gi: GpuInstance,
-    id: u32,
-) -> Result<u32, NvmlError> {
+pub fn compute_instance_profile_id(nvml: &Nvml, gi: GpuInstance, id: u32) -> Result<u32, NvmlError> {
     let by_id = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
     let get_info = nvml_sym(lib(nvml).nvmlComputeInstanceGetInfo_v2.as_ref())?;
     let mut ci: nvmlComputeInstance_t = std::ptr::null_mut();
@@ -78,11 +74,7 @@ pub fn compute_instance_profile_id(
 }
 
 /// The `id` field of `nvmlDeviceGetGpuInstanceProfileInfo(profile)`.
-pub fn gpu_instance_profile_info_id(
-    nvml: &Nvml,
-    gpu: &Device,
-    profile: u32,
-) -> Result<u32, NvmlError> {
+pub fn gpu_instance_profile_info_id(nvml: &Nvml, gpu: &Device, profile: u32) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceProfileInfo.as_ref())?;
     let mut info: nvmlGpuInstanceProfileInfo_t = unsafe { zeroed() };
     unsafe { nvml_try(sym(gpu.handle(), profile, &mut info))? };
@@ -95,20 +87,9 @@ pub fn compute_instance_profile_info_id(
     gi: GpuInstance,
     profile: u32,
 ) -> Result<u32, NvmlError> {
-    let sym = nvml_sym(
-        lib(nvml)
-            .nvmlGpuInstanceGetComputeInstanceProfileInfo
-            .as_ref(),
-    )?;
+    let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceProfileInfo.as_ref())?;
     let mut info: nvmlComputeInstanceProfileInfo_t = unsafe { zeroed() };
-    unsafe {
-        nvml_try(sym(
-            gi.0,
-            profile,
-            NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-            &mut info,
-        ))?
-    };
+    unsafe { nvml_try(sym(gi.0, profile, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &mut info))? };
     Ok(info.id)
 }
 
@@ -128,17 +109,13 @@ pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, Nvml
         let mut info: nvmlGpuFabricInfo_v2_t = unsafe { zeroed() };
         info.version = std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as u32 | (2 << 24);
         // The v2 struct is a prefix of the V type the symbol is declared with.
-        unsafe {
-            nvml_try(sym(
-                gpu.handle(),
-                (&mut info as *mut nvmlGpuFabricInfo_v2_t).cast(),
-            ))
-        }
-        .map(|()| FabricInfo {
-            cluster_uuid: info.clusterUuid,
-            clique_id: info.cliqueId,
-            state: info.state,
-            status: info.status,
+        unsafe { nvml_try(sym(gpu.handle(), (&mut info as *mut nvmlGpuFabricInfo_v2_t).cast())) }.map(|()| {
+            FabricInfo {
+                cluster_uuid: info.clusterUuid,
+                clique_id: info.cliqueId,
+                state: info.state,
+                status: info.status,
+            }
         })
     };
     match result {

@@ -32,11 +32,7 @@ pub enum VgpuScanError {
 pub fn sysfs_address(bus_id: &str) -> String {
     let id = bus_id.to_ascii_lowercase();
     let b = id.as_bytes();
-    if id.starts_with("0000")
-        && b.len() > 8
-        && b[8] == b':'
-        && b[4..8].iter().all(u8::is_ascii_hexdigit)
-    {
+    if id.starts_with("0000") && b.len() > 8 && b[8] == b':' && b[4..8].iter().all(u8::is_ascii_hexdigit) {
         id[4..].to_string()
     } else {
         id
@@ -45,14 +41,9 @@ pub fn sysfs_address(bus_id: &str) -> String {
 
 /// Reads `<root>/bus/pci/devices/<address>/class` (`0x030200`).
 pub fn pci_class(sysfs_root: &Path, bus_id: &str) -> Result<u32, String> {
-    let path = sysfs_root
-        .join("bus/pci/devices")
-        .join(sysfs_address(bus_id))
-        .join("class");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_hex(text.trim())
-        .ok_or_else(|| format!("{}: not a hex class: {:?}", path.display(), text.trim()))
+    let path = sysfs_root.join("bus/pci/devices").join(sysfs_address(bus_id)).join("class");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_hex(text.trim()).ok_or_else(|| format!("{}: not a hex class: {:?}", path.display(), text.trim()))
 }
 
 fn parse_hex(s: &str) -> Option<u32> {
@@ -71,11 +62,7 @@ pub fn machine_type(path: &Path) -> MachineType {
             content: Some(String::from_utf8_lossy(&bytes).into_owned()),
             error: None,
         },
-        Err(e) => MachineType {
-            path: shown,
-            content: None,
-            error: Some(e.to_string()),
-        },
+        Err(e) => MachineType { path: shown, content: None, error: Some(e.to_string()) },
     }
 }
 
@@ -83,21 +70,13 @@ pub fn machine_type(path: &Path) -> MachineType {
 pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let read = |p: PathBuf| {
-        std::fs::read(&p).map_err(|source| VgpuScanError::Read {
-            path: p.display().to_string(),
-            source,
-        })
+        std::fs::read(&p).map_err(|source| VgpuScanError::Read { path: p.display().to_string(), source })
     };
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
         // No PCI bus in this root at all: nothing to scan, no vGPU.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(VgpuScanError::Read {
-                path: dir.display().to_string(),
-                source,
-            })
-        }
+        Err(source) => return Err(VgpuScanError::Read { path: dir.display().to_string(), source }),
     };
     entries.sort();
     let mut found = Vec::new();
@@ -108,10 +87,7 @@ pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError>
         }
         read(dev.join("class"))?;
         let config = read(dev.join("config"))?;
-        let address = dev
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let address = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if config.len() < FULL_CONFIG_LEN {
             return Err(VgpuScanError::Truncated(address, config.len()));
         }
@@ -120,11 +96,7 @@ pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError>
                 Some((v, b)) => (Some(v), Some(b)),
                 None => (None, None),
             };
-            found.push(VgpuDevice {
-                address,
-                host_driver_version,
-                host_driver_branch,
-            });
+            found.push(VgpuDevice { address, host_driver_version, host_driver_branch });
         }
     }
     Ok(found)
@@ -178,10 +150,7 @@ pub fn host_driver(cap: &[u8]) -> Option<(String, String)> {
         return None;
     }
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim_matches('\0').to_string();
-    Some((
-        text(&cap[pos + 2..pos + 12]),
-        text(&cap[pos + 12..pos + 22]),
-    ))
+    Some((text(&cap[pos + 2..pos + 12]), text(&cap[pos + 12..pos + 22])))
 }
 
 #[cfg(test)]

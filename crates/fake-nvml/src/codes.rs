@@ -19,31 +19,15 @@ const CODES: &[(u32, &str, &str)] = &[
     (14, "corrupted_inforom", "Corrupted infoROM\0"),
     (15, "gpu_is_lost", "GPU is lost\0"),
     (16, "reset_required", "GPU requires restart\0"),
-    (
-        17,
-        "operating_system",
-        "The operating system has blocked the request.\0",
-    ),
-    (
-        18,
-        "lib_rm_version_mismatch",
-        "RM has detected an NVML/RM version mismatch.\0",
-    ),
+    (17, "operating_system", "The operating system has blocked the request.\0"),
+    (18, "lib_rm_version_mismatch", "RM has detected an NVML/RM version mismatch.\0"),
     (19, "in_use", "In use by another client\0"),
     (20, "memory", "Insufficient Memory\0"),
     (21, "no_data", "No data\0"),
-    (
-        22,
-        "vgpu_ecc_not_supported",
-        "Requested vgpu operation is not supported with ECC enabled\0",
-    ),
+    (22, "vgpu_ecc_not_supported", "Requested vgpu operation is not supported with ECC enabled\0"),
     (23, "insufficient_resources", "Insufficient resources\0"),
     (24, "freq_not_supported", "Frequency not supported\0"),
-    (
-        25,
-        "argument_version_mismatch",
-        "Argument version mismatch\0",
-    ),
+    (25, "argument_version_mismatch", "Argument version mismatch\0"),
     (26, "deprecated", "Deprecated\0"),
     (27, "not_ready", "Not ready\0"),
     (28, "gpu_not_found", "GPU not found\0"),
@@ -53,19 +37,12 @@ const CODES: &[(u32, &str, &str)] = &[
 
 /// The code for a fixture name such as `gpu_is_lost`.
 pub fn by_name(name: &str) -> Option<u32> {
-    CODES
-        .iter()
-        .find(|(_, n, _)| *n == name)
-        .map(|(c, _, _)| *c)
+    CODES.iter().find(|(_, n, _)| *n == name).map(|(c, _, _)| *c)
 }
 
 /// The NUL-terminated `nvmlErrorString` text for a code.
 pub fn text(code: u32) -> &'static str {
-    CODES
-        .iter()
-        .find(|(c, _, _)| *c == code)
-        .map(|(_, _, t)| *t)
-        .unwrap_or("Unknown Error\0")
+    CODES.iter().find(|(c, _, _)| *c == code).map(|(_, _, t)| *t).unwrap_or("Unknown Error\0")
 }
 
 /// `NVML_SUCCESS`.

@@ -2,9 +2,7 @@
 //! dereferences a handle (handles are looked up by address) and never unwinds into its caller.
 
 use crate::codes::{self, *};
-use crate::fixture::{
-    ci_profile_slices, fabric_state, gi_profile_slices, parse_uuid, Gpu, MigDevice,
-};
+use crate::fixture::{ci_profile_slices, fabric_state, gi_profile_slices, parse_uuid, Gpu, MigDevice};
 use crate::state::{lock, Global, Handle, Machine};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, CStr};
@@ -88,11 +86,7 @@ fn gpu(m: &Machine, g: u32) -> &Gpu {
 }
 
 fn mig_dev(m: &Machine, g: u32, i: u32) -> &MigDevice {
-    &gpu(m, g)
-        .mig
-        .as_ref()
-        .expect("MIG handle on a GPU with MIG")
-        .devices[i as usize]
+    &gpu(m, g).mig.as_ref().expect("MIG handle on a GPU with MIG").devices[i as usize]
 }
 
 /// The physical GPU behind a GPU or MIG handle; other handles are invalid here.
@@ -104,40 +98,26 @@ fn parent(h: Handle) -> Result<u32, u32> {
 }
 
 fn gpu_uuid(m: &Machine, g: u32) -> String {
-    gpu(m, g)
-        .uuid
-        .clone()
-        .unwrap_or_else(|| format!("GPU-{:08x}-fa4e-4000-8000-{:012x}", 0x6b5a_0000 + g, g))
+    gpu(m, g).uuid.clone().unwrap_or_else(|| format!("GPU-{:08x}-fa4e-4000-8000-{:012x}", 0x6b5a_0000 + g, g))
 }
 
 fn mig_uuid(m: &Machine, g: u32, i: u32) -> String {
-    mig_dev(m, g, i).uuid.clone().unwrap_or_else(|| {
-        format!(
-            "MIG-{:08x}-{:04x}-5000-8000-{:012x}",
-            0x3c1d_0000 + g,
-            i,
-            (g << 8) | i
-        )
-    })
+    mig_dev(m, g, i)
+        .uuid
+        .clone()
+        .unwrap_or_else(|| format!("MIG-{:08x}-{:04x}-5000-8000-{:012x}", 0x3c1d_0000 + g, i, (g << 8) | i))
 }
 
 fn bus_id(m: &Machine, g: u32) -> String {
-    gpu(m, g)
-        .pci_bus_id
-        .clone()
-        .unwrap_or_else(|| format!("00000000:{:02X}:00.0", g + 1))
+    gpu(m, g).pci_bus_id.clone().unwrap_or_else(|| format!("00000000:{:02X}:00.0", g + 1))
 }
 
 fn gi_slices(d: &MigDevice) -> u32 {
-    d.gpu_instance_slices
-        .or(gi_profile_slices(d.gi_profile))
-        .unwrap_or(1)
+    d.gpu_instance_slices.or(gi_profile_slices(d.gi_profile)).unwrap_or(1)
 }
 
 fn ci_slices(d: &MigDevice) -> u32 {
-    d.compute_instance_slices
-        .or(ci_profile_slices(d.ci_profile))
-        .unwrap_or(1)
+    d.compute_instance_slices.or(ci_profile_slices(d.ci_profile)).unwrap_or(1)
 }
 
 fn mib_to_bytes(mib: u64) -> u64 {
@@ -149,11 +129,7 @@ fn mig_name(m: &Machine, g: u32, i: u32) -> String {
     let d = mig_dev(m, g, i);
     let (gs, cs) = (gi_slices(d), ci_slices(d));
     let gb = d.memory_mib.div_ceil(1024);
-    let profile = if gs == cs {
-        format!("{gs}g.{gb}gb")
-    } else {
-        format!("{cs}c.{gs}g.{gb}gb")
-    };
+    let profile = if gs == cs { format!("{gs}g.{gb}gb") } else { format!("{cs}c.{gs}g.{gb}gb") };
     format!("{} MIG {profile}", gpu(m, g).name)
 }
 
@@ -221,23 +197,12 @@ fn fabric_fields(m: &Machine, h: Handle) -> Result<([u8; 16], u32, u32, u8), u32
     let f = gpu(m, g).fabric.as_ref().ok_or(NOT_SUPPORTED)?;
     let uuid = parse_uuid(&f.cluster_uuid).ok_or(UNKNOWN)?;
     let status = codes::by_name(&f.status).ok_or(UNKNOWN)?;
-    Ok((
-        uuid,
-        status,
-        f.clique_id,
-        fabric_state(&f.state).ok_or(UNKNOWN)?,
-    ))
+    Ok((uuid, status, f.clique_id, fabric_state(&f.state).ok_or(UNKNOWN)?))
 }
 
 /// The first in-use MIG device of GPU `g` matching `pred` (profile info is served from these).
 fn mig_with(m: &Machine, g: u32, pred: impl Fn(&MigDevice) -> bool) -> Option<&MigDevice> {
-    gpu(m, g)
-        .mig
-        .as_ref()
-        .filter(|mig| mig.enabled)?
-        .devices
-        .iter()
-        .find(|d| pred(d))
+    gpu(m, g).mig.as_ref().filter(|mig| mig.enabled)?.devices.iter().find(|d| pred(d))
 }
 
 /// `nvmlErrorString`: a static text for every return code.

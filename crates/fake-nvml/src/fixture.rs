@@ -175,9 +175,7 @@ impl Fixture {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
         let fixture: Fixture =
             serde_saphyr::from_str(&text).map_err(|e| format!("invalid fixture {path}: {e}"))?;
-        fixture
-            .validate()
-            .map_err(|e| format!("invalid fixture {path}: {e}"))?;
+        fixture.validate().map_err(|e| format!("invalid fixture {path}: {e}"))?;
         Ok(fixture)
     }
 
@@ -222,20 +220,12 @@ impl Fixture {
                 }
             }
             if let Some(f) = &gpu.fabric {
-                fabric_state(&f.state).ok_or_else(|| {
-                    format!("gpus[{g}].fabric.state: unknown state {:?}", f.state)
-                })?;
-                crate::codes::by_name(&f.status).ok_or_else(|| {
-                    format!(
-                        "gpus[{g}].fabric.status: unknown NVML return {:?}",
-                        f.status
-                    )
-                })?;
+                fabric_state(&f.state)
+                    .ok_or_else(|| format!("gpus[{g}].fabric.state: unknown state {:?}", f.state))?;
+                crate::codes::by_name(&f.status)
+                    .ok_or_else(|| format!("gpus[{g}].fabric.status: unknown NVML return {:?}", f.status))?;
                 parse_uuid(&f.cluster_uuid).ok_or_else(|| {
-                    format!(
-                        "gpus[{g}].fabric.cluster_uuid: not a UUID: {:?}",
-                        f.cluster_uuid
-                    )
+                    format!("gpus[{g}].fabric.cluster_uuid: not a UUID: {:?}", f.cluster_uuid)
                 })?;
             }
         }
@@ -246,12 +236,9 @@ impl Fixture {
                     fault.function
                 ));
             }
-            crate::codes::by_name(&fault.error).ok_or_else(|| {
-                format!("faults[{i}].error: unknown NVML error {:?}", fault.error)
-            })?;
-            fault
-                .target()
-                .map_err(|e| format!("faults[{i}].device: {e}"))?;
+            crate::codes::by_name(&fault.error)
+                .ok_or_else(|| format!("faults[{i}].error: unknown NVML error {:?}", fault.error))?;
+            fault.target().map_err(|e| format!("faults[{i}].device: {e}"))?;
         }
         Ok(())
     }
@@ -276,9 +263,7 @@ impl Fault {
             return Ok(FaultTarget::Any);
         };
         let num = |s: &str| {
-            s.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("{d:?} is not \"<gpu>\" or \"<gpu>:<mig>\""))
+            s.trim().parse::<u32>().map_err(|_| format!("{d:?} is not \"<gpu>\" or \"<gpu>:<mig>\""))
         };
         match d.split_once(':') {
             None => Ok(FaultTarget::Gpu(num(d)?)),

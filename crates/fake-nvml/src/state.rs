@@ -34,11 +34,7 @@ pub struct Global {
     calls: BTreeMap<&'static str, u64>,
 }
 
-static GLOBAL: Mutex<Global> = Mutex::new(Global {
-    refcount: 0,
-    machine: None,
-    calls: BTreeMap::new(),
-});
+static GLOBAL: Mutex<Global> = Mutex::new(Global { refcount: 0, machine: None, calls: BTreeMap::new() });
 
 /// Locks the global state; a panic in an earlier call must not wedge every later one.
 pub fn lock() -> MutexGuard<'static, Global> {
@@ -128,10 +124,7 @@ impl Machine {
                     g == hg && self.migs_in_gi(hg, gi).any(|(i, _)| i == m)
                 }
                 (FaultTarget::Mig(g, m), Some(Handle::ComputeInstance(hg, gi, ci))) => {
-                    g == hg
-                        && self
-                            .migs_in_gi(hg, gi)
-                            .any(|(i, d)| i == m && d.ci_id() == ci)
+                    g == hg && self.migs_in_gi(hg, gi).any(|(i, d)| i == m && d.ci_id() == ci)
                 }
                 _ => false,
             };
@@ -201,11 +194,7 @@ impl Global {
         if self.refcount == 0 {
             return codes::UNINITIALIZED;
         }
-        if let Some(code) = self
-            .machine
-            .as_mut()
-            .and_then(|m| m.fault("nvmlShutdown", None))
-        {
+        if let Some(code) = self.machine.as_mut().and_then(|m| m.fault("nvmlShutdown", None)) {
             return code;
         }
         self.refcount -= 1;
@@ -221,11 +210,7 @@ impl Global {
         let Ok(path) = std::env::var("FAKE_NVML_CALLS") else {
             return;
         };
-        let text: String = self
-            .calls
-            .iter()
-            .map(|(f, n)| format!("{f} {n}\n"))
-            .collect();
+        let text: String = self.calls.iter().map(|(f, n)| format!("{f} {n}\n")).collect();
         if let Err(e) = std::fs::write(&path, text) {
             eprintln!("fake-nvml: cannot write FAKE_NVML_CALLS file {path}: {e}");
         }

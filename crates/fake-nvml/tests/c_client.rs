@@ -6,17 +6,8 @@ use std::process::Command;
 /// The cdylib cargo built beside this test binary (`target/<profile>/libnvidia_ml.so`).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let lib = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("libnvidia_ml.so");
-    assert!(
-        lib.exists(),
-        "{} missing: build the workspace first",
-        lib.display()
-    );
+    let lib = exe.parent().unwrap().parent().unwrap().join("libnvidia_ml.so");
+    assert!(lib.exists(), "{} missing: build the workspace first", lib.display());
     lib
 }
 
@@ -46,17 +37,12 @@ fn compile() -> PathBuf {
 fn run_client(env: &[(&str, String)]) -> (String, String) {
     let client = compile_client();
     let mut cmd = Command::new(&client);
-    cmd.arg(library())
-        .env_remove("FAKE_NVML_FIXTURE")
-        .env_remove("FAKE_NVML_CALLS");
+    cmd.arg(library()).env_remove("FAKE_NVML_FIXTURE").env_remove("FAKE_NVML_CALLS");
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }
 
 #[test]
@@ -97,18 +83,11 @@ shutdown: 0, again: Uninitialized
 ";
     assert_eq!(stdout, expected);
     let counts = std::fs::read_to_string(&calls).unwrap();
-    assert!(
-        counts.lines().any(|l| l == "nvmlDeviceGetCount_v2 2"),
-        "{counts}"
-    );
+    assert!(counts.lines().any(|l| l == "nvmlDeviceGetCount_v2 2"), "{counts}");
     assert!(counts.lines().any(|l| l == "nvmlShutdown 2"), "{counts}");
     let mut sorted: Vec<&str> = counts.lines().collect();
     sorted.sort();
-    assert_eq!(
-        sorted,
-        counts.lines().collect::<Vec<_>>(),
-        "call counts are sorted by symbol"
-    );
+    assert_eq!(sorted, counts.lines().collect::<Vec<_>>(), "call counts are sorted by symbol");
 }
 
 #[test]
@@ -121,15 +100,13 @@ fn without_a_fixture_the_driver_is_not_loaded() {
 fn an_invalid_fixture_fails_init_with_unknown_and_says_why() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let bad = dir.join("typo-fixture.yaml");
-    std::fs::write(&bad, "driver_version: \"550.54.15\"\ncuda_driver_version: 12040\ngpus:\n  - name: x\n    memory_mb: 1\n").unwrap();
+    std::fs::write(
+        &bad,
+        "driver_version: \"550.54.15\"\ncuda_driver_version: 12040\ngpus:\n  - name: x\n    memory_mb: 1\n",
+    )
+    .unwrap();
     let (stdout, stderr) = run_client(&[("FAKE_NVML_FIXTURE", bad.display().to_string())]);
     assert!(stdout.contains("init: 999\n"), "{stdout}");
-    assert!(
-        stderr.contains("memory_mb"),
-        "the reason names the unknown key: {stderr}"
-    );
-    assert!(
-        stderr.contains("typo-fixture.yaml"),
-        "the reason names the file: {stderr}"
-    );
+    assert!(stderr.contains("memory_mb"), "the reason names the unknown key: {stderr}");
+    assert!(stderr.contains("typo-fixture.yaml"), "the reason names the file: {stderr}");
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Regenerates the fake sysfs trees under testdata/ (run from the repository root).
+
+sysfs/       PCI devices for every bus id the machine fixtures use, and a DMI product name.
+sysfs-vgpu/  one vGPU (GFD's mock vendor capability: host driver 460.16, branch r460_00).
+Each NVIDIA device has 256 bytes of config space with a realistic capability list
+(PM -> MSI -> PCIe -> vendor-specific), so the vGPU walker runs on every golden test.
+"""
+import os
+import shutil
+
+
+def config(vendor_cap):
+    c = bytearray(256)
+    c[0:2] = (0x10DE).to_bytes(2, "little")
+    c[6] = 0x10  # status: capability list present
+    c[0x34] = 0x60
+    c[0x60:0x62] = bytes([0x01, 0x68])  # power management
+    c[0x68:0x6A] = bytes([0x05, 0x78])  # MSI
+    c[0x78:0x7A] = bytes([0x10, 0xB4])  # PCI Express
+    c[0xB4:0xB4 + len(vendor_cap)] = vendor_cap  # vendor-specific, last in the list
+    return bytes(c)
+
+
+PASSTHROUGH = bytes([0x09, 0x00, 0x14]) + bytes(17)  # 20 bytes, no "VF" signature
+VGPU = bytes([0x09, 0x00, 0x1B, 0x56, 0x46, 0x00, 0x16]) + b"460.16\0\0\0\0" + b"r460_00\0\0\0"
+
+
+def device(root, address, cls, vendor="0x10de", cap=PASSTHROUGH):
+    d = os.path.join(root, "bus/pci/devices", address)
+    os.makedirs(d)
+    with open(os.path.join(d, "vendor"), "w") as f:
+        f.write(vendor + "\n")
+    with open(os.path.join(d, "class"), "w") as f:
+        f.write(cls + "\n")
+    with open(os.path.join(d, "config"), "wb") as f:
+        f.write(config(cap) if vendor == "0x10de" else bytes(64))
+
+
+def machine(root, name):
+    d = os.path.join(root, "class/dmi/id")
+    os.makedirs(d)
+    with open(os.path.join(d, "product_name"), "w") as f:
+        f.write(name + "\n")
+
+
+def main():
+    for root in ("testdata/sysfs", "testdata/sysfs-vgpu"):
+        shutil.rmtree(root, ignore_errors=True)
+    root = "testdata/sysfs"
+    machine(root, "PowerEdge XE9680")
+    device(root, "0000:00:00.0", "0x060000", vendor="0x8086")  # host bridge, not NVIDIA
+    compute = [f"0000:{i:02x}:00.0" for i in range(1, 11)]  # default fixture bus ids
+    compute += [f"0000:{b}:00.0" for b in ("1b", "43", "52", "61", "9d", "c3", "d1", "df")]  # DGX H100
+    compute += [f"0000:{b}:00.0" for b in ("0f", "47", "4e", "87", "90", "b7", "bd")]  # DGX A100
+    compute += ["0009:01:00.0", "0019:01:00.0"]  # GH200 NVL2
+    for address in compute:
+        device(root, address, "0x030200")
+    for i in range(10):  # RTX 4090s are VGA controllers
+        device(root, f"0000:{0x21 + i:02x}:00.0", "0x030000")
+    root = "testdata/sysfs-vgpu"
+    machine(root, "VMware Virtual Platform")
+    device(root, "0000:01:00.0", "0x030200", cap=VGPU)
+
+
+if __name__ == "__main__":
+    main()

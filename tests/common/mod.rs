@@ -1,0 +1,97 @@
+//! Helpers for running the real binary against the fake NVML library.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fake `libnvidia-ml.so.1`, built beside the binary by `cargo build/test --workspace`.
+pub fn fake_nvml() -> PathBuf {
+    let lib = Path::new(env!("CARGO_BIN_EXE_nvlabel")).parent().unwrap().join("libnvidia_ml.so");
+    assert!(lib.exists(), "{} is missing: run the tests with `cargo test --workspace`", lib.display());
+    lib
+}
+
+/// The path of a machine fixture.
+pub fn fixture(name: &str) -> PathBuf {
+    repo().join("testdata/machines").join(format!("{name}.yaml"))
+}
+
+/// Every machine fixture's name, sorted.
+pub fn fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("testdata/machines"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".yaml").map(String::from))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A command for the binary with a clean environment, the fake library and the fake sysfs.
+pub fn nvlabel(machine: Option<&str>) -> Command {
+    nvlabel_in(machine, "testdata/sysfs")
+}
+
+/// [`nvlabel`] with another fake sysfs tree (relative to the repository).
+pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvlabel"));
+    cmd.env_clear().env("RUST_LOG", "warn").current_dir(repo());
+    cmd.arg("--nvml-library").arg(fake_nvml()).arg("--sysfs-root").arg(repo().join(sysfs));
+    if let Some(m) = machine {
+        cmd.env("FAKE_NVML_FIXTURE", fixture(m));
+    }
+    cmd
+}
+
+/// The flags of the reference command, printing sorted labels to stdout.
+pub const PRINT: &[&str] =
+    &["--oneshot", "--no-timestamp", "--output-file", "", "--use-node-feature-api=false"];
+
+/// Runs and insists on success.
+pub fn ok(cmd: &mut Command) -> String {
+    let out: Output = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Compares with `testdata/golden/<name>`, or rewrites it when `UPDATE_GOLDEN` is set.
+/// Returns a description of the mismatch, if any.
+pub fn golden(name: &str, actual: &str) -> Option<String> {
+    let path = repo().join("testdata/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return None;
+    }
+    let expected = match std::fs::read_to_string(&path) {
+        Ok(e) => e,
+        Err(e) => {
+            return Some(format!("{}: {e} (regenerate with UPDATE_GOLDEN=1 and review)", path.display()))
+        }
+    };
+    if expected == actual {
+        return None;
+    }
+    let exp: Vec<&str> = expected.lines().collect();
+    let act: Vec<&str> = actual.lines().collect();
+    let mut diff = String::new();
+    for l in &exp {
+        if !act.contains(l) {
+            diff.push_str(&format!("  - {l}\n"));
+        }
+    }
+    for l in &act {
+        if !exp.contains(l) {
+            diff.push_str(&format!("  + {l}\n"));
+        }
+    }
+    Some(format!("{} differs:\n{diff}", path.display()))
+}

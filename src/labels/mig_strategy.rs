@@ -23,6 +23,8 @@ fn by_profile(gpus: &[Gpu]) -> Vec<(&str, &MigDevice, usize)> {
 /// The MIG-strategy labels; they override the full-GPU labels key by key.
 pub fn labels(gpus: &[Gpu], strategy: MigStrategy, sharing: &Sharing, warnings: &mut Vec<String>) -> Labels {
     let mut l = match strategy {
+        // GFD checks nothing, not even the strategy, on a node without devices.
+        _ if gpus.is_empty() => return Labels::new(),
         MigStrategy::None => return Labels::new(),
         MigStrategy::Single => single(gpus, sharing, warnings),
         MigStrategy::Mixed => by_profile(gpus)

@@ -101,3 +101,6 @@ pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
 fn key(name: &str) -> String {
     format!("{PREFIX}{name}")
 }
+
+#[cfg(test)]
+mod tests;

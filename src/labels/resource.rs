@@ -121,10 +121,10 @@ pub fn full_gpu_labels(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<Strin
     }
     let of_model: Vec<&Gpu> = gpus.iter().filter(|g| g.name == model).collect();
     let mut l = Labels::new();
-    if let Some(g) = of_model.iter().filter(|g| mig_enabled(g)).last() {
+    if let Some(g) = of_model.iter().rev().find(|g| mig_enabled(g)) {
         l.extend(gpu_labels(g, of_model.len(), None, warnings));
     }
-    if let Some(g) = of_model.iter().filter(|g| !mig_enabled(g)).last() {
+    if let Some(g) = of_model.iter().rev().find(|g| !mig_enabled(g)) {
         l.extend(gpu_labels(g, of_model.len(), Some(sharing), warnings));
     }
     l

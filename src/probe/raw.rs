@@ -24,7 +24,7 @@ pub struct FabricInfo {
     pub status: u32,
 }
 
-fn lib<'a>(nvml: &'a Nvml) -> &'a NvmlLib {
+fn lib(nvml: &Nvml) -> &NvmlLib {
     nvml.lib()
 }
 

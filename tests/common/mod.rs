@@ -40,7 +40,8 @@ pub fn nvlabel(machine: Option<&str>) -> Command {
 pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvlabel"));
     cmd.env_clear().env("RUST_LOG", "warn").current_dir(repo());
-    cmd.arg("--nvml-library").arg(fake_nvml()).arg("--sysfs-root").arg(repo().join(sysfs));
+    // Through env, so that a test can still override either with its flag.
+    cmd.env("NVLABEL_NVML_LIBRARY", fake_nvml()).env("NVLABEL_SYSFS_ROOT", repo().join(sysfs));
     if let Some(m) = machine {
         cmd.env("FAKE_NVML_FIXTURE", fixture(m));
     }

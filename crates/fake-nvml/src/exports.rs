@@ -31,6 +31,10 @@ macro_rules! export {
         pub const SYMBOLS: &[&str] = &["nvmlErrorString", $(stringify!($name)),*];
         $(
             /// See `nvml.h`.
+            ///
+            /// # Safety
+            /// Pointer arguments must be null or valid for the write `nvml.h` describes;
+            /// handles are only looked up, never dereferenced.
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
                 let run = std::panic::AssertUnwindSafe(|| -> Result<(), u32> {

@@ -1,0 +1,215 @@
+//! The binary's behaviour as a user meets it: faults, a missing driver, env precedence, the
+//! feature file, and snapshots as test input.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Writes a fixture into a temporary directory and returns a command using it.
+fn with_fixture(dir: &tempfile::TempDir, yaml: &str) -> Command {
+    let path = dir.path().join("machine.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = nvlabel(None);
+    cmd.env("FAKE_NVML_FIXTURE", &path);
+    cmd
+}
+
+const TWO_A100: &str = r#"
+driver_version: "550.54.15"
+cuda_driver_version: 12040
+gpus:
+  - name: "NVIDIA A100-SXM4-40GB"
+    memory_mib: 40960
+    compute_capability: [8, 0]
+    mig:
+      enabled: true
+      devices:
+        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
+        - {gi_profile: 17, ci_profile: 0, memory_mib: 14848, multiprocessors: 42, copy_engines: 3}
+        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
+  - name: "NVIDIA A100-SXM4-40GB"
+    memory_mib: 40960
+    compute_capability: [8, 0]
+"#;
+
+#[test]
+fn a_lost_gpu_is_excluded_and_named_in_the_log() {
+    let (code, stdout, stderr) = run(nvlabel(Some("faulty")).args(PRINT));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("nvidia.com/gpu.count=3\n"), "{stdout}");
+    assert!(stderr.contains("device=2"), "{stderr}");
+    assert!(stderr.contains("nvmlDeviceGetCudaComputeCapability"), "{stderr}");
+    assert!(stderr.contains("GpuLost"), "{stderr}");
+}
+
+#[test]
+fn a_missing_driver_is_one_clear_line_and_exit_1() {
+    let (code, stdout, stderr) = run(nvlabel(None).args(PRINT));
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("nvlabel: error: no NVIDIA driver found"), "{stderr}");
+    let (code, _, stderr) =
+        run(nvlabel(None).args(PRINT).args(["--nvml-library", "/nonexistent/libnvidia-ml.so.1"]));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no NVIDIA driver found") && stderr.contains("/nonexistent/libnvidia-ml.so.1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_fail_on_init_error_a_missing_driver_gives_only_the_timestamp() {
+    let mut cmd = nvlabel(None);
+    cmd.args(["--oneshot", "--output-file=", "--use-node-feature-api=false", "--fail-on-init-error=false"]);
+    let (code, stdout, _) = run(&mut cmd);
+    assert_eq!(code, 0);
+    let keys: Vec<&str> = stdout.lines().map(|l| l.split('=').next().unwrap()).collect();
+    assert_eq!(keys, ["nvidia.com/gfd.timestamp", "nvidia.com/vgpu.present"]);
+}
+
+#[test]
+fn an_invalid_fixture_is_an_nvml_init_failure_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(with_fixture(&dir, "driver_version: 1\ngpus: [{nam: x}]\n").args(PRINT));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("machine.yaml"), "the fake names the fixture: {stderr}");
+    assert!(stderr.contains("failed to initialize NVML"), "{stderr}");
+}
+
+#[test]
+fn an_unnameable_mig_profile_skips_only_that_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) =
+        run(with_fixture(&dir, TWO_A100).args(PRINT).args(["--mig-strategy", "mixed"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/mig-1g.5gb.count=2\n"), "{stdout}");
+    assert!(
+        stderr.contains("invalid GPU Instance Profile ID: 17") && stderr.contains("device=0:1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_failing_mig_device_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "{TWO_A100}faults:\n  - {{function: nvmlDeviceGetAttributes_v2, device: \"0:0\", error: unknown}}\n"
+    );
+    let (code, stdout, stderr) = run(with_fixture(&dir, &yaml).args(PRINT).args(["--mig-strategy", "mixed"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/mig-1g.5gb.count=1\n"), "{stdout}");
+    assert!(stderr.contains("device=0:0") && stderr.contains("nvmlDeviceGetAttributes_v2"), "{stderr}");
+}
+
+#[test]
+fn a_failing_memory_query_drops_only_the_memory_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!("{TWO_A100}faults:\n  - {{function: nvmlDeviceGetMemoryInfo_v2, error: timeout}}\n");
+    let (code, stdout, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/gpu.count=2\n"), "{stdout}");
+    assert!(!stdout.contains("gpu.memory"), "{stdout}");
+}
+
+#[test]
+fn a_failing_device_count_fails_the_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!("{TWO_A100}faults:\n  - {{function: nvmlDeviceGetCount_v2, error: unknown}}\n");
+    let (code, _, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("error getting devices"), "{stderr}");
+}
+
+#[test]
+fn env_vars_follow_gfd_precedence() {
+    let labels = |cmd: &mut Command| ok(cmd);
+    let out = labels(nvlabel(Some("t4")).args(PRINT).env("MIG_STRATEGY", "mixed"));
+    assert!(out.contains("nvidia.com/mig.strategy=mixed\n"));
+    let out = labels(
+        nvlabel(Some("t4")).args(PRINT).env("MIG_STRATEGY", "mixed").env("GFD_MIG_STRATEGY", "single"),
+    );
+    assert!(out.contains("nvidia.com/mig.strategy=single\n"));
+    let out = labels(
+        nvlabel(Some("t4")).args(PRINT).args(["--mig-strategy", "none"]).env("GFD_MIG_STRATEGY", "single"),
+    );
+    assert!(!out.contains("mig.strategy"));
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).env("GFD_MIG_STRATEGY", "Mixed"));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("GFD_MIG_STRATEGY") && stderr.contains("\"Mixed\""), "{stderr}");
+    // GFD's own env names drive the whole one-shot run.
+    let mut cmd = nvlabel(Some("t4"));
+    cmd.envs([
+        ("GFD_ONESHOT", "true"),
+        ("GFD_NO_TIMESTAMP", "true"),
+        ("GFD_OUTPUT_FILE", ""),
+        ("GFD_USE_NODE_FEATURE_API", "false"),
+    ]);
+    assert_eq!(ok(&mut cmd), ok(nvlabel(Some("t4")).args(PRINT)));
+}
+
+#[test]
+fn the_feature_file_is_written_atomically_with_the_printed_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gfd");
+    let printed = ok(nvlabel(Some("h100-x8")).args(PRINT));
+    ok(nvlabel(Some("h100-x8"))
+        .args(["--oneshot", "--no-timestamp", "--use-node-feature-api=false", "-o"])
+        .arg(&path));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), printed);
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "no temporary file left");
+}
+
+#[test]
+fn a_probed_snapshot_reproduces_the_labels_without_nvml() {
+    let dir = tempfile::tempdir().unwrap();
+    for machine in fixtures() {
+        let yaml = ok(nvlabel(Some(&machine)).arg("probe"));
+        let snap = dir.path().join(format!("{machine}.yaml"));
+        std::fs::write(&snap, &yaml).unwrap();
+        for strategy in ["none", "single", "mixed"] {
+            let live = ok(nvlabel(Some(&machine)).args(PRINT).args(["--mig-strategy", strategy]));
+            let mut replay = nvlabel(None);
+            replay.args(PRINT).args(["--mig-strategy", strategy]).arg("--snapshot").arg(&snap);
+            assert_eq!(ok(&mut replay), live, "{machine} {strategy}");
+        }
+    }
+}
+
+#[test]
+fn snapshot_errors_name_file_and_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("bad.yaml");
+    std::fs::write(&snap, "gpus:\n  - index: 0\n    nmae: x\n").unwrap();
+    let (code, _, stderr) = run(nvlabel(None).args(PRINT).arg("--snapshot").arg(&snap));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("bad.yaml") && stderr.contains("nmae"), "{stderr}");
+}
+
+#[test]
+fn node_feature_api_is_refused_clearly_until_it_exists() {
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--output-file="]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--use-node-feature-api=false"), "{stderr}");
+}
+
+#[test]
+fn json_logs() {
+    let (_, _, stderr) = run(nvlabel(Some("faulty")).args(PRINT).args(["--log-format", "json"]));
+    let line = stderr.lines().find(|l| l.contains("GPU excluded")).expect("a warning");
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["device"], 2);
+    assert_eq!(v["function"], "nvmlDeviceGetCudaComputeCapability");
+    assert_eq!(v["level"], "WARN");
+}

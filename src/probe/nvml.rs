@@ -234,26 +234,16 @@ fn probe_mig(
     };
     let ci_profile_id =
         raw::compute_instance_profile_id(nvml, gi, ci_id).map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
-    let gi_index = match cache.gi_profile_index.get(&gi_profile_id) {
-        Some(&i) => i,
-        None => {
-            let i = profile_index(gi_profile_id, GI_PROFILE_INDICES, |p| {
-                raw::gpu_instance_profile_info_id(nvml, gpu, p)
-            })
-            .map_err(err("nvmlDeviceGetGpuInstanceProfileInfo"))?;
-            *cache.gi_profile_index.entry(gi_profile_id).or_insert(i)
-        }
-    };
-    let ci_index = match cache.ci_profile_index.get(&ci_profile_id) {
-        Some(&i) => i,
-        None => {
-            let i = profile_index(ci_profile_id, CI_PROFILE_INDICES, |p| {
-                raw::compute_instance_profile_info_id(nvml, gi, p)
-            })
-            .map_err(err("nvmlGpuInstanceGetComputeInstanceProfileInfo"))?;
-            *cache.ci_profile_index.entry(ci_profile_id).or_insert(i)
-        }
-    };
+    let gi_index = cached(&mut cache.gi_profile_index, gi_profile_id, || {
+        profile_index(gi_profile_id, GI_PROFILE_INDICES, |p| raw::gpu_instance_profile_info_id(nvml, gpu, p))
+            .map_err(err("nvmlDeviceGetGpuInstanceProfileInfo"))
+    })?;
+    let ci_index = cached(&mut cache.ci_profile_index, ci_profile_id, || {
+        profile_index(ci_profile_id, CI_PROFILE_INDICES, |p| {
+            raw::compute_instance_profile_info_id(nvml, gi, p)
+        })
+        .map_err(err("nvmlGpuInstanceGetComputeInstanceProfileInfo"))
+    })?;
     let profile = profile::profile_name(gi_index, ci_index, attrs.memory_size_mb, parent_bytes.unwrap_or(0))
         .map_err(|e| ("MIG profile name", e.to_string()))?;
     Ok(MigDevice {
@@ -274,6 +264,20 @@ fn probe_mig(
         jpeg_decoders: attrs.shared_jpeg_count,
         ofa: attrs.shared_ofa_count,
     })
+}
+
+/// The cached value for `key`, computing and remembering it on a miss.
+fn cached<E>(
+    map: &mut HashMap<u32, u32>,
+    key: u32,
+    compute: impl FnOnce() -> Result<u32, E>,
+) -> Result<u32, E> {
+    if let Some(&v) = map.get(&key) {
+        return Ok(v);
+    }
+    let v = compute()?;
+    map.insert(key, v);
+    Ok(v)
 }
 
 /// The profile index whose info carries `id`. NVML's ids equal their indices, so the first

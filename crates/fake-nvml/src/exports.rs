@@ -209,6 +209,27 @@ fn mig_with(m: &Machine, g: u32, pred: impl Fn(&MigDevice) -> bool) -> Option<&M
     gpu(m, g).mig.as_ref().filter(|mig| mig.enabled)?.devices.iter().find(|d| pred(d))
 }
 
+/// Shared body of the unversioned and `_v2` CUDA version symbols.
+unsafe fn cuda_driver_version(c: &mut Call, v: *mut c_int) -> Result<(), u32> {
+    let m = c.machine()?;
+    out(v, m.fixture.cuda_driver_version)
+}
+
+/// Shared body of `nvmlDeviceGetCount` and `_v2`.
+unsafe fn device_count(c: &mut Call, count: *mut c_uint) -> Result<(), u32> {
+    let m = c.machine()?;
+    out(count, m.fixture.gpus.len() as c_uint)
+}
+
+/// Shared body of `nvmlDeviceGetHandleByIndex` and `_v2`.
+unsafe fn handle_by_index(c: &mut Call, index: c_uint, device: *mut nvmlDevice_t) -> Result<(), u32> {
+    let m = c.machine()?;
+    if index as usize >= m.fixture.gpus.len() {
+        return Err(INVALID_ARGUMENT);
+    }
+    out(device, m.address(Handle::Gpu(index)) as nvmlDevice_t)
+}
+
 /// `nvmlErrorString`: a static text for every return code.
 #[no_mangle]
 pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
@@ -228,38 +249,16 @@ export! {
         let m = c.machine()?;
         out_str(version, length, &m.fixture.driver_version)
     }
-    fn nvmlSystemGetCudaDriverVersion(v: *mut c_int) |c| {
-        let m = c.machine()?;
-        out(v, m.fixture.cuda_driver_version)
-    }
-    fn nvmlSystemGetCudaDriverVersion_v2(v: *mut c_int) |c| {
-        let m = c.machine()?;
-        out(v, m.fixture.cuda_driver_version)
-    }
+    fn nvmlSystemGetCudaDriverVersion(v: *mut c_int) |c| { cuda_driver_version(&mut c, v) }
+    fn nvmlSystemGetCudaDriverVersion_v2(v: *mut c_int) |c| { cuda_driver_version(&mut c, v) }
 
-    fn nvmlDeviceGetCount(count: *mut c_uint) |c| {
-        let m = c.machine()?;
-        out(count, m.fixture.gpus.len() as c_uint)
-    }
-    fn nvmlDeviceGetCount_v2(count: *mut c_uint) |c| {
-        let m = c.machine()?;
-        out(count, m.fixture.gpus.len() as c_uint)
-    }
+    fn nvmlDeviceGetCount(count: *mut c_uint) |c| { device_count(&mut c, count) }
+    fn nvmlDeviceGetCount_v2(count: *mut c_uint) |c| { device_count(&mut c, count) }
     fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut nvmlDevice_t) |c| {
-        let m = c.machine()?;
-        if index as usize >= m.fixture.gpus.len() {
-            return Err(INVALID_ARGUMENT);
-        }
-        let addr = m.address(Handle::Gpu(index));
-        out(device, addr as nvmlDevice_t)
+        handle_by_index(&mut c, index, device)
     }
     fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) |c| {
-        let m = c.machine()?;
-        if index as usize >= m.fixture.gpus.len() {
-            return Err(INVALID_ARGUMENT);
-        }
-        let addr = m.address(Handle::Gpu(index));
-        out(device, addr as nvmlDevice_t)
+        handle_by_index(&mut c, index, device)
     }
     fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) |c| {
         if uuid.is_null() {

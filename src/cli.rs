@@ -4,10 +4,11 @@
 //! clap parses only the command line; [`Settings::resolve`] layers the environment on top
 //! through a lookup function, so tests never touch the process environment.
 
+use crate::config::FileFlags;
 use crate::duration::{parse_interval, DurationError, Interval};
 use crate::labels::MigStrategy;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// GFD's default feature file.
 pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
@@ -235,26 +236,26 @@ fn invalid(found: &Found, reason: impl ToString) -> CliError {
     CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
 
-fn bool_flag(
-    cli: Option<bool>,
-    env: Env,
-    flag: &str,
-    names: &[&str],
-    default: bool,
-) -> Result<bool, CliError> {
+/// A boolean from the command line or env; `None` when neither sets it.
+fn bool_flag(cli: Option<bool>, env: Env, flag: &str, names: &[&str]) -> Result<Option<bool>, CliError> {
     if let Some(v) = cli {
-        return Ok(v);
+        return Ok(Some(v));
     }
     match from_env(env, flag, names) {
         // urfave: an empty boolean env var means false.
-        Some(f) if f.value.is_empty() => Ok(false),
-        Some(f) => parse_bool(&f.value).map_err(|e| invalid(&f, e)),
-        None => Ok(default),
+        Some(f) if f.value.is_empty() => Ok(Some(false)),
+        Some(f) => parse_bool(&f.value).map(Some).map_err(|e| invalid(&f, e)),
+        None => Ok(None),
     }
 }
 
 fn string_flag(cli: Option<String>, env: Env, flag: &str, names: &[&str]) -> Option<String> {
     cli.or_else(|| from_env(env, flag, names).map(|f| f.value))
+}
+
+/// A string flag as a [`Found`], remembering where it came from for error messages.
+fn found_flag(cli: Option<String>, env: Env, flag: &str, names: &[&str]) -> Option<Found> {
+    cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag, names))
 }
 
 fn number_flag<T: std::str::FromStr>(
@@ -278,44 +279,78 @@ where
     }
 }
 
+/// The flags section of a config file and where it came from.
+pub type FileLayer<'a> = Option<(&'a Path, &'a FileFlags)>;
+
 impl Settings {
+    /// `--config-file` from the command line or env (`GFD_CONFIG_FILE`, `CONFIG_FILE`).
+    pub fn config_file_path(cli: &Cli, env: Env) -> Option<PathBuf> {
+        string_flag(cli.label.config_file.clone(), env, "config-file", &["GFD_CONFIG_FILE", "CONFIG_FILE"])
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }
+
     /// Resolves the command line against an env lookup (`std::env::var(..).ok()` in `main`).
     pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, CliError> {
+        Self::resolve_with(cli, env, None)
+    }
+
+    /// Resolves command line > env > config file `flags` > default.
+    pub fn resolve_with(cli: &Cli, env: Env, file: FileLayer) -> Result<Settings, CliError> {
         let a = &cli.label;
         let s = &cli.source;
         let mut notes = Vec::new();
+        let empty = FileFlags::default();
+        let (file_path, ff) = match file {
+            Some((p, f)) => (p.display().to_string(), f),
+            None => (String::new(), &empty),
+        };
+        let gfd = ff.gfd.clone().unwrap_or_default();
+        let in_file = |field: &str, value: &str| Found {
+            value: value.to_string(),
+            origin: format!("{field} in config file {file_path}"),
+        };
 
-        let mig_strategy =
-            match (a.mig_strategy, from_env(env, "mig-strategy", &["GFD_MIG_STRATEGY", "MIG_STRATEGY"])) {
-                (Some(m), _) => m,
-                (None, Some(f)) => MigStrategy::from_str(&f.value, false)
-                    .map_err(|_| invalid(&f, "use none, single or mixed"))?,
-                (None, None) => MigStrategy::None,
-            };
+        let strategy = found_flag(
+            a.mig_strategy.map(|m| m.as_str().to_string()),
+            env,
+            "mig-strategy",
+            &["GFD_MIG_STRATEGY", "MIG_STRATEGY"],
+        )
+        .or_else(|| ff.mig_strategy.as_deref().map(|v| in_file("flags.migStrategy", v)));
+        let mig_strategy = match strategy {
+            Some(f) => MigStrategy::from_str(&f.value, false)
+                .map_err(|_| invalid(&f, "use none, single or mixed"))?,
+            None => MigStrategy::None,
+        };
 
-        let sleep_cli =
-            a.sleep_interval.clone().map(|value| Found { value, origin: "flag --sleep-interval".into() });
-        let sleep = match sleep_cli.or_else(|| from_env(env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])) {
+        let sleep = match found_flag(a.sleep_interval.clone(), env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])
+        {
+            // urfave ignores an empty env value for this flag.
             Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
             other => other,
         };
-        let sleep_interval = match sleep {
-            Some(f) => {
+        let sleep_interval = match (sleep, gfd.sleep_interval) {
+            (Some(f), _) => {
                 let (interval, bare) = parse_interval(&f.value).map_err(|e: DurationError| invalid(&f, e))?;
                 if bare {
                     notes.push(format!("sleep interval {:?} from {} read as {interval}", f.value, f.origin));
                 }
                 interval
             }
-            None => Interval::Every(std::time::Duration::from_secs(60)),
+            (None, Some(interval)) => interval,
+            (None, None) => Interval::Every(std::time::Duration::from_secs(60)),
         };
 
-        let discovery = a
-            .device_discovery_strategy
-            .clone()
-            .map(|value| Found { value, origin: "flag --device-discovery-strategy".into() });
-        let discovery =
-            discovery.or_else(|| from_env(env, "device-discovery-strategy", &["DEVICE_DISCOVERY_STRATEGY"]));
+        let discovery = found_flag(
+            a.device_discovery_strategy.clone(),
+            env,
+            "device-discovery-strategy",
+            &["DEVICE_DISCOVERY_STRATEGY"],
+        )
+        .or_else(|| {
+            ff.device_discovery_strategy.as_deref().map(|v| in_file("flags.deviceDiscoveryStrategy", v))
+        });
         let device_discovery_strategy = match discovery {
             None => DiscoveryStrategy::Auto,
             Some(f) => match f.value.as_str() {
@@ -340,6 +375,7 @@ impl Settings {
             .unwrap_or_else(|| PathBuf::from("/sys"));
         let machine_type_file =
             string_flag(a.machine_type_file.clone(), env, "machine-type-file", &["GFD_MACHINE_TYPE_FILE"])
+                .or(gfd.machine_type_file.clone())
                 .map(PathBuf::from)
                 .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
 
@@ -362,36 +398,27 @@ impl Settings {
             (None, None) => LogFormat::Text,
         };
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
+        let fail_names = ["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"];
+        let nfd_names = ["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"];
 
         Ok(Settings {
             mig_strategy,
-            fail_on_init_error: bool_flag(
-                a.fail_on_init_error,
-                env,
-                "fail-on-init-error",
-                &["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"],
-                true,
-            )?,
-            oneshot: bool_flag(a.oneshot, env, "oneshot", &["GFD_ONESHOT"], false)?,
-            no_timestamp: bool_flag(a.no_timestamp, env, "no-timestamp", &["GFD_NO_TIMESTAMP"], false)?,
+            fail_on_init_error: bool_flag(a.fail_on_init_error, env, "fail-on-init-error", &fail_names)?
+                .or(ff.fail_on_init_error)
+                .unwrap_or(true),
+            oneshot: bool_flag(a.oneshot, env, "oneshot", &["GFD_ONESHOT"])?.or(gfd.oneshot).unwrap_or(false),
+            no_timestamp: bool_flag(a.no_timestamp, env, "no-timestamp", &["GFD_NO_TIMESTAMP"])?
+                .or(gfd.no_timestamp)
+                .unwrap_or(false),
             sleep_interval,
             output_file: string_flag(a.output_file.clone(), env, "output-file", &["GFD_OUTPUT_FILE"])
+                .or(gfd.output_file.clone())
                 .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
             machine_type_file,
-            config_file: non_empty(string_flag(
-                a.config_file.clone(),
-                env,
-                "config-file",
-                &["GFD_CONFIG_FILE", "CONFIG_FILE"],
-            ))
-            .map(PathBuf::from),
-            use_node_feature_api: bool_flag(
-                a.use_node_feature_api,
-                env,
-                "use-node-feature-api",
-                &["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"],
-                true,
-            )?,
+            config_file: Self::config_file_path(cli, env),
+            use_node_feature_api: bool_flag(a.use_node_feature_api, env, "use-node-feature-api", &nfd_names)?
+                .or(ff.use_node_feature_api)
+                .unwrap_or(true),
             device_discovery_strategy,
             namespace: string_flag(a.namespace.clone(), env, "namespace", &["NAMESPACE"])
                 .unwrap_or_else(|| "default".into()),
@@ -508,6 +535,38 @@ mod tests {
         assert_eq!(s.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
         let s = resolve(&["--machine-type-file", ""], &[]).unwrap();
         assert_eq!(s.machine_type_file, PathBuf::from(""));
+    }
+
+    #[test]
+    fn config_file_flags_sit_between_env_and_default() {
+        let file = crate::config::ConfigFile::parse(
+            "flags:\n  migStrategy: mixed\n  failOnInitError: false\n  gfd:\n    oneshot: true\n    sleepInterval: 5s\n    outputFile: /x\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from(["nvlabel"]).unwrap();
+        let path = Path::new("/etc/cfg.yaml");
+        let with = |env: &[(&str, &str)]| {
+            let env: HashMap<String, String> =
+                env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            Settings::resolve_with(&cli, &|k| env.get(k).cloned(), Some((path, &file.flags))).unwrap()
+        };
+        let s = with(&[]);
+        assert_eq!(s.mig_strategy, MigStrategy::Mixed);
+        assert!(!s.fail_on_init_error);
+        assert!(s.oneshot);
+        assert_eq!(s.output_file, "/x");
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(5)));
+        assert_eq!(with(&[("MIG_STRATEGY", "single")]).mig_strategy, MigStrategy::Single, "env beats file");
+        let cli = Cli::try_parse_from(["nvlabel", "--mig-strategy", "none"]).unwrap();
+        let s = Settings::resolve_with(&cli, &|_| None, Some((path, &file.flags))).unwrap();
+        assert_eq!(s.mig_strategy, MigStrategy::None, "command line beats file");
+        let bad = crate::config::ConfigFile::parse("flags:\n  migStrategy: yes\n").unwrap();
+        let cli = Cli::try_parse_from(["nvlabel"]).unwrap();
+        let err = Settings::resolve_with(&cli, &|_| None, Some((path, &bad.flags))).unwrap_err().to_string();
+        assert!(
+            err.contains("flags.migStrategy in config file /etc/cfg.yaml") && err.contains("\"true\""),
+            "{err}"
+        );
     }
 
     #[test]

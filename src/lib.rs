@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod duration;
 pub mod labels;
 pub mod logging;

@@ -213,3 +213,50 @@ fn json_logs() {
     assert_eq!(v["function"], "nvmlDeviceGetCudaComputeCapability");
     assert_eq!(v["level"], "WARN");
 }
+
+fn config(name: &str) -> std::path::PathBuf {
+    repo().join("testdata/configs").join(format!("{name}.yaml"))
+}
+
+#[test]
+fn an_invalid_config_file_stops_start_up_with_file_field_and_message() {
+    let (code, stdout, stderr) =
+        run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(config("invalid-replicas")));
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains("invalid-replicas.yaml: sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_file_from_gfd_env_names_and_its_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cfg.yaml");
+    std::fs::write(&path, "version: v1\nflags:\n  migStrateg: mixed\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 3}]\n").unwrap();
+    for var in ["GFD_CONFIG_FILE", "CONFIG_FILE"] {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).env(var, &path));
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("nvidia.com/gpu.replicas=3\n"), "{var}: {stdout}");
+        assert!(
+            stderr.contains("unknown field flags.migStrateg is ignored") && stderr.contains("cfg.yaml"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_command_line_beats_the_config_file() {
+    let out = ok(nvlabel(Some("a100-mig-mixed"))
+        .args(PRINT)
+        .arg("--config-file")
+        .arg(config("time-slicing-mig-mixed"))
+        .args(["--mig-strategy", "none"]));
+    assert!(!out.contains("mig.strategy"), "{out}");
+    let out = ok(nvlabel(Some("a100-mig-mixed"))
+        .args(PRINT)
+        .arg("--config-file")
+        .arg(config("time-slicing-mig-mixed")));
+    assert!(out.contains("nvidia.com/mig.strategy=mixed\n"), "{out}");
+}

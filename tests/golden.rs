@@ -4,10 +4,6 @@
 mod common;
 
 use common::*;
-use nvlabel::labels::{self, LabelConfig, MigStrategy};
-use nvlabel::output::render_text;
-use nvlabel::sharing::Sharing;
-use nvlabel::snapshot::Snapshot;
 
 fn assert_all(failures: Vec<String>) {
     assert!(failures.is_empty(), "{} golden file(s) differ:\n{}", failures.len(), failures.join("\n"));
@@ -25,52 +21,24 @@ fn every_fixture_under_every_mig_strategy() {
     assert_all(failures);
 }
 
-/// Probes a fixture through the binary and reads the snapshot back.
-fn probed(machine: &str) -> Snapshot {
-    let yaml = ok(nvlabel(Some(machine)).arg("probe"));
-    Snapshot::from_yaml(&yaml).unwrap()
-}
-
+/// Device-plugin config files (`testdata/configs/`) on fixtures, through the binary.
 #[test]
-fn sharing_configs() {
-    let cases: &[(&str, &str, MigStrategy, Sharing)] = &[
-        (
-            "rtx4090-x10",
-            "time-slicing-gpu-2",
-            MigStrategy::None,
-            Sharing::time_slicing(&[("nvidia.com/gpu", 2)]),
-        ),
-        ("t4", "time-slicing-gpu-4", MigStrategy::None, Sharing::time_slicing(&[("nvidia.com/gpu", 4)])),
-        ("t4", "mps-gpu-10", MigStrategy::None, Sharing::mps(&[("nvidia.com/gpu", 10)])),
-        (
-            "a100-mig-mixed",
-            "time-slicing-mig",
-            MigStrategy::Mixed,
-            Sharing::time_slicing(&[
-                ("nvidia.com/gpu", 2),
-                ("nvidia.com/mig-1g.5gb", 4),
-                ("nvidia.com/mig-1c.3g.20gb", 2),
-            ]),
-        ),
-        (
-            "a100-mig-single",
-            "time-slicing-gpu-3",
-            MigStrategy::Single,
-            Sharing::time_slicing(&[("nvidia.com/gpu", 3)]),
-        ),
-        ("a100-mig-single", "mps-gpu-2", MigStrategy::Single, Sharing::mps(&[("nvidia.com/gpu", 2)])),
-        (
-            "long-name",
-            "time-slicing-mig",
-            MigStrategy::Mixed,
-            Sharing::time_slicing(&[("nvidia.com/mig-1g.24gb", 2)]),
-        ),
+fn sharing_config_files() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("rtx4090-x10", "time-slicing-gpu-2", &[]),
+        ("t4", "time-slicing-gpu-4", &[]),
+        ("t4", "mps-gpu-10", &[]),
+        ("a100-mig-mixed", "time-slicing-mig-mixed", &[]),
+        ("a100-mig-single", "time-slicing-mig-single", &[]),
+        ("a100-mig-single", "mps-gpu-10", &["--mig-strategy", "single"]),
+        ("long-name", "time-slicing-1g.24gb", &[]),
+        ("h100-x8", "rename-by-default", &[]),
     ];
     let mut failures = Vec::new();
-    for (machine, name, strategy, sharing) in cases {
-        let config = LabelConfig { mig_strategy: *strategy, sharing: sharing.clone(), timestamp: None };
-        let out = render_text(&labels::compute(&probed(machine), &config).labels);
-        failures.extend(golden(&format!("{machine}.{}.{name}.labels", strategy.as_str()), &out));
+    for (machine, config, extra) in cases {
+        let path = repo().join("testdata/configs").join(format!("{config}.yaml"));
+        let out = ok(nvlabel(Some(machine)).args(PRINT).arg("--config-file").arg(path).args(*extra));
+        failures.extend(golden(&format!("{machine}.{config}.labels"), &out));
     }
     assert_all(failures);
 }

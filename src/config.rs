@@ -1,0 +1,473 @@
+//! The device-plugin / GFD config file (`version: v1`): `flags`, `resources` and `sharing`,
+//! read as GFD reads it (same defaults, same validation texts, same post-processing), with better
+//! errors: each names the file and the YAML path, plus line and column for syntax errors. Unknown
+//! fields are warned about instead of silently ignored.
+
+use crate::duration::{parse_interval, Interval};
+use crate::sharing::{ReplicatedResource, ReplicatedResources, Sharing};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// A loaded, validated config file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigFile {
+    /// `flags`, applied below the command line and env.
+    pub flags: FileFlags,
+    /// `sharing`, after GFD's `DisableResourceNamingInConfig`.
+    pub sharing: Sharing,
+    /// Warnings: unknown fields, ignored settings, how durations were read.
+    pub warnings: Vec<String>,
+}
+
+/// `flags`: the fields GFD reads, and the device plugin's that it accepts and ignores.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileFlags {
+    /// `migStrategy`.
+    #[serde(default, deserialize_with = "text")]
+    pub mig_strategy: Option<String>,
+    /// `failOnInitError`.
+    #[serde(default, deserialize_with = "boolean")]
+    pub fail_on_init_error: Option<bool>,
+    /// `mpsRoot` (device plugin only).
+    #[serde(default, deserialize_with = "text")]
+    pub mps_root: Option<String>,
+    /// `nvidiaDriverRoot` (device plugin only).
+    #[serde(default, deserialize_with = "text")]
+    pub nvidia_driver_root: Option<String>,
+    /// `nvidiaDevRoot` (device plugin only).
+    #[serde(default, deserialize_with = "text")]
+    pub nvidia_dev_root: Option<String>,
+    /// `gdrcopyEnabled` (device plugin only).
+    #[serde(default, deserialize_with = "boolean")]
+    pub gdrcopy_enabled: Option<bool>,
+    /// `gdsEnabled` (device plugin only).
+    #[serde(default, deserialize_with = "boolean")]
+    pub gds_enabled: Option<bool>,
+    /// `mofedEnabled` (device plugin only).
+    #[serde(default, deserialize_with = "boolean")]
+    pub mofed_enabled: Option<bool>,
+    /// `useNodeFeatureAPI`.
+    #[serde(default, rename = "useNodeFeatureAPI", deserialize_with = "boolean")]
+    pub use_node_feature_api: Option<bool>,
+    /// `deviceDiscoveryStrategy`.
+    #[serde(default, deserialize_with = "text")]
+    pub device_discovery_strategy: Option<String>,
+    /// `plugin` (device plugin only; accepted as is).
+    #[serde(default)]
+    pub plugin: Option<Value>,
+    /// `gfd`.
+    #[serde(default)]
+    pub gfd: Option<GfdFlags>,
+}
+
+/// `flags.gfd`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GfdFlags {
+    /// `oneshot`.
+    #[serde(default, deserialize_with = "boolean")]
+    pub oneshot: Option<bool>,
+    /// `noTimestamp`.
+    #[serde(default, deserialize_with = "boolean")]
+    pub no_timestamp: Option<bool>,
+    /// `sleepInterval`: a duration string, `infinite`, or a number of seconds.
+    #[serde(default, deserialize_with = "interval")]
+    pub sleep_interval: Option<Interval>,
+    /// `outputFile`.
+    #[serde(default, deserialize_with = "text")]
+    pub output_file: Option<String>,
+    /// `machineTypeFile`.
+    #[serde(default, deserialize_with = "text")]
+    pub machine_type_file: Option<String>,
+}
+
+/// Why a config file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("unable to load config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not YAML (or JSON); the parser's message carries line and column.
+    #[error("unable to parse config file {path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A field has an unacceptable value.
+    #[error("invalid config file {path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// YAML path of the field (`sharing.timeSlicing.resources[0].replicas`).
+        field: String,
+        /// GFD's message for it.
+        message: String,
+    },
+}
+
+/// A validation failure inside the file: (YAML path, message).
+type Bad = (String, String);
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> Bad {
+    (field.into(), message.into())
+}
+
+/// YAML 1.1 and Go's boolean spellings, which GFD's YAML reader accepts.
+fn parse_yaml_bool(s: &str) -> Option<bool> {
+    match s {
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => Some(true),
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n" | "N" => Some(false),
+        _ => None,
+    }
+}
+
+fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(b)),
+        Value::String(s) => parse_yaml_bool(&s)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("expected a boolean, got {s:?}"))),
+        other => Err(serde::de::Error::custom(format!("expected a boolean, got {other}"))),
+    }
+}
+
+/// A string field; like GFD, a scalar of another type is taken as its text.
+fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        Value::Bool(b) => Ok(Some(b.to_string())),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        other => Err(serde::de::Error::custom(format!("expected a string, got {other}"))),
+    }
+}
+
+fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Interval>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => parse_interval(&s).map(|(i, _)| Some(i)).map_err(serde::de::Error::custom),
+        // GFD reads a number as nanoseconds; nvlabel reads it as seconds (and says so).
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|s| *s >= 0.0)
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+            .map(|d| Some(Interval::Every(d)))
+            .ok_or_else(|| serde::de::Error::custom(format!("invalid duration {n}"))),
+        other => Err(serde::de::Error::custom(format!("expected a duration, got {other}"))),
+    }
+}
+
+impl ConfigFile {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::parse(&text).map_err(|e| match e {
+            ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
+            ParseError::Invalid((field, message)) => {
+                ConfigError::Invalid { path: path.into(), field, message }
+            }
+        })
+    }
+
+    /// Parses config text (YAML or JSON).
+    pub fn parse(text: &str) -> Result<ConfigFile, ParseError> {
+        // An empty file (GFD's config-manager links /dev/null) is v1 with defaults.
+        if text.trim().is_empty() {
+            return Ok(ConfigFile::default());
+        }
+        let value: Value = serde_saphyr::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+        let Value::Object(top) = value else {
+            return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
+        };
+        let mut warnings = Vec::new();
+        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], &mut warnings);
+
+        match top.get("version") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(v)) if v.is_empty() || v == "v1" => {}
+            Some(v) => {
+                let shown = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+                return Err(ParseError::Invalid(bad("version", format!("unknown version: {shown}"))));
+            }
+        }
+
+        let flags = match top.get("flags") {
+            None | Some(Value::Null) => FileFlags::default(),
+            Some(v) => decode_flags(v, &mut warnings).map_err(ParseError::Invalid)?,
+        };
+        if let Some(gfd) = flags.gfd.as_ref() {
+            if let Some(Value::Number(n)) =
+                top.get("flags").and_then(|f| f.get("gfd")).and_then(|g| g.get("sleepInterval"))
+            {
+                let shown = gfd.sleep_interval.map(|i| i.to_string()).unwrap_or_default();
+                warnings.push(format!(
+                    "flags.gfd.sleepInterval: the number {n} is read as seconds ({shown}); GFD would read nanoseconds"
+                ));
+            }
+        }
+
+        if let Some(resources) = top.get("resources") {
+            check_resources(resources, &mut warnings).map_err(ParseError::Invalid)?;
+        }
+
+        let mut sharing = Sharing::default();
+        if let Some(s) = top.get("sharing").filter(|s| !s.is_null()) {
+            let Value::Object(s) = s else {
+                return Err(ParseError::Invalid(bad("sharing", "expected a mapping")));
+            };
+            check_keys(s, "sharing", &["timeSlicing", "mps"], &mut warnings);
+            // timeSlicing is a plain struct in GFD, so `timeSlicing:` (null) is decoded and
+            // fails; mps is a pointer, so `mps:` (null) leaves MPS unset.
+            if let Some(ts) = s.get("timeSlicing") {
+                sharing.time_slicing =
+                    Some(replicated(ts, "sharing.timeSlicing", &mut warnings).map_err(ParseError::Invalid)?);
+            }
+            if let Some(mps) = s.get("mps").filter(|m| !m.is_null()) {
+                sharing.mps =
+                    Some(replicated(mps, "sharing.mps", &mut warnings).map_err(ParseError::Invalid)?);
+            }
+        }
+        Ok(ConfigFile { flags, sharing, warnings })
+    }
+}
+
+/// Errors of [`ConfigFile::parse`], before the file name is attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// YAML syntax, with the parser's line and column.
+    Syntax(String),
+    /// A field's value: (YAML path, message).
+    Invalid(Bad),
+}
+
+fn check_keys(map: &Map<String, Value>, at: &str, known: &[&str], warnings: &mut Vec<String>) {
+    for k in map.keys().filter(|k| !known.contains(&k.as_str())) {
+        let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+        warnings.push(format!("unknown field {path} is ignored"));
+    }
+}
+
+fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad> {
+    let mut unknown = Vec::new();
+    let mut note = |path: serde_ignored::Path| unknown.push(path.to_string());
+    let de = serde_ignored::Deserializer::new(v, &mut note);
+    let flags: FileFlags = serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        bad(if at == "." { "flags".into() } else { format!("flags.{at}") }, e.into_inner().to_string())
+    })?;
+    warnings.extend(unknown.into_iter().map(|p| format!("unknown field flags.{p} is ignored")));
+    Ok(flags)
+}
+
+/// `resources.gpus[]` / `resources.mig[]`: validated as GFD does, then ignored with its warning.
+fn check_resources(v: &Value, warnings: &mut Vec<String>) -> Result<(), Bad> {
+    let Value::Object(map) = v else {
+        return if v.is_null() { Ok(()) } else { Err(bad("resources", "expected a mapping")) };
+    };
+    check_keys(map, "resources", &["gpus", "mig"], warnings);
+    let mut any = false;
+    for kind in ["gpus", "mig"] {
+        let Some(list) = map.get(kind).filter(|l| !l.is_null()) else { continue };
+        let Value::Array(list) = list else {
+            return Err(bad(format!("resources.{kind}"), "expected a list"));
+        };
+        for (i, entry) in list.iter().enumerate() {
+            let at = format!("resources.{kind}[{i}]");
+            let field = |k: &str| entry.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+            if field("pattern").is_none() {
+                return Err(bad(at, "resources must have a 'pattern' field set"));
+            }
+            if field("name").is_none() {
+                return Err(bad(at, "resources must have a 'name' field set"));
+            }
+            any = true;
+        }
+    }
+    if any {
+        warnings
+            .push("Customizing the 'resources' field is not yet supported in the config. Ignoring...".into());
+    }
+    Ok(())
+}
+
+/// A `timeSlicing` or `mps` block: GFD's custom decoder, then `DisableResourceNamingInConfig`.
+fn replicated(v: &Value, at: &str, warnings: &mut Vec<String>) -> Result<ReplicatedResources, Bad> {
+    let map = match v {
+        Value::Object(m) => m,
+        Value::Null => return Err(bad(at, "no resources specified")),
+        _ => return Err(bad(at, "expected a mapping")),
+    };
+    check_keys(map, at, &["renameByDefault", "failRequestsGreaterThanOne", "resources"], warnings);
+    let flag = |k: &str| -> Result<Option<bool>, Bad> {
+        match map.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) => parse_yaml_bool(s)
+                .map(Some)
+                .ok_or_else(|| bad(format!("{at}.{k}"), format!("expected a boolean, got {s:?}"))),
+            Some(other) => Err(bad(format!("{at}.{k}"), format!("expected a boolean, got {other}"))),
+        }
+    };
+    let rename_by_default = flag("renameByDefault")?.unwrap_or(false);
+    flag("failRequestsGreaterThanOne")?;
+    let list = match map.get("resources") {
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        None | Some(Value::Null) | Some(Value::Array(_)) => return Err(bad(at, "no resources specified")),
+        Some(_) => return Err(bad(format!("{at}.resources"), "expected a list")),
+    };
+    let id = at.rsplit('.').next().unwrap_or(at);
+    let mut resources = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let here = format!("{at}.resources[{i}]");
+        let mut r = replicated_resource(entry, &here, warnings)?;
+        let forced = format!("{}.shared", r.name);
+        let rename = r.rename.take().unwrap_or_default();
+        // GFD's binary ignores `rename` unless renameByDefault, which forces `<name>.shared`.
+        if rename_by_default {
+            if !rename.is_empty() && rename != forced {
+                warnings.push(format!(
+                    "{here}.rename: Setting the 'rename' field in sharing.{id}.resources is not yet supported in the config. Ignoring..."
+                ));
+            }
+            r.rename = Some(forced);
+        } else if !rename.is_empty() {
+            warnings.push(format!(
+                "{here}.rename: Setting the 'rename' field in sharing.{id}.resources is not yet supported in the config. Ignoring..."
+            ));
+        }
+        resources.push(r);
+    }
+    Ok(ReplicatedResources { resources })
+}
+
+fn replicated_resource(v: &Value, at: &str, warnings: &mut Vec<String>) -> Result<ReplicatedResource, Bad> {
+    let Value::Object(map) = v else { return Err(bad(at, "expected a mapping")) };
+    check_keys(map, at, &["name", "devices", "replicas", "rename"], warnings);
+    let name = match map.get("name") {
+        None | Some(Value::Null) => return Err(bad(at, "no resource name specified")),
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err(bad(format!("{at}.name"), "no resource name specified"))
+        }
+        Some(Value::String(s)) => resource_name(s).map_err(|m| bad(format!("{at}.name"), m))?,
+        Some(other) => return Err(bad(format!("{at}.name"), format!("expected a string, got {other}"))),
+    };
+    if let Some(devices) = map.get("devices") {
+        if !devices_spec(devices).map_err(|m| bad(format!("{at}.devices"), m))? {
+            warnings.push(format!(
+                "{at}.devices: Customizing the 'devices' field in sharing.{}.resources is not yet supported in the config. Ignoring...",
+                at.split('.').nth(1).unwrap_or("")
+            ));
+        }
+    }
+    let replicas = match map.get("replicas") {
+        None | Some(Value::Null) => return Err(bad(at, "no replicas specified")),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(r) if r >= 2 => {
+                u32::try_from(r).map_err(|_| bad(format!("{at}.replicas"), format!("{r} is too large")))?
+            }
+            Some(_) => return Err(bad(format!("{at}.replicas"), "number of replicas must be >= 2")),
+            None => return Err(bad(format!("{at}.replicas"), format!("expected a whole number, got {n}"))),
+        },
+        Some(other) => {
+            return Err(bad(format!("{at}.replicas"), format!("expected a whole number, got {other}")))
+        }
+    };
+    let rename = match map.get("rename") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(resource_name(s).map_err(|m| bad(format!("{at}.rename"), m))?),
+        Some(other) => return Err(bad(format!("{at}.rename"), format!("expected a string, got {other}"))),
+    };
+    Ok(ReplicatedResource { name, rename, replicas })
+}
+
+/// GFD's `NewResourceName`: add `nvidia.com/`, then check length and DNS-1123 form.
+pub fn resource_name(n: &str) -> Result<String, String> {
+    let full = if n.starts_with("nvidia.com/") { n.to_string() } else { format!("nvidia.com/{n}") };
+    if full.len() > 63 {
+        return Err(format!("fully-qualified resource name must be 63 characters or less: {full}"));
+    }
+    let (_, name) = full.split_once('/').unwrap_or(("", &full));
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 253
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.');
+    if !ok {
+        return Err(format!(
+            "incorrect format for resource name '{full}': [a lowercase RFC 1123 subdomain must consist of lower case \
+             alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character]"
+        ));
+    }
+    Ok(full)
+}
+
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn is_device_id(s: &str) -> bool {
+    let index = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+    if index(s) {
+        return true;
+    }
+    if let Some((g, m)) = s.split_once(':') {
+        return index(g) && index(m);
+    }
+    if let Some(u) = s.strip_prefix("GPU-") {
+        return is_uuid(u);
+    }
+    if let Some(rest) = s.strip_prefix("MIG-GPU-") {
+        let mut it = rest.splitn(3, '/');
+        return matches!((it.next(), it.next(), it.next()), (Some(u), Some(g), Some(c)) if is_uuid(u) && index(g) && index(c));
+    }
+    s.strip_prefix("MIG-").is_some_and(is_uuid)
+}
+
+/// Validates `devices`; `Ok(true)` when it is `all` (or absent), `Ok(false)` when customised.
+fn devices_spec(v: &Value) -> Result<bool, String> {
+    match v {
+        Value::Null => Ok(true),
+        Value::String(s) if s == "all" => Ok(true),
+        Value::String(s) => Err(format!("devices set as '{s}' but the only valid string input is 'all'")),
+        Value::Number(n) => match n.as_i64() {
+            Some(c) if c > 0 => Ok(false),
+            Some(c) => Err(format!("devices set as '{c}' but a count of devices must be > 0")),
+            None => Err(format!("unrecognized type for devices spec: {n}")),
+        },
+        Value::Array(list) => {
+            for d in list {
+                let ok = match d {
+                    Value::Number(n) => n.as_u64().is_some(),
+                    Value::String(s) => is_device_id(s),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(format!("unsupported type for device in devices list: {d}"));
+                }
+            }
+            Ok(false)
+        }
+        other => Err(format!("unrecognized type for devices spec: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -75,6 +75,13 @@ pub struct LabelArgs {
     /// Device-plugin config file [env: GFD_CONFIG_FILE, CONFIG_FILE]
     #[arg(long)]
     pub config_file: Option<String>,
+    /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
+    /// nvidia.com/device-plugin.config [env: NVLABEL_CONFIG_DIR]
+    #[arg(long, conflicts_with = "config_file")]
+    pub config_dir: Option<PathBuf>,
+    /// Key of --config-dir to use when the node has no label [env: NVLABEL_CONFIG_DEFAULT]
+    #[arg(long)]
+    pub config_default: Option<String>,
     /// Publish a NodeFeature object instead of a file [env: GFD_USE_NODE_FEATURE_API, USE_NODE_FEATURE_API] [default: true]
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub use_node_feature_api: Option<bool>,
@@ -171,6 +178,10 @@ pub struct Settings {
     pub machine_type_file: PathBuf,
     /// `--config-file`.
     pub config_file: Option<PathBuf>,
+    /// `--config-dir`.
+    pub config_dir: Option<PathBuf>,
+    /// `--config-default`.
+    pub config_default: Option<String>,
     /// `--use-node-feature-api`.
     pub use_node_feature_api: bool,
     /// `--device-discovery-strategy`.
@@ -416,6 +427,11 @@ impl Settings {
                 .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
             machine_type_file,
             config_file: Self::config_file_path(cli, env),
+            config_dir: a
+                .config_dir
+                .clone()
+                .or_else(|| non_empty(env("NVLABEL_CONFIG_DIR")).map(PathBuf::from)),
+            config_default: a.config_default.clone().or_else(|| non_empty(env("NVLABEL_CONFIG_DEFAULT"))),
             use_node_feature_api: bool_flag(a.use_node_feature_api, env, "use-node-feature-api", &nfd_names)?
                 .or(ff.use_node_feature_api)
                 .unwrap_or(true),

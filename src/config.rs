@@ -170,8 +170,13 @@ fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Interval>, D::Erro
 impl ConfigFile {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::from_bytes(path, &bytes)
+    }
+
+    /// Parses the bytes of the file at `path` (named in errors).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<ConfigFile, ConfigError> {
+        let text = String::from_utf8_lossy(bytes);
         Self::parse(&text).map_err(|e| match e {
             ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
             ParseError::Invalid((field, message)) => {

@@ -6,11 +6,14 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod duration;
 pub mod labels;
 pub mod logging;
+pub mod node;
 pub mod output;
 pub mod probe;
 pub mod run;
+pub mod select;
 pub mod sharing;
 pub mod snapshot;

@@ -1,48 +1,101 @@
-//! The nvlabel binary: parse, resolve, log, dispatch. Everything else is library code.
+//! The nvlabel binary: parse, resolve, log, wire signals and watches, dispatch. Everything else
+//! is library code.
 
+use anyhow::Context;
 use clap::{Parser, ValueEnum};
+use futures::StreamExt;
 use nvlabel::cli::{Cli, Command, LogFormat, Settings};
-use nvlabel::config::ConfigFile;
+use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use std::collections::HashMap;
+use std::sync::Arc;
 
-fn main() {
-    if let Err(e) = real_main() {
+#[tokio::main]
+async fn main() {
+    if let Err(e) = real_main().await {
         eprintln!("nvlabel: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn real_main() -> anyhow::Result<()> {
+async fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let env = |name: &str| std::env::var(name).ok();
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let lookup = |name: &str| env.get(name).cloned();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli
         .source
         .log_format
-        .or_else(|| env("NVLABEL_LOG_FORMAT").and_then(|v| LogFormat::from_str(&v, false).ok()))
+        .or_else(|| lookup("NVLABEL_LOG_FORMAT").and_then(|v| LogFormat::from_str(&v, false).ok()))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
 
-    let config_path = Settings::config_file_path(&cli, &env);
-    let config = config_path.as_deref().map(ConfigFile::load).transpose()?.unwrap_or_default();
-    if let Some(path) = &config_path {
-        for warning in &config.warnings {
-            tracing::warn!(file = %path.display(), "{warning}");
+    // Flags alone decide where the config comes from and who we are.
+    let bootstrap = Settings::resolve(&cli, &lookup)?;
+    let source = match (&bootstrap.config_file, &bootstrap.config_dir) {
+        (Some(_), Some(_)) => anyhow::bail!("--config-file and --config-dir exclude each other"),
+        (Some(file), None) => ConfigSource::File(file.clone()),
+        (None, Some(dir)) => {
+            ConfigSource::Dir { dir: dir.clone(), default_key: bootstrap.config_default.clone() }
         }
-    }
-    let settings = Settings::resolve_with(&cli, &env, config_path.as_deref().map(|p| (p, &config.flags)))?;
-    match cli.command {
-        Some(Command::Probe) => {
-            let snapshot = nvlabel::run::snapshot(&settings)?;
-            print!("{}", snapshot.to_yaml()?);
+        (None, None) => ConfigSource::None,
+    };
+    let node_watch = match (&source, &bootstrap.node_name) {
+        (ConfigSource::Dir { .. }, Some(node)) if cli.command.is_none() => {
+            let client = kube::Client::try_default()
+                .await
+                .context("cannot reach the Kubernetes API to read this node's config label")?;
+            Some((client, node.clone()))
         }
-        None => {
-            if !settings.oneshot {
-                anyhow::bail!(
-                    "only --oneshot is supported by this build; the daemon loop is not available yet"
-                );
+        _ => None,
+    };
+    let label = match &node_watch {
+        Some((client, node)) => match nvlabel::node::get_config_label(client.clone(), node).await {
+            Ok(label) => label,
+            Err(e) => {
+                // The watch below delivers the label once the API answers.
+                tracing::warn!(node = %node, error = %e, "cannot read this node's config label yet; using the default config");
+                None
             }
-            nvlabel::run::oneshot(&settings, config.sharing, &mut std::io::stdout().lock())?;
-        }
+        },
+        None => None,
+    };
+
+    let probe = matches!(cli.command, Some(Command::Probe));
+    let metrics = Arc::new(Metrics::default());
+    let mut daemon = Daemon::start(cli, env.clone(), source, label, metrics)?;
+    let settings = daemon.settings().clone();
+    if probe {
+        print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?);
+        return Ok(());
     }
+    nvlabel::run::check_supported(&settings)?;
+    if settings.oneshot {
+        daemon.oneshot().await?;
+        return Ok(());
+    }
+    let labels = node_watch.map(|(client, node)| nvlabel::node::config_label_changes(client, &node).boxed());
+    daemon.run(labels, signals()?).await?;
     Ok(())
+}
+
+/// SIGHUP reloads; SIGTERM (what Kubernetes sends) and SIGINT stop cleanly.
+fn signals() -> anyhow::Result<tokio::sync::mpsc::Receiver<Control>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                _ = hup.recv() => Control::Reload,
+                _ = term.recv() => Control::Shutdown,
+                _ = int.recv() => Control::Shutdown,
+            };
+            if tx.send(message).await.is_err() || message == Control::Shutdown {
+                return;
+            }
+        }
+    });
+    Ok(rx)
 }

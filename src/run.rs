@@ -68,8 +68,8 @@ pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> Labels {
     outcome.labels
 }
 
-/// The one-shot command: one pass, printed to `stdout` or written to the feature file.
-pub fn oneshot(settings: &Settings, sharing: Sharing, stdout: &mut dyn Write) -> Result<(), RunError> {
+/// Refuses the modes this build does not have, before anything runs.
+pub fn check_supported(settings: &Settings) -> Result<(), RunError> {
     if settings.use_node_feature_api {
         return Err(RunError::Unsupported(
             "publishing a NodeFeature object is not available in this build; \
@@ -77,25 +77,47 @@ pub fn oneshot(settings: &Settings, sharing: Sharing, stdout: &mut dyn Write) ->
                 .into(),
         ));
     }
+    Ok(())
+}
+
+/// Seconds since the epoch: the `gfd.timestamp` of a config load.
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// One pass: the snapshot, then the labels.
+pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Labels, RunError> {
+    let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
+    let snap = snapshot(settings)?;
+    Ok(label(&snap, &config))
+}
+
+/// Prints the labels (stdout) or writes the feature file; returns whether the file changed.
+pub fn publish(settings: &Settings, labels: &Labels, stdout: &mut dyn Write) -> Result<bool, RunError> {
+    if settings.output_file.is_empty() {
+        let text = match settings.format {
+            Format::Text => output::render_text(labels),
+            Format::Json => output::render_json(labels),
+        };
+        stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(RunError::Stdout)?;
+        return Ok(true);
+    }
+    let path = std::path::Path::new(&settings.output_file);
+    let changed = output::write_feature_file(path, &output::render_text(labels))?;
+    if changed {
+        tracing::info!(path = %path.display(), labels = labels.len(), "wrote feature file");
+    }
+    Ok(changed)
+}
+
+/// The one-shot command: one pass, printed to `stdout` or written to the feature file.
+pub fn oneshot(settings: &Settings, sharing: Sharing, stdout: &mut dyn Write) -> Result<(), RunError> {
+    check_supported(settings)?;
     for note in &settings.notes {
         tracing::info!("{note}");
     }
-    let timestamp = (!settings.no_timestamp).then(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-    });
-    let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
-    let snap = snapshot(settings)?;
-    let labels = label(&snap, &config);
-    if settings.output_file.is_empty() {
-        let text = match settings.format {
-            Format::Text => output::render_text(&labels),
-            Format::Json => output::render_json(&labels),
-        };
-        stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(RunError::Stdout)?;
-    } else {
-        let path = std::path::Path::new(&settings.output_file);
-        let changed = output::write_feature_file(path, &output::render_text(&labels))?;
-        tracing::info!(path = %path.display(), labels = labels.len(), changed, "wrote feature file");
-    }
+    let timestamp = (!settings.no_timestamp).then(now);
+    let labels = compute(settings, sharing, timestamp)?;
+    publish(settings, &labels, stdout)?;
     Ok(())
 }

@@ -260,3 +260,64 @@ fn the_command_line_beats_the_config_file() {
         .arg(config("time-slicing-mig-mixed")));
     assert!(out.contains("nvidia.com/mig.strategy=mixed\n"), "{out}");
 }
+
+fn wait_for_line(path: &std::path::Path, line: &str) {
+    for _ in 0..400 {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
+}
+
+fn signal(child: &std::process::Child, sig: &str) {
+    assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+}
+
+#[test]
+fn the_daemon_relabels_on_sighup_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = dir.path().join("machine.yaml");
+    std::fs::copy(fixture("t4"), &machine).unwrap();
+    let out = dir.path().join("gfd");
+    let mut cmd = nvlabel(None);
+    cmd.env("FAKE_NVML_FIXTURE", &machine)
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "infinite", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    wait_for_line(&out, "nvidia.com/gpu.count=1");
+    // The node changes (a GPU appears); SIGHUP makes the daemon look again at once.
+    std::fs::copy(fixture("rtx4090-x10"), &machine).unwrap();
+    signal(&child, "-HUP");
+    wait_for_line(&out, "nvidia.com/gpu.count=10");
+    signal(&child, "-TERM");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(std::fs::read_to_string(&out).unwrap().contains("nvidia.com/gpu.count=10\n"), "labels stay");
+}
+
+#[test]
+fn one_shot_config_dir_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, config) in
+        [("default", "time-slicing-gpu-2"), ("mps", "mps-gpu-10"), ("four", "time-slicing-gpu-4")]
+    {
+        std::fs::copy(config(config_name), dir.path().join(key)).unwrap();
+    }
+    let replicas = |extra: &[&str]| {
+        let out = ok(nvlabel(Some("t4")).args(PRINT).arg("--config-dir").arg(dir.path()).args(extra));
+        out.lines().find(|l| l.starts_with("nvidia.com/gpu.replicas=")).unwrap().to_string()
+    };
+    assert_eq!(replicas(&[]), "nvidia.com/gpu.replicas=2", "the `default` key");
+    assert_eq!(replicas(&["--config-default", "mps"]), "nvidia.com/gpu.replicas=10");
+    let (code, _, stderr) = run(nvlabel(Some("t4"))
+        .args(PRINT)
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["--config-default", "nope"]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("\"nope\"") && stderr.contains("--config-default"), "{stderr}");
+}

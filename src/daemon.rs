@@ -1,0 +1,394 @@
+//! The long-running labeler: probe → labels → publish, then wait for the interval, a config
+//! change (the file, or the node label choosing another ConfigMap key), or a signal. A config
+//! change is applied without restarting; an invalid one keeps the last good config and labels.
+
+use crate::cli::{Cli, Settings};
+use crate::config::ConfigFile;
+use crate::duration::Interval;
+use crate::labels::Labels;
+use crate::run::{self, RunError};
+use crate::select::{self, SelectError};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use notify::Watcher;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Where the configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// No config file: flags and env only.
+    None,
+    /// `--config-file`.
+    File(PathBuf),
+    /// `--config-dir` (a mounted ConfigMap), keyed by the node label.
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// `--config-default`.
+        default_key: Option<String>,
+    },
+}
+
+/// What the process is told from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// SIGHUP: re-read the configuration and label again.
+    Reload,
+    /// SIGTERM/SIGINT: stop after the write in flight; labels stay.
+    Shutdown,
+}
+
+/// The daemon's metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Config reloads rejected (invalid file, missing key).
+    pub config_reload_failures: Counter,
+}
+
+impl Metrics {
+    /// Registers the metrics.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "nvlabel_config_reload_failures",
+            "Configuration reloads rejected; the last good configuration stayed in use",
+            self.config_reload_failures.clone(),
+        );
+    }
+}
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration at start-up is invalid.
+    #[error(transparent)]
+    Config(#[from] ReloadError),
+    /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The config watch could not be set up.
+    #[error("cannot watch the configuration: {0}")]
+    Watch(#[from] notify::Error),
+}
+
+/// Why a (re)load was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// No key could be selected.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The file could not be read.
+    #[error("unable to load config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Its flags are invalid.
+    #[error(transparent)]
+    Flags(#[from] crate::cli::CliError),
+}
+
+/// The configuration in force.
+#[derive(Debug, Clone)]
+struct Loaded {
+    path: Option<PathBuf>,
+    bytes: Option<Vec<u8>>,
+    config: ConfigFile,
+    settings: Settings,
+    timestamp: Option<u64>,
+}
+
+/// The labeler's state between passes.
+pub struct Daemon {
+    cli: Cli,
+    env: HashMap<String, String>,
+    source: ConfigSource,
+    label: Option<String>,
+    loaded: Loaded,
+    metrics: std::sync::Arc<Metrics>,
+    last: Option<Labels>,
+    /// The last rejected (path, bytes), so one bad edit is reported and counted once.
+    rejected: Option<(Option<PathBuf>, Option<Vec<u8>>)>,
+}
+
+impl Daemon {
+    /// Loads the configuration; an invalid one is a start-up error.
+    pub fn start(
+        cli: Cli,
+        env: HashMap<String, String>,
+        source: ConfigSource,
+        label: Option<String>,
+        metrics: std::sync::Arc<Metrics>,
+    ) -> Result<Daemon, ReloadError> {
+        let loaded =
+            load(&cli, &env, &source, label.as_deref(), None)?.expect("a first load always yields a config");
+        Ok(Daemon { cli, env, source, label, loaded, metrics, last: None, rejected: None })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &Settings {
+        &self.loaded.settings
+    }
+
+    /// The config file in force, if any.
+    pub fn config_path(&self) -> Option<&Path> {
+        self.loaded.path.as_deref()
+    }
+
+    /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
+    /// and the last good configuration stays.
+    pub fn reload(&mut self, force: bool) -> bool {
+        let previous = if force { None } else { Some(&self.loaded) };
+        match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous) {
+            Ok(Some(loaded)) => {
+                self.rejected = None;
+                tracing::info!(config = ?loaded.path, "configuration loaded");
+                self.loaded = loaded;
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                let attempt = Some(current_input(&self.source, &self.label));
+                if force || self.rejected != attempt {
+                    self.metrics.config_reload_failures.inc();
+                    tracing::error!(error = %e, "configuration rejected; keeping the last good one");
+                }
+                self.rejected = attempt;
+                false
+            }
+        }
+    }
+
+    /// Sets the node label; returns whether it differs from the one in force.
+    pub fn set_label(&mut self, label: Option<String>) -> bool {
+        if self.label == label {
+            return false;
+        }
+        tracing::info!(label = ?label, "node config label changed");
+        self.label = label;
+        true
+    }
+
+    /// The one-shot run: one pass, and any failure is the process's.
+    pub async fn oneshot(&mut self) -> Result<(), RunError> {
+        let labels = self.compute().await?;
+        run::publish(&self.loaded.settings, &labels, &mut std::io::stdout().lock())?;
+        Ok(())
+    }
+
+    async fn compute(&self) -> Result<Labels, RunError> {
+        let settings = self.loaded.settings.clone();
+        let sharing = self.loaded.config.sharing.clone();
+        let timestamp = self.loaded.timestamp;
+        tokio::task::spawn_blocking(move || run::compute(&settings, sharing, timestamp))
+            .await
+            .unwrap_or_else(|e| Err(RunError::Unsupported(format!("labelling pass panicked: {e}"))))
+    }
+
+    /// One daemon pass, publishing only what changed. Only an NVML init failure with
+    /// `--fail-on-init-error` ends the process; other failures are logged and the labels stay.
+    pub async fn pass(&mut self) -> Result<(), RunError> {
+        let labels = match self.compute().await {
+            Ok(labels) => labels,
+            Err(RunError::Probe(e)) if e.is_init() && self.loaded.settings.fail_on_init_error => {
+                return Err(RunError::Probe(e));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "labelling pass failed; the published labels stay");
+                return Ok(());
+            }
+        };
+        if self.last.as_ref() == Some(&labels) {
+            tracing::debug!("labels unchanged");
+            return Ok(());
+        }
+        if let Err(e) = run::publish(&self.loaded.settings, &labels, &mut std::io::stdout().lock()) {
+            tracing::error!(error = %e, "publishing labels failed; will retry");
+            return Ok(());
+        }
+        self.last = Some(labels);
+        Ok(())
+    }
+
+    /// Directories whose changes may change the config in force: the directory of every hop of
+    /// the file's symlink chain and of its final target (a ConfigMap mount swaps `..data` in the
+    /// mount directory, which a link into the mount reaches only indirectly).
+    fn watched_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut add = |d: &Path| {
+            if d.is_dir() && !dirs.iter().any(|x| x == d) {
+                dirs.push(d.to_path_buf());
+            }
+        };
+        if let ConfigSource::Dir { dir, .. } = &self.source {
+            add(dir);
+        }
+        let file = match &self.source {
+            ConfigSource::File(path) => Some(path.clone()),
+            _ => self.loaded.path.clone(),
+        };
+        if let Some(mut hop) = file {
+            // Bounded: a symlink loop must not hang the daemon.
+            for _ in 0..16 {
+                if let Some(parent) = hop.parent() {
+                    add(parent);
+                }
+                match std::fs::read_link(&hop) {
+                    Ok(target) if target.is_absolute() => hop = target,
+                    Ok(target) => hop = hop.parent().map(|p| p.join(&target)).unwrap_or(target),
+                    Err(_) => break,
+                }
+            }
+            if let Some(parent) = std::fs::canonicalize(&hop).ok().as_deref().and_then(Path::parent) {
+                add(parent);
+            }
+        }
+        dirs
+    }
+
+    /// Runs until `control` says stop (or closes). `labels` are node-label changes, if watched.
+    pub async fn run(
+        mut self,
+        mut labels: Option<BoxStream<'static, Option<String>>>,
+        mut control: mpsc::Receiver<Control>,
+    ) -> Result<(), DaemonError> {
+        for note in &self.loaded.settings.notes {
+            tracing::info!("{note}");
+        }
+        let (tx, mut changes) = mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Our own reads show up as access events; only modifications can change the config.
+            if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+                let _ = tx.send(());
+            }
+        })?;
+        let mut watching = self.rewatch(&mut watcher, Vec::new());
+        self.pass().await?;
+        loop {
+            let sleep = match self.loaded.settings.sleep_interval {
+                // GFD relabels in a busy loop on 0; one second is the floor here.
+                Interval::Every(d) => Some(d.max(Duration::from_secs(1))),
+                Interval::Infinite => None,
+            };
+            let timer = async {
+                match sleep {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            let next_label = async {
+                match labels.as_mut() {
+                    Some(s) => s.next().await,
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = timer => {}
+                Some(()) = changes.recv() => {
+                    // One edit fires several events: let them settle, then compare contents once.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    while changes.try_recv().is_ok() {}
+                    if !self.reload(false) {
+                        watching = self.rewatch(&mut watcher, watching);
+                        continue;
+                    }
+                }
+                Some(label) = next_label => {
+                    if !self.set_label(label) || !self.reload(false) {
+                        continue;
+                    }
+                }
+                message = control.recv() => match message {
+                    Some(Control::Reload) => {
+                        tracing::info!("Received SIGHUP, reloading");
+                        self.reload(true);
+                    }
+                    Some(Control::Shutdown) | None => {
+                        tracing::info!("shutting down; published labels stay in place");
+                        return Ok(());
+                    }
+                },
+            }
+            watching = self.rewatch(&mut watcher, watching);
+            self.pass().await?;
+        }
+    }
+
+    fn rewatch(&self, watcher: &mut notify::RecommendedWatcher, old: Vec<PathBuf>) -> Vec<PathBuf> {
+        let new = self.watched_dirs();
+        for d in old.iter().filter(|d| !new.contains(d)) {
+            let _ = watcher.unwatch(d);
+        }
+        for d in new.iter().filter(|d| !old.contains(d)) {
+            if let Err(e) = watcher.watch(d, notify::RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %d.display(), error = %e, "cannot watch config directory");
+            }
+        }
+        new
+    }
+}
+
+/// What a load would read now: the selected path and its bytes (for recognising a repeat).
+fn current_input(source: &ConfigSource, label: &Option<String>) -> (Option<PathBuf>, Option<Vec<u8>>) {
+    let path = match source {
+        ConfigSource::None => None,
+        ConfigSource::File(p) => Some(p.clone()),
+        ConfigSource::Dir { dir, default_key } => {
+            select::select(dir, label.as_deref(), default_key.as_deref()).ok().flatten()
+        }
+    };
+    let bytes = path.as_ref().and_then(|p| std::fs::read(p).ok());
+    (path, bytes)
+}
+
+/// Loads the configuration for `label`. `Ok(None)` when it is byte-for-byte what `previous` has.
+fn load(
+    cli: &Cli,
+    env: &HashMap<String, String>,
+    source: &ConfigSource,
+    label: Option<&str>,
+    previous: Option<&Loaded>,
+) -> Result<Option<Loaded>, ReloadError> {
+    let path = match source {
+        ConfigSource::None => None,
+        ConfigSource::File(p) => Some(p.clone()),
+        ConfigSource::Dir { dir, default_key } => {
+            let chosen = select::select(dir, label, default_key.as_deref())?;
+            if chosen.is_none() {
+                tracing::warn!(dir = %dir.display(), "no config key selected: no label, no default, several keys; no sharing");
+            }
+            chosen
+        }
+    };
+    let bytes = match &path {
+        Some(p) => Some(std::fs::read(p).map_err(|source| ReloadError::Read { path: p.clone(), source })?),
+        None => None,
+    };
+    if let Some(prev) = previous {
+        if prev.path == path && prev.bytes == bytes {
+            return Ok(None);
+        }
+    }
+    let config = match (&path, &bytes) {
+        (Some(p), Some(b)) => ConfigFile::from_bytes(p, b)?,
+        _ => ConfigFile::default(),
+    };
+    if let Some(p) = &path {
+        for warning in &config.warnings {
+            tracing::warn!(file = %p.display(), "{warning}");
+        }
+    }
+    let lookup = |k: &str| env.get(k).cloned();
+    let settings = Settings::resolve_with(cli, &lookup, path.as_deref().map(|p| (p, &config.flags)))?;
+    let timestamp = (!settings.no_timestamp).then(run::now);
+    Ok(Some(Loaded { path, bytes, config, settings, timestamp }))
+}

@@ -1,0 +1,49 @@
+//! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
+
+use crate::select::CONFIG_LABEL;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+
+/// The label's value on a node object.
+pub fn config_label(node: &Node) -> Option<String> {
+    node.metadata.labels.as_ref()?.get(CONFIG_LABEL).cloned()
+}
+
+/// Reads the label once (for one-shot runs).
+pub async fn get_config_label(client: Client, node_name: &str) -> Result<Option<String>, kube::Error> {
+    let nodes: Api<Node> = Api::all(client);
+    Ok(config_label(&nodes.get(node_name).await?))
+}
+
+/// The label's value every time it changes (the first value included). API errors are retried
+/// with the watcher's default backoff and logged; a deleted node reads as no label.
+pub fn config_label_changes(
+    client: Client,
+    node_name: &str,
+) -> impl Stream<Item = Option<String>> + Send + 'static {
+    let nodes: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
+    let mut last: Option<Option<String>> = None;
+    watcher(nodes, config).default_backoff().filter_map(move |event| {
+        let value = match event {
+            Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => Some(config_label(&node)),
+            Ok(watcher::Event::Delete(_)) => Some(None),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "watching this node's labels failed; retrying");
+                None
+            }
+        };
+        // Only changes matter: the watcher also reports unrelated updates of the node.
+        let changed = match value {
+            Some(v) if last.as_ref() != Some(&v) => {
+                last = Some(v.clone());
+                Some(v)
+            }
+            _ => None,
+        };
+        futures::future::ready(changed)
+    })
+}

@@ -1,0 +1,212 @@
+//! The long-running loop, in process: config files changed in place, through a ConfigMap-style
+//! symlink swap, invalidly, and chosen by node-label changes. The GPU facts come from a snapshot,
+//! so no NVML and no process environment are involved.
+
+mod common;
+
+use clap::Parser;
+use common::*;
+use futures::StreamExt;
+use nvlabel::cli::Cli;
+use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const TS2: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 2}]\n";
+const TS4: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 4}]\n";
+const MPS8: &str = "version: v1\nsharing:\n  mps:\n    resources: [{name: gpu, replicas: 8}]\n";
+const BAD: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 1}]\n";
+
+struct Running {
+    dir: tempfile::TempDir,
+    output: PathBuf,
+    control: mpsc::Sender<Control>,
+    labels: Option<mpsc::UnboundedSender<Option<String>>>,
+    metrics: Arc<Metrics>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A T4 snapshot, probed once through the binary and the fake NVML library.
+fn t4_snapshot(dir: &Path) -> PathBuf {
+    let path = dir.join("t4.snapshot.yaml");
+    std::fs::write(&path, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
+    path
+}
+
+fn start(dir: tempfile::TempDir, source: ConfigSource, label: Option<&str>, watch_labels: bool) -> Running {
+    let output = dir.path().join("features.d-gfd");
+    let snapshot = t4_snapshot(dir.path());
+    let cli = Cli::try_parse_from([
+        "nvlabel",
+        "--no-timestamp",
+        "--use-node-feature-api=false",
+        "--sleep-interval=infinite",
+        "--output-file",
+        output.to_str().unwrap(),
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let daemon =
+        Daemon::start(cli, Default::default(), source, label.map(String::from), metrics.clone()).unwrap();
+    let (control, control_rx) = mpsc::channel(4);
+    let (labels, stream) = if watch_labels {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Some(tx), Some(tokio_stream(rx)))
+    } else {
+        (None, None)
+    };
+    let task = tokio::spawn(async move { daemon.run(stream, control_rx).await.unwrap() });
+    Running { dir, output, control, labels, metrics, task }
+}
+
+fn tokio_stream(
+    mut rx: mpsc::UnboundedReceiver<Option<String>>,
+) -> futures::stream::BoxStream<'static, Option<String>> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+/// Waits (bounded, not timed) until the feature file shows `line`.
+async fn until_published(r: &Running, line: &str) {
+    for _ in 0..400 {
+        if std::fs::read_to_string(&r.output).is_ok_and(|t| t.lines().any(|l| l == line)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{line} never published; file: {:?}", std::fs::read_to_string(&r.output));
+}
+
+/// Gives the daemon time to (wrongly) react, then checks it did not.
+async fn still_published(r: &Running, line: &str) {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let text = std::fs::read_to_string(&r.output).unwrap();
+    assert!(text.lines().any(|l| l == line), "expected {line} to stay:\n{text}");
+}
+
+async fn stop(r: Running) {
+    r.control.send(Control::Shutdown).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), r.task).await.expect("stops promptly").unwrap();
+    assert!(r.output.exists(), "labels stay after shutdown");
+}
+
+#[tokio::test]
+async fn a_valid_change_is_applied_and_an_invalid_one_keeps_the_last_good_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS2).unwrap();
+    let r = start(dir, ConfigSource::File(config.clone()), None, false);
+    until_published(&r, "nvidia.com/gpu.replicas=2").await;
+
+    std::fs::write(&config, TS4).unwrap();
+    until_published(&r, "nvidia.com/gpu.replicas=4").await;
+
+    std::fs::write(&config, BAD).unwrap();
+    still_published(&r, "nvidia.com/gpu.replicas=4").await;
+    assert_eq!(r.metrics.config_reload_failures.get(), 1, "counted once");
+
+    std::fs::write(&config, MPS8).unwrap();
+    until_published(&r, "nvidia.com/gpu.sharing-strategy=mps").await;
+    until_published(&r, "nvidia.com/gpu.product=Tesla-T4-SHARED").await;
+    stop(r).await;
+}
+
+/// Builds a ConfigMap-style mount: `<key> -> ..data/<key>`, `..data -> ..<version>`.
+fn configmap_version(mount: &Path, version: &str, keys: &[(&str, &str)]) {
+    let v = mount.join(format!("..{version}"));
+    std::fs::create_dir_all(&v).unwrap();
+    for (k, text) in keys {
+        std::fs::write(v.join(k), text).unwrap();
+        let link = mount.join(k);
+        if link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(format!("..data/{k}"), &link).unwrap();
+        }
+    }
+    // The kubelet swaps ..data atomically: a new link, renamed over the old one.
+    let tmp = mount.join("..data_tmp");
+    std::os::unix::fs::symlink(format!("..{version}"), &tmp).unwrap();
+    std::fs::rename(&tmp, mount.join("..data")).unwrap();
+}
+
+#[tokio::test]
+async fn a_configmap_symlink_swap_is_seen_through_a_config_file_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("available-configs");
+    std::fs::create_dir(&mount).unwrap();
+    configmap_version(&mount, "v1", &[("config.yaml", TS2)]);
+    // As GFD's config-manager does: /config/config.yaml is a link into the mount.
+    let config_dir = dir.path().join("config");
+    std::fs::create_dir(&config_dir).unwrap();
+    let config = config_dir.join("config.yaml");
+    std::os::unix::fs::symlink(mount.join("config.yaml"), &config).unwrap();
+
+    let r = start(dir, ConfigSource::File(config), None, false);
+    until_published(&r, "nvidia.com/gpu.replicas=2").await;
+    configmap_version(&mount, "v2", &[("config.yaml", TS4)]);
+    until_published(&r, "nvidia.com/gpu.replicas=4").await;
+    stop(r).await;
+}
+
+#[tokio::test]
+async fn the_node_label_chooses_among_several_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("configs");
+    std::fs::create_dir(&mount).unwrap();
+    configmap_version(&mount, "v1", &[("default", TS2), ("four", TS4), ("mps", MPS8)]);
+    let source = ConfigSource::Dir { dir: mount.clone(), default_key: None };
+    let r = start(dir, source, Some("four"), true);
+    until_published(&r, "nvidia.com/gpu.replicas=4").await;
+
+    let labels = r.labels.clone().unwrap();
+    labels.send(Some("mps".into())).unwrap();
+    until_published(&r, "nvidia.com/gpu.replicas=8").await;
+
+    // A label naming a missing key is an error that keeps the previous config.
+    labels.send(Some("no-such-key".into())).unwrap();
+    still_published(&r, "nvidia.com/gpu.replicas=8").await;
+    assert_eq!(r.metrics.config_reload_failures.get(), 1);
+
+    // Label removed: the `default` key.
+    labels.send(None).unwrap();
+    until_published(&r, "nvidia.com/gpu.replicas=2").await;
+
+    // The content of the selected key changes through the ConfigMap swap.
+    configmap_version(&mount, "v2", &[("default", MPS8), ("four", TS4), ("mps", MPS8)]);
+    until_published(&r, "nvidia.com/gpu.sharing-strategy=mps").await;
+    stop(r).await;
+}
+
+#[tokio::test]
+async fn reload_rereads_even_without_a_change_event_and_shutdown_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS2).unwrap();
+    let r = start(dir, ConfigSource::File(config.clone()), None, false);
+    until_published(&r, "nvidia.com/gpu.replicas=2").await;
+    r.control.send(Control::Reload).await.unwrap();
+    still_published(&r, "nvidia.com/gpu.replicas=2").await;
+    assert_eq!(r.metrics.config_reload_failures.get(), 0);
+    let _ = &r.dir;
+    stop(r).await;
+}
+
+#[test]
+fn an_invalid_config_at_start_up_is_an_error_with_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, BAD).unwrap();
+    let cli = Cli::try_parse_from(["nvlabel", "--use-node-feature-api=false"]).unwrap();
+    let err = Daemon::start(cli, Default::default(), ConfigSource::File(config), None, Default::default())
+        .err()
+        .expect("rejected")
+        .to_string();
+    assert!(
+        err.contains(
+            "config.yaml: sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"
+        ),
+        "{err}"
+    );
+}

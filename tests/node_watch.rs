@@ -1,0 +1,64 @@
+//! The node-label watch against a mocked API server (kube `Client` over tower-test).
+
+use futures::StreamExt;
+use http::{Request, Response};
+use kube::client::Body;
+use serde_json::json;
+use std::time::Duration;
+
+fn node(labels: serde_json::Value, rv: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "resourceVersion": rv, "labels": labels}})
+}
+
+#[tokio::test]
+async fn label_added_changed_and_removed() {
+    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(mock, "default");
+    let server = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.expect("a list request");
+        assert_eq!(request.method(), http::Method::GET);
+        assert_eq!(request.uri().path(), "/api/v1/nodes");
+        let query = request.uri().query().unwrap_or_default().to_string();
+        assert!(query.contains("fieldSelector=metadata.name%3Dgpu-node-1"), "{query}");
+        let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+            "items": [node(json!({"kubernetes.io/hostname": "gpu-node-1"}), "1")]});
+        send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+
+        let (request, send) = handle.next_request().await.expect("a watch request");
+        let query = request.uri().query().unwrap_or_default().to_string();
+        assert!(
+            query.contains("watch=true") && query.contains("fieldSelector=metadata.name%3Dgpu-node-1"),
+            "{query}"
+        );
+        let events = [
+            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-ts"}), "2")}),
+            // An unrelated change of the node: no new value.
+            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-ts", "x": "y"}), "3")}),
+            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-mps"}), "4")}),
+            json!({"type": "MODIFIED", "object": node(json!({}), "5")}),
+        ];
+        let body: String = events.iter().map(|e| format!("{e}\n")).collect();
+        send.send_response(Response::new(Body::from(body.into_bytes())));
+        handle
+    });
+    let labels = nvlabel::node::config_label_changes(client, "gpu-node-1");
+    let got: Vec<Option<String>> =
+        tokio::time::timeout(Duration::from_secs(10), labels.take(4).collect()).await.expect("four changes");
+    assert_eq!(got, [None, Some("a100-ts".into()), Some("a100-mps".into()), None]);
+    drop(server);
+}
+
+#[tokio::test]
+async fn one_shot_reads_the_label_once() {
+    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(mock, "default");
+    let server = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/api/v1/nodes/gpu-node-1");
+        let n = node(json!({"nvidia.com/device-plugin.config": "t4-mps"}), "9");
+        send.send_response(Response::new(Body::from(serde_json::to_vec(&n).unwrap())));
+    });
+    let label = nvlabel::node::get_config_label(client, "gpu-node-1").await.unwrap();
+    assert_eq!(label.as_deref(), Some("t4-mps"));
+    server.await.unwrap();
+}

@@ -302,7 +302,7 @@ fn the_daemon_relabels_on_sighup_and_stops_cleanly_on_sigterm() {
 #[test]
 fn one_shot_config_dir_selection() {
     let dir = tempfile::tempdir().unwrap();
-    for (key, config) in
+    for (key, config_name) in
         [("default", "time-slicing-gpu-2"), ("mps", "mps-gpu-10"), ("four", "time-slicing-gpu-4")]
     {
         std::fs::copy(config(config_name), dir.path().join(key)).unwrap();

@@ -117,7 +117,7 @@ pub struct Daemon {
     metrics: std::sync::Arc<Metrics>,
     last: Option<Labels>,
     /// The last rejected (path, bytes), so one bad edit is reported and counted once.
-    rejected: Option<(Option<PathBuf>, Option<Vec<u8>>)>,
+    rejected: Option<Input>,
 }
 
 impl Daemon {
@@ -129,8 +129,9 @@ impl Daemon {
         label: Option<String>,
         metrics: std::sync::Arc<Metrics>,
     ) -> Result<Daemon, ReloadError> {
-        let loaded =
-            load(&cli, &env, &source, label.as_deref(), None)?.expect("a first load always yields a config");
+        let loaded = load(&cli, &env, &source, label.as_deref(), None)
+            .map_err(|(_, e)| e)?
+            .expect("a load without a previous config always yields one");
         Ok(Daemon { cli, env, source, label, loaded, metrics, last: None, rejected: None })
     }
 
@@ -156,8 +157,8 @@ impl Daemon {
                 true
             }
             Ok(None) => false,
-            Err(e) => {
-                let attempt = Some(current_input(&self.source, &self.label));
+            Err((input, e)) => {
+                let attempt = Some(input);
                 if force || self.rejected != attempt {
                     self.metrics.config_reload_failures.inc();
                     tracing::error!(error = %e, "configuration rejected; keeping the last good one");
@@ -337,27 +338,34 @@ impl Daemon {
     }
 }
 
-/// What a load would read now: the selected path and its bytes (for recognising a repeat).
-fn current_input(source: &ConfigSource, label: &Option<String>) -> (Option<PathBuf>, Option<Vec<u8>>) {
-    let path = match source {
-        ConfigSource::None => None,
-        ConfigSource::File(p) => Some(p.clone()),
-        ConfigSource::Dir { dir, default_key } => {
-            select::select(dir, label.as_deref(), default_key.as_deref()).ok().flatten()
-        }
-    };
-    let bytes = path.as_ref().and_then(|p| std::fs::read(p).ok());
-    (path, bytes)
-}
+/// What a load read: the selected path and its bytes.
+type Input = (Option<PathBuf>, Option<Vec<u8>>);
 
 /// Loads the configuration for `label`. `Ok(None)` when it is byte-for-byte what `previous` has.
+/// A rejection comes with what was read, so a repeat of the same bad input is recognised.
 fn load(
     cli: &Cli,
     env: &HashMap<String, String>,
     source: &ConfigSource,
     label: Option<&str>,
     previous: Option<&Loaded>,
-) -> Result<Option<Loaded>, ReloadError> {
+) -> Result<Option<Loaded>, (Input, ReloadError)> {
+    // Nothing was read when selection or reading failed: the error itself identifies the attempt.
+    let (path, bytes) =
+        read_input(source, label).map_err(|e| ((None, Some(e.to_string().into_bytes())), e))?;
+    if let Some(prev) = previous {
+        if prev.path == path && prev.bytes == bytes {
+            return Ok(None);
+        }
+    }
+    match parse_input(cli, env, &path, &bytes) {
+        Ok(loaded) => Ok(Some(loaded)),
+        Err(e) => Err(((path, bytes), e)),
+    }
+}
+
+/// Selects the config file and reads it.
+fn read_input(source: &ConfigSource, label: Option<&str>) -> Result<Input, ReloadError> {
     let path = match source {
         ConfigSource::None => None,
         ConfigSource::File(p) => Some(p.clone()),
@@ -373,16 +381,21 @@ fn load(
         Some(p) => Some(std::fs::read(p).map_err(|source| ReloadError::Read { path: p.clone(), source })?),
         None => None,
     };
-    if let Some(prev) = previous {
-        if prev.path == path && prev.bytes == bytes {
-            return Ok(None);
-        }
-    }
-    let config = match (&path, &bytes) {
+    Ok((path, bytes))
+}
+
+/// Parses what was read and resolves the settings it implies.
+fn parse_input(
+    cli: &Cli,
+    env: &HashMap<String, String>,
+    path: &Option<PathBuf>,
+    bytes: &Option<Vec<u8>>,
+) -> Result<Loaded, ReloadError> {
+    let config = match (path, bytes) {
         (Some(p), Some(b)) => ConfigFile::from_bytes(p, b)?,
         _ => ConfigFile::default(),
     };
-    if let Some(p) = &path {
+    if let Some(p) = path {
         for warning in &config.warnings {
             tracing::warn!(file = %p.display(), "{warning}");
         }
@@ -390,5 +403,5 @@ fn load(
     let lookup = |k: &str| env.get(k).cloned();
     let settings = Settings::resolve_with(cli, &lookup, path.as_deref().map(|p| (p, &config.flags)))?;
     let timestamp = (!settings.no_timestamp).then(run::now);
-    Ok(Some(Loaded { path, bytes, config, settings, timestamp }))
+    Ok(Loaded { path: path.clone(), bytes: bytes.clone(), config, settings, timestamp })
 }

@@ -109,15 +109,3 @@ pub fn publish(settings: &Settings, labels: &Labels, stdout: &mut dyn Write) -> 
     }
     Ok(changed)
 }
-
-/// The one-shot command: one pass, printed to `stdout` or written to the feature file.
-pub fn oneshot(settings: &Settings, sharing: Sharing, stdout: &mut dyn Write) -> Result<(), RunError> {
-    check_supported(settings)?;
-    for note in &settings.notes {
-        tracing::info!("{note}");
-    }
-    let timestamp = (!settings.no_timestamp).then(now);
-    let labels = compute(settings, sharing, timestamp)?;
-    publish(settings, &labels, stdout)?;
-    Ok(())
-}

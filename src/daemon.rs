@@ -130,7 +130,7 @@ impl Daemon {
         metrics: std::sync::Arc<Metrics>,
     ) -> Result<Daemon, ReloadError> {
         let loaded = load(&cli, &env, &source, label.as_deref(), None)
-            .map_err(|(_, e)| e)?
+            .map_err(|rejected| rejected.1)?
             .expect("a load without a previous config always yields one");
         Ok(Daemon { cli, env, source, label, loaded, metrics, last: None, rejected: None })
     }
@@ -157,7 +157,8 @@ impl Daemon {
                 true
             }
             Ok(None) => false,
-            Err((input, e)) => {
+            Err(rejected) => {
+                let (input, e) = *rejected;
                 let attempt = Some(input);
                 if force || self.rejected != attempt {
                     self.metrics.config_reload_failures.inc();
@@ -349,10 +350,10 @@ fn load(
     source: &ConfigSource,
     label: Option<&str>,
     previous: Option<&Loaded>,
-) -> Result<Option<Loaded>, (Input, ReloadError)> {
+) -> Result<Option<Loaded>, Box<(Input, ReloadError)>> {
     // Nothing was read when selection or reading failed: the error itself identifies the attempt.
     let (path, bytes) =
-        read_input(source, label).map_err(|e| ((None, Some(e.to_string().into_bytes())), e))?;
+        read_input(source, label).map_err(|e| Box::new(((None, Some(e.to_string().into_bytes())), e)))?;
     if let Some(prev) = previous {
         if prev.path == path && prev.bytes == bytes {
             return Ok(None);
@@ -360,7 +361,7 @@ fn load(
     }
     match parse_input(cli, env, &path, &bytes) {
         Ok(loaded) => Ok(Some(loaded)),
-        Err(e) => Err(((path, bytes), e)),
+        Err(e) => Err(Box::new(((path, bytes), e))),
     }
 }
 

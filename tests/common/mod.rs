@@ -12,7 +12,7 @@ pub fn repo() -> &'static Path {
 /// The fake `libnvidia-ml.so.1`, built beside the binary by `cargo build/test --workspace`.
 pub fn fake_nvml() -> PathBuf {
     let lib = Path::new(env!("CARGO_BIN_EXE_nvlabel")).parent().unwrap().join("libnvidia_ml.so");
-    assert!(lib.exists(), "{} is missing: run the tests with `cargo test --workspace`", lib.display());
+    assert!(lib.exists(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
     lib
 }
 

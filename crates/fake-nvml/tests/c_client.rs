@@ -7,7 +7,7 @@ use std::process::Command;
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let lib = exe.parent().unwrap().parent().unwrap().join("libnvidia_ml.so");
-    assert!(lib.exists(), "{} missing: build the workspace first", lib.display());
+    assert!(lib.exists(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
     lib
 }
 

@@ -31,10 +31,13 @@ pub struct Cli {
 }
 
 /// Subcommands.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Print the probe's snapshot of this node as YAML (input for `--snapshot`).
     Probe,
+    /// Run as an NFD local-source hook (`source.d/`): print feature-file lines and exit 0; without
+    /// a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
+    Hook,
 }
 
 /// Parses GFD's booleans (`strconv.ParseBool`): 1 t T TRUE true True 0 f F FALSE false False.
@@ -50,68 +53,72 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 #[derive(Debug, Default, Args)]
 pub struct LabelArgs {
     /// MIG strategy: none, single or mixed [env: GFD_MIG_STRATEGY, MIG_STRATEGY] [default: none]
-    #[arg(long, value_enum)]
+    #[arg(global = true, long, value_enum)]
     pub mig_strategy: Option<MigStrategy>,
     /// Fail when NVML cannot be initialised [env: GFD_FAIL_ON_INIT_ERROR, FAIL_ON_INIT_ERROR] [default: true]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
     /// Label once and exit [env: GFD_ONESHOT] [default: false]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub oneshot: Option<bool>,
     /// Leave out nvidia.com/gfd.timestamp [env: GFD_NO_TIMESTAMP] [default: false]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub no_timestamp: Option<bool>,
     /// Time between passes: Go duration, `infinite`, or seconds [env: GFD_SLEEP_INTERVAL] [default: 60s]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub sleep_interval: Option<String>,
     /// Feature file to write; "" prints to stdout [env: GFD_OUTPUT_FILE]
     /// [default: /etc/kubernetes/node-feature-discovery/features.d/gfd]
-    #[arg(long, short = 'o', visible_alias = "output")]
+    #[arg(global = true, long, short = 'o', visible_alias = "output")]
     pub output_file: Option<String>,
     /// DMI product-name file; "" means unknown [env: GFD_MACHINE_TYPE_FILE]
     /// [default: <sysfs root>/class/dmi/id/product_name]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub machine_type_file: Option<String>,
     /// Device-plugin config file [env: GFD_CONFIG_FILE, CONFIG_FILE]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub config_file: Option<String>,
     /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
     /// nvidia.com/device-plugin.config [env: NVLABEL_CONFIG_DIR]
-    #[arg(long, conflicts_with = "config_file")]
+    #[arg(global = true, long, conflicts_with = "config_file")]
     pub config_dir: Option<PathBuf>,
     /// Key of --config-dir to use when the node has no label [env: NVLABEL_CONFIG_DEFAULT]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub config_default: Option<String>,
     /// Publish a NodeFeature object instead of a file [env: GFD_USE_NODE_FEATURE_API, USE_NODE_FEATURE_API] [default: true]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub use_node_feature_api: Option<bool>,
     /// auto, nvml, tegra or vfio [env: DEVICE_DISCOVERY_STRATEGY] [default: auto]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
     /// [env: DRIVER_ROOT_CTR_PATH, CONTAINER_DRIVER_ROOT] [default: /driver-root]
-    #[arg(long, visible_alias = "container-driver-root")]
+    #[arg(global = true, long, visible_alias = "container-driver-root")]
     pub driver_root_ctr_path: Option<String>,
     /// Kubeconfig; empty means in-cluster [env: KUBECONFIG]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub kubeconfig: Option<String>,
     /// API client QPS [env: KUBE_API_QPS] [default: 5]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub kube_api_qps: Option<f64>,
     /// API client burst [env: KUBE_API_BURST] [default: 10]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub kube_api_burst: Option<u32>,
     /// Namespace of the NodeFeature object [env: NAMESPACE] [default: default]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub namespace: Option<String>,
     /// This node's name [env: NODE_NAME]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub node_name: Option<String>,
     /// This pod's name, for owner references [env: POD_NAME]
-    #[arg(long)]
+    #[arg(global = true, long)]
     pub pod_name: Option<String>,
+    /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
+    /// labeler that is gone expire [env: NVLABEL_EXPIRY] (e.g. 1h)
+    #[arg(global = true, long)]
+    pub expiry: Option<String>,
     /// Output format of printed labels: text (key=value lines) or json [env: NVLABEL_FORMAT] [default: text]
-    #[arg(long, value_enum)]
+    #[arg(global = true, long, value_enum)]
     pub format: Option<Format>,
 }
 
@@ -174,6 +181,8 @@ pub struct Settings {
     pub sleep_interval: Interval,
     /// `--output-file`; empty means stdout.
     pub output_file: String,
+    /// `--expiry`.
+    pub expiry: Option<std::time::Duration>,
     /// `--machine-type-file`; empty means none.
     pub machine_type_file: PathBuf,
     /// `--config-file`.
@@ -409,6 +418,21 @@ impl Settings {
             (None, None) => LogFormat::Text,
         };
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
+        let expiry =
+            match a.expiry.clone().map(|value| Found { value, origin: "flag --expiry".into() }).or_else(
+                || {
+                    env("NVLABEL_EXPIRY").filter(|v| !v.is_empty()).map(|value| Found {
+                        value,
+                        origin: "environment variable \"NVLABEL_EXPIRY\" (flag --expiry)".into(),
+                    })
+                },
+            ) {
+                None => None,
+                Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
+                    (Interval::Every(d), _) if !d.is_zero() => Some(d),
+                    _ => return Err(invalid(&f, "use a positive duration such as 1h")),
+                },
+            };
         let fail_names = ["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"];
         let nfd_names = ["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"];
 
@@ -425,6 +449,7 @@ impl Settings {
             output_file: string_flag(a.output_file.clone(), env, "output-file", &["GFD_OUTPUT_FILE"])
                 .or(gfd.output_file.clone())
                 .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
+            expiry,
             machine_type_file,
             config_file: Self::config_file_path(cli, env),
             config_dir: a

@@ -6,6 +6,7 @@ use crate::cli::{Cli, Settings};
 use crate::config::ConfigFile;
 use crate::duration::Interval;
 use crate::labels::Labels;
+use crate::publish::{self, PublishError, Writer};
 use crate::run::{self, RunError};
 use crate::select::{self, SelectError};
 use futures::stream::BoxStream;
@@ -70,6 +71,9 @@ pub enum DaemonError {
     /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
     #[error(transparent)]
     Run(#[from] RunError),
+    /// Publishing failed in a one-shot run.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
     /// The config watch could not be set up.
     #[error("cannot watch the configuration: {0}")]
     Watch(#[from] notify::Error),
@@ -115,7 +119,7 @@ pub struct Daemon {
     label: Option<String>,
     loaded: Loaded,
     metrics: std::sync::Arc<Metrics>,
-    last: Option<Labels>,
+    writer: Box<dyn Writer>,
     /// The last rejected (path, bytes), so one bad edit is reported and counted once.
     rejected: Option<Input>,
 }
@@ -132,12 +136,18 @@ impl Daemon {
         let loaded = load(&cli, &env, &source, label.as_deref(), None)
             .map_err(|rejected| rejected.1)?
             .expect("a load without a previous config always yields one");
-        Ok(Daemon { cli, env, source, label, loaded, metrics, last: None, rejected: None })
+        let writer = publish::from_settings(&loaded.settings);
+        Ok(Daemon { cli, env, source, label, loaded, metrics, writer, rejected: None })
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
         &self.loaded.settings
+    }
+
+    /// The sharing config in force.
+    pub fn sharing(&self) -> crate::sharing::Sharing {
+        self.loaded.config.sharing.clone()
     }
 
     /// The config file in force, if any.
@@ -152,6 +162,11 @@ impl Daemon {
         match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous) {
             Ok(Some(loaded)) => {
                 self.rejected = None;
+                let s = &loaded.settings;
+                let old = &self.loaded.settings;
+                if (&s.output_file, s.format, s.expiry) != (&old.output_file, old.format, old.expiry) {
+                    self.writer = publish::from_settings(s);
+                }
                 tracing::info!(config = ?loaded.path, "configuration loaded");
                 self.loaded = loaded;
                 true
@@ -181,9 +196,9 @@ impl Daemon {
     }
 
     /// The one-shot run: one pass, and any failure is the process's.
-    pub async fn oneshot(&mut self) -> Result<(), RunError> {
+    pub async fn oneshot(&mut self) -> Result<(), DaemonError> {
         let labels = self.compute().await?;
-        run::publish(&self.loaded.settings, &labels, &mut std::io::stdout().lock())?;
+        self.writer.publish(&labels).await?;
         Ok(())
     }
 
@@ -209,15 +224,9 @@ impl Daemon {
                 return Ok(());
             }
         };
-        if self.last.as_ref() == Some(&labels) {
-            tracing::debug!("labels unchanged");
-            return Ok(());
+        if let Err(e) = self.writer.publish(&labels).await {
+            tracing::error!(writer = self.writer.name(), error = %e, "publishing labels failed; will retry");
         }
-        if let Err(e) = run::publish(&self.loaded.settings, &labels, &mut std::io::stdout().lock()) {
-            tracing::error!(error = %e, "publishing labels failed; will retry");
-            return Ok(());
-        }
-        self.last = Some(labels);
         Ok(())
     }
 

@@ -13,6 +13,7 @@ pub mod logging;
 pub mod node;
 pub mod output;
 pub mod probe;
+pub mod publish;
 pub mod run;
 pub mod select;
 pub mod sharing;

@@ -60,13 +60,20 @@ async fn real_main() -> anyhow::Result<()> {
         None => None,
     };
 
-    let probe = matches!(cli.command, Some(Command::Probe));
+    let command = cli.command;
     let metrics = Arc::new(Metrics::default());
     let mut daemon = Daemon::start(cli, env.clone(), source, label, metrics)?;
     let settings = daemon.settings().clone();
-    if probe {
-        print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?);
-        return Ok(());
+    match command {
+        Some(Command::Probe) => {
+            print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?);
+            return Ok(());
+        }
+        Some(Command::Hook) => {
+            print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?);
+            return Ok(());
+        }
+        None => {}
     }
     nvlabel::run::check_supported(&settings)?;
     if settings.oneshot {

@@ -1,12 +1,11 @@
 //! One labelling pass end to end: snapshot (NVML or file) → labels → stdout or feature file.
 
-use crate::cli::{Format, Settings};
+use crate::cli::Settings;
 use crate::labels::{self, LabelConfig, Labels};
-use crate::output::{self, OutputError};
+use crate::output::OutputError;
 use crate::probe::{self, ProbeError, ProbeOptions};
 use crate::sharing::Sharing;
 use crate::snapshot::{Snapshot, SnapshotError};
-use std::io::Write;
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +19,6 @@ pub enum RunError {
     /// The feature file could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    /// stdout could not be written.
-    #[error("cannot write labels to stdout: {0}")]
-    Stdout(std::io::Error),
     /// A mode this build does not provide.
     #[error("{0}")]
     Unsupported(String),
@@ -92,20 +88,16 @@ pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) ->
     Ok(label(&snap, &config))
 }
 
-/// Prints the labels (stdout) or writes the feature file; returns whether the file changed.
-pub fn publish(settings: &Settings, labels: &Labels, stdout: &mut dyn Write) -> Result<bool, RunError> {
-    if settings.output_file.is_empty() {
-        let text = match settings.format {
-            Format::Text => output::render_text(labels),
-            Format::Json => output::render_json(labels),
-        };
-        stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(RunError::Stdout)?;
-        return Ok(true);
+/// The NFD hook (`nvlabel hook`): feature-file lines without a timestamp (NFD runs hooks on every
+/// rescan, so one would change every run); nothing at all when there is no driver.
+pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, RunError> {
+    let strict = Settings { fail_on_init_error: true, ..settings.clone() };
+    match compute(&strict, sharing, None) {
+        Ok(labels) => Ok(crate::output::render_text(&labels)),
+        Err(RunError::Probe(e)) if e.is_init() => {
+            tracing::info!(error = %e, "no NVIDIA driver; the hook reports nothing");
+            Ok(String::new())
+        }
+        Err(e) => Err(e),
     }
-    let path = std::path::Path::new(&settings.output_file);
-    let changed = output::write_feature_file(path, &output::render_text(labels))?;
-    if changed {
-        tracing::info!(path = %path.display(), labels = labels.len(), "wrote feature file");
-    }
-    Ok(changed)
 }

@@ -1,0 +1,43 @@
+//! stdout: NFD's `key=value` lines or JSON, for the one-shot CLI and hooks.
+
+use super::{PublishError, Writer};
+use crate::cli::Format;
+use crate::labels::Labels;
+use crate::output;
+use futures::future::BoxFuture;
+use std::io::Write;
+
+/// Prints labels; in a daemon, only when they changed.
+pub struct Stdout {
+    format: Format,
+    last: Option<Labels>,
+}
+
+impl Stdout {
+    /// A stdout writer in `format`.
+    pub fn new(format: Format) -> Stdout {
+        Stdout { format, last: None }
+    }
+}
+
+impl Writer for Stdout {
+    fn name(&self) -> &'static str {
+        "stdout"
+    }
+
+    fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
+        Box::pin(async move {
+            if self.last.as_ref() == Some(labels) {
+                return Ok(false);
+            }
+            let text = match self.format {
+                Format::Text => output::render_text(labels),
+                Format::Json => output::render_json(labels),
+            };
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(PublishError::Stdout)?;
+            self.last = Some(labels.clone());
+            Ok(true)
+        })
+    }
+}

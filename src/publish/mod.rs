@@ -2,9 +2,14 @@
 //! and never removes what it published when the process stops.
 
 mod file;
+pub mod node;
+pub mod nodefeature;
+pub mod retry;
 mod stdout;
 
 pub use file::FeatureFile;
+pub use node::NodeLabels;
+pub use nodefeature::NodeFeature;
 pub use stdout::Stdout;
 
 use crate::labels::Labels;
@@ -19,6 +24,17 @@ pub enum PublishError {
     /// Writing stdout failed.
     #[error("cannot write labels to stdout: {0}")]
     Stdout(std::io::Error),
+    /// The Kubernetes API refused or could not be reached (after retries).
+    #[error("{writer}: {source}")]
+    Api {
+        /// Which writer.
+        writer: &'static str,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Our Node does not exist; it is never created by us.
+    #[error("node {0:?} not found; its labels are not written (a deleted Node is never re-created)")]
+    NodeMissing(String),
 }
 
 impl PublishError {
@@ -27,6 +43,12 @@ impl PublishError {
         match self {
             PublishError::File(_) => "file",
             PublishError::Stdout(_) => "stdout",
+            PublishError::Api { source: kube::Error::Api(s), .. } if s.code == 409 => "conflict",
+            PublishError::Api { source: kube::Error::Api(s), .. } if s.code == 429 => "throttled",
+            PublishError::Api { source: kube::Error::Api(s), .. } if s.code >= 500 => "server",
+            PublishError::Api { source: kube::Error::Api(_), .. } => "refused",
+            PublishError::Api { .. } => "connection",
+            PublishError::NodeMissing(_) => "node-missing",
         }
     }
 }

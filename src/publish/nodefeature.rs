@@ -1,0 +1,184 @@
+//! NFD's `NodeFeature` object (`nfd.k8s-sigs.io/v1alpha1`), GFD's `--use-node-feature-api`:
+//! `nvidia-features-for-<node>` in `--namespace`, owned by the DaemonSet that owns our pod
+//! (never by the pod, so a pod restart does not garbage-collect it), created or updated only
+//! when it differs.
+
+use super::retry::{retry, Backoff};
+use super::{PublishError, Writer};
+use crate::labels::Labels;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostParams, TypeMeta};
+use kube::Client;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// The label nfd-master selects a node's NodeFeature objects by.
+pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
+/// Field manager recorded for our writes.
+pub const FIELD_MANAGER: &str = "nvlabel";
+
+/// The NodeFeature API resource.
+pub fn api_resource() -> ApiResource {
+    ApiResource {
+        group: "nfd.k8s-sigs.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "nfd.k8s-sigs.io/v1alpha1".into(),
+        kind: "NodeFeature".into(),
+        plural: "nodefeatures".into(),
+    }
+}
+
+/// `nvidia-features-for-<node>`, shortened with a hash of the node name if it would exceed the
+/// 253 characters an object name may have.
+pub fn object_name(node: &str) -> String {
+    let name = format!("nvidia-features-for-{node}");
+    if name.len() <= 253 {
+        return name;
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let hash =
+        node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let keep = name[..253 - 17].trim_end_matches(['-', '.']);
+    format!("{keep}-{hash:016x}")
+}
+
+/// The owner reference of the DaemonSet that owns `pod`, if any.
+pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Option<OwnerReference> {
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    match pods.get(pod).await {
+        Ok(p) => {
+            let owner =
+                p.metadata.owner_references.unwrap_or_default().into_iter().find(|o| o.kind == "DaemonSet");
+            if owner.is_none() {
+                tracing::info!(%namespace, %pod, "pod is not owned by a DaemonSet; NodeFeature gets no owner");
+            }
+            owner.map(|o| OwnerReference { controller: Some(true), block_owner_deletion: None, ..o })
+        }
+        Err(e) => {
+            tracing::warn!(%namespace, %pod, error = %e, "cannot read our pod; NodeFeature gets no owner");
+            None
+        }
+    }
+}
+
+/// Writes one node's NodeFeature object.
+pub struct NodeFeature {
+    api: Api<DynamicObject>,
+    node: String,
+    name: String,
+    owner: Option<OwnerReference>,
+    backoff: Backoff,
+}
+
+impl NodeFeature {
+    /// A writer for `node` in `namespace`, owned by `owner`.
+    pub fn new(client: Client, namespace: &str, node: &str, owner: Option<OwnerReference>) -> NodeFeature {
+        NodeFeature {
+            api: Api::namespaced_with(client, namespace, &api_resource()),
+            node: node.into(),
+            name: object_name(node),
+            owner,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Sets how hard one publish retries (tests make it quick).
+    pub fn with_backoff(mut self, backoff: Backoff) -> NodeFeature {
+        self.backoff = backoff;
+        self
+    }
+
+    fn spec(labels: &Labels) -> Value {
+        json!({"labels": labels, "features": {"flags": {}, "attributes": {}, "instances": {}}})
+    }
+
+    /// The object we want, with `base`'s metadata (other labels, resourceVersion) kept.
+    fn desired(&self, labels: &Labels, base: Option<ObjectMeta>) -> DynamicObject {
+        let mut meta =
+            base.unwrap_or_else(|| ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() });
+        meta.labels.get_or_insert_with(BTreeMap::new).insert(NODE_NAME_LABEL.into(), self.node.clone());
+        meta.owner_references = self.owner.clone().map(|o| vec![o]);
+        meta.managed_fields = None;
+        let ar = api_resource();
+        DynamicObject {
+            types: Some(TypeMeta { api_version: ar.api_version, kind: ar.kind }),
+            metadata: meta,
+            data: json!({"spec": Self::spec(labels)}),
+        }
+    }
+
+    fn up_to_date(&self, existing: &DynamicObject, labels: &Labels) -> bool {
+        let labels_ok = existing.data.pointer("/spec/labels") == Some(&json!(labels));
+        let node_ok =
+            existing.metadata.labels.as_ref().and_then(|l| l.get(NODE_NAME_LABEL)) == Some(&self.node);
+        let owners = existing.metadata.owner_references.clone().unwrap_or_default();
+        labels_ok && node_ok && owners == self.owner.clone().into_iter().collect::<Vec<_>>()
+    }
+
+    /// Deletes the object (`nvlabel prune`); absent is fine.
+    pub async fn delete(&self) -> Result<bool, PublishError> {
+        let api = self.api.clone();
+        let name = self.name.clone();
+        let result = retry("delete NodeFeature", self.backoff, || {
+            let (api, name) = (api.clone(), name.clone());
+            async move { api.delete(&name, &DeleteParams::default()).await.map(|_| true) }
+        })
+        .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(source) => Err(PublishError::Api { writer: "nodefeature", source }),
+        }
+    }
+}
+
+impl Writer for NodeFeature {
+    fn name(&self) -> &'static str {
+        "nodefeature"
+    }
+
+    fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
+        Box::pin(async move {
+            let this = &*self;
+            let written = retry("NodeFeature", self.backoff, || async move {
+                let post = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+                match this.api.get_opt(&this.name).await? {
+                    None => {
+                        tracing::info!(name = %this.name, "creating NodeFeature object");
+                        this.api.create(&post, &this.desired(labels, None)).await.map(|_| true)
+                    }
+                    Some(existing) if this.up_to_date(&existing, labels) => Ok(false),
+                    Some(existing) => {
+                        tracing::info!(name = %this.name, "updating NodeFeature object");
+                        // Replace carries the resourceVersion we read: a concurrent change is a
+                        // 409, retried from a fresh read.
+                        this.api
+                            .replace(&this.name, &post, &this.desired(labels, Some(existing.metadata)))
+                            .await
+                            .map(|_| true)
+                    }
+                }
+            })
+            .await
+            .map_err(|source| PublishError::Api { writer: "nodefeature", source })?;
+            Ok(written)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_node_names_give_valid_object_names() {
+        assert_eq!(object_name("gpu-1"), "nvidia-features-for-gpu-1");
+        let long = "n".repeat(253);
+        let name = object_name(&long);
+        assert_eq!(name.len(), 253);
+        assert_ne!(object_name(&long), object_name(&"m".repeat(253)));
+        assert_eq!(object_name(&long), name, "stable");
+    }
+}

@@ -1,0 +1,64 @@
+//! Retrying Kubernetes API calls: conflicts, throttling, server errors and connection failures
+//! are retried with jittered exponential backoff; anything else is returned at once.
+
+use rand::Rng;
+use std::future::Future;
+use std::time::Duration;
+
+/// How hard to try within one pass (the next pass tries again anyway).
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// Attempts in total.
+    pub attempts: u32,
+    /// First delay.
+    pub initial: Duration,
+    /// Longest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { attempts: 5, initial: Duration::from_millis(200), max: Duration::from_secs(5) }
+    }
+}
+
+/// Whether an API error is worth retrying: 409, 429, 5xx, timeouts and transport errors.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => matches!(status.code, 409 | 429 | 500..=599),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// The metric reason for an API error.
+pub fn reason(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.code.to_string(),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => "connection".into(),
+        _ => "other".into(),
+    }
+}
+
+/// Runs `op` until it succeeds, fails permanently, or the attempts run out.
+pub async fn retry<T, F, Fut>(what: &str, backoff: Backoff, mut op: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = backoff.initial;
+    for attempt in 1.. {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < backoff.attempts && transient(&e) => {
+                // Full jitter, so thousands of nodes do not retry in step.
+                let wait = rand::rng().random_range(Duration::ZERO..=delay);
+                tracing::warn!(what, attempt, error = %e, wait_ms = wait.as_millis() as u64, "retrying");
+                tokio::time::sleep(wait).await;
+                delay = (delay * 2).min(backoff.max);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the loop returns")
+}

@@ -1,0 +1,369 @@
+//! The NodeFeature and Node writers against a mocked API server (kube `Client` over tower-test):
+//! exact method, path, query and body of every request, and that no other request is made.
+
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use kube::Client;
+use nvlabel::labels::Labels;
+use nvlabel::publish::retry::Backoff;
+use nvlabel::publish::{NodeFeature, NodeLabels, PublishError, Writer};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn mock() -> (Client, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(service, "default"), handle)
+}
+
+fn quick() -> Backoff {
+    Backoff { attempts: 4, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn status(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
+}
+
+/// Expects one request; checks method and path+query; answers; returns the request body as JSON.
+async fn expect(
+    handle: &mut Handle,
+    method: Method,
+    path_and_query: &str,
+    code: u16,
+    answer: Value,
+) -> Value {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request; expected {method} {path_and_query}"))
+        .expect("client alive");
+    assert_eq!(request.method(), method, "{}", request.uri());
+    assert_eq!(request.uri().path_and_query().unwrap().as_str(), path_and_query);
+    let content_type = request.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
+    let bytes = request.into_body().collect_bytes().await.unwrap();
+    let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+    if method == Method::PATCH {
+        assert_eq!(content_type.as_deref(), Some("application/apply-patch+yaml"));
+    }
+    let response = Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+        .unwrap();
+    send.send_response(response);
+    body
+}
+
+/// After the writer (and its client) is dropped, no request may be pending.
+async fn no_more_requests(mut handle: Handle) {
+    assert!(handle.next_request().await.is_none(), "an unexpected extra request was made");
+}
+
+const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";
+
+fn ds_owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: "nvlabel".into(),
+        uid: "ds-uid-456".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
+}
+
+fn node_feature(rv: &str, spec_labels: &Labels, extra_labels: Value, owners: Value) -> Value {
+    let mut meta_labels = json!({"nfd.node.kubernetes.io/node-name": "gpu-1"});
+    if let Value::Object(extra) = extra_labels {
+        meta_labels.as_object_mut().unwrap().extend(extra);
+    }
+    json!({
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+        "metadata": {"name": "nvidia-features-for-gpu-1", "namespace": "gpu-operator", "resourceVersion": rv,
+                     "labels": meta_labels, "ownerReferences": owners},
+        "spec": {"labels": spec_labels, "features": {"flags": {}, "attributes": {}, "instances": {}}},
+    })
+}
+
+#[tokio::test]
+async fn nodefeature_is_created_with_the_daemonset_as_only_owner() {
+    let (client, mut handle) = mock();
+    let mut writer =
+        NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner())).with_backoff(quick());
+    let want = labels(&[("nvidia.com/gpu.count", "8")]);
+    let publish =
+        tokio::spawn(async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) });
+    expect(
+        &mut handle,
+        Method::GET,
+        &format!("{NF}/nvidia-features-for-gpu-1"),
+        404,
+        status(404, "NotFound"),
+    )
+    .await;
+    let body =
+        expect(&mut handle, Method::POST, &format!("{NF}?&fieldManager=nvlabel"), 201, json!({})).await;
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+            "metadata": {"name": "nvidia-features-for-gpu-1",
+                         "labels": {"nfd.node.kubernetes.io/node-name": "gpu-1"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvlabel",
+                                              "uid": "ds-uid-456", "controller": true}]},
+            "spec": {"labels": {"nvidia.com/gpu.count": "8"}, "features": {"flags": {}, "attributes": {}, "instances": {}}},
+        })
+    );
+    let (result, writer) = publish.await.unwrap();
+    assert_eq!(result, Ok(true));
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn an_unchanged_nodefeature_is_only_read() {
+    let (client, mut handle) = mock();
+    let mut writer =
+        NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner())).with_backoff(quick());
+    let want = labels(&[("nvidia.com/gpu.count", "8")]);
+    let current = node_feature("7", &want, json!({}), json!([ds_owner()]));
+    let publish =
+        tokio::spawn(async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) });
+    expect(&mut handle, Method::GET, &format!("{NF}/nvidia-features-for-gpu-1"), 200, current).await;
+    let (result, writer) = publish.await.unwrap();
+    assert_eq!(result, Ok(false));
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn a_changed_nodefeature_is_replaced_keeping_foreign_labels_and_retrying_conflicts() {
+    let (client, mut handle) = mock();
+    let mut writer =
+        NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner())).with_backoff(quick());
+    let old = labels(&[("nvidia.com/gpu.count", "4")]);
+    let want = labels(&[("nvidia.com/gpu.count", "8")]);
+    // A Pod owner left by GFD is replaced by the DaemonSet alone.
+    let pod_owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": "gfd-x", "uid": "pod-1"}]);
+    let publish = tokio::spawn({
+        let want = want.clone();
+        async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) }
+    });
+    let path = format!("{NF}/nvidia-features-for-gpu-1");
+    expect(
+        &mut handle,
+        Method::GET,
+        &path,
+        200,
+        node_feature("5", &old, json!({"team": "ml"}), pod_owner.clone()),
+    )
+    .await;
+    let body = expect(
+        &mut handle,
+        Method::PUT,
+        &format!("{path}?&fieldManager=nvlabel"),
+        409,
+        status(409, "Conflict"),
+    )
+    .await;
+    assert_eq!(body["metadata"]["resourceVersion"], "5", "optimistic concurrency");
+    expect(&mut handle, Method::GET, &path, 200, node_feature("6", &old, json!({"team": "ml"}), pod_owner))
+        .await;
+    let body =
+        expect(&mut handle, Method::PUT, &format!("{path}?&fieldManager=nvlabel"), 200, json!({})).await;
+    assert_eq!(body["metadata"]["resourceVersion"], "6");
+    assert_eq!(
+        body["metadata"]["labels"],
+        json!({"nfd.node.kubernetes.io/node-name": "gpu-1", "team": "ml"})
+    );
+    assert_eq!(body["metadata"]["ownerReferences"], json!([ds_owner()]));
+    assert_eq!(body["spec"]["labels"], json!(want));
+    let (result, writer) = publish.await.unwrap();
+    assert_eq!(result, Ok(true));
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn server_errors_and_throttling_are_retried_then_reported() {
+    let (client, mut handle) = mock();
+    let mut writer = NodeFeature::new(client, "gpu-operator", "gpu-1", None).with_backoff(quick());
+    let want = labels(&[("nvidia.com/gpu.count", "8")]);
+    let publish =
+        tokio::spawn(async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) });
+    let path = format!("{NF}/nvidia-features-for-gpu-1");
+    expect(&mut handle, Method::GET, &path, 500, status(500, "InternalError")).await;
+    expect(&mut handle, Method::GET, &path, 429, status(429, "TooManyRequests")).await;
+    expect(&mut handle, Method::GET, &path, 503, status(503, "ServiceUnavailable")).await;
+    expect(&mut handle, Method::GET, &path, 500, status(500, "InternalError")).await;
+    let (result, writer) = publish.await.unwrap();
+    assert!(
+        result.unwrap_err().contains("InternalError"),
+        "gives up after the attempts; the next pass retries"
+    );
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn the_owner_is_the_daemonset_of_our_pod() {
+    let (client, mut handle) = mock();
+    let lookup = tokio::spawn(nvlabel::publish::nodefeature::daemonset_owner(
+        client.clone(),
+        "gpu-operator",
+        "nvlabel-abc",
+    ));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nvlabel-abc", "uid": "pod-uid",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvlabel", "uid": "ds-uid-456", "controller": true, "blockOwnerDeletion": true}]}});
+    expect(&mut handle, Method::GET, "/api/v1/namespaces/gpu-operator/pods/nvlabel-abc", 200, pod).await;
+    assert_eq!(lookup.await.unwrap(), Some(ds_owner()));
+
+    let lookup =
+        tokio::spawn(nvlabel::publish::nodefeature::daemonset_owner(client.clone(), "gpu-operator", "p2"));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1"}]}});
+    expect(&mut handle, Method::GET, "/api/v1/namespaces/gpu-operator/pods/p2", 200, pod).await;
+    assert_eq!(lookup.await.unwrap(), None, "a ReplicaSet is not enough");
+
+    let lookup = tokio::spawn(nvlabel::publish::nodefeature::daemonset_owner(client, "gpu-operator", "gone"));
+    expect(
+        &mut handle,
+        Method::GET,
+        "/api/v1/namespaces/gpu-operator/pods/gone",
+        404,
+        status(404, "NotFound"),
+    )
+    .await;
+    assert_eq!(lookup.await.unwrap(), None);
+}
+
+fn node(uid: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "uid": uid, "labels": labels}})
+}
+
+const NODE: &str = "/api/v1/nodes/gpu-1";
+const APPLY: &str = "/api/v1/nodes/gpu-1?&force=true&fieldManager=nvlabel";
+
+#[tokio::test]
+async fn node_labels_are_applied_with_ssa_and_a_uid_precondition() {
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let first = labels(&[("nvidia.com/gpu.count", "8"), ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")]);
+    let second = labels(&[("nvidia.com/gpu.count", "8")]);
+    let foreign = json!({"kubernetes.io/hostname": "gpu-1", "nvidia.com/team-owned": "yes"});
+
+    let task = tokio::spawn({
+        let (first, second) = (first.clone(), second.clone());
+        async move {
+            let mut results = vec![writer.publish(&first).await.map_err(|e| e.to_string())];
+            // Unchanged and still on the Node: read only.
+            results.push(writer.publish(&first).await.map_err(|e| e.to_string()));
+            // Someone deleted one of our labels: drift is repaired.
+            results.push(writer.publish(&first).await.map_err(|e| e.to_string()));
+            // We stop emitting a label: the apply omits it, so the API server removes it.
+            results.push(writer.publish(&second).await.map_err(|e| e.to_string()));
+            (results, writer)
+        }
+    });
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", foreign.clone())).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(
+        body,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "uid": "uid-1", "labels": first}})
+    );
+
+    let mut carried = foreign.clone();
+    carried.as_object_mut().unwrap().extend(json!(first).as_object().unwrap().clone());
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", carried.clone())).await;
+
+    let mut drifted = carried.clone();
+    drifted.as_object_mut().unwrap().remove("nvidia.com/gpu.product");
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", drifted)).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(body["metadata"]["labels"], json!(first));
+
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", carried)).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(body["metadata"]["labels"], json!(second), "only our labels, never foreign ones");
+
+    let (results, writer) = task.await.unwrap();
+    assert_eq!(results, vec![Ok(true), Ok(false), Ok(true), Ok(true)]);
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn a_missing_node_is_never_created() {
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let task = tokio::spawn(async move {
+        let r = writer.publish(&labels(&[("nvidia.com/gpu.count", "8")])).await;
+        (matches!(r, Err(PublishError::NodeMissing(_))), writer)
+    });
+    expect(&mut handle, Method::GET, NODE, 404, status(404, "NotFound")).await;
+    let (missing, writer) = task.await.unwrap();
+    assert!(missing);
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn throttled_and_conflicting_applies_are_retried() {
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let want = labels(&[("nvidia.com/gpu.count", "8")]);
+    let task = tokio::spawn({
+        let want = want.clone();
+        async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) }
+    });
+    expect(&mut handle, Method::GET, NODE, 429, status(429, "TooManyRequests")).await;
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", json!({}))).await;
+    // A UID mismatch (Node re-created) is a 409: read again, apply to the new Node.
+    expect(&mut handle, Method::PATCH, APPLY, 409, status(409, "Conflict")).await;
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-2", json!({}))).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-2", json!({}))).await;
+    assert_eq!(body["metadata"]["uid"], "uid-2");
+    let (result, writer) = task.await.unwrap();
+    assert_eq!(result, Ok(true));
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn prune_removes_everything_we_applied() {
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let task = tokio::spawn(async move { (writer.prune().await.map_err(|e| e.to_string()), writer) });
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", json!({"nvidia.com/gpu.count": "8"}))).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(
+        body,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "uid": "uid-1", "labels": {}}})
+    );
+    let (result, writer) = task.await.unwrap();
+    assert_eq!(result, Ok(()));
+    drop(writer);
+    no_more_requests(handle).await;
+}
+
+/// The same scenarios against a real cluster: `KUBECONFIG=... NVLABEL_TEST_NODE=<node>
+/// cargo test --test api_writers -- --ignored`. It writes and then prunes `nvidia.com/*` labels.
+#[tokio::test]
+#[ignore = "needs a cluster: set KUBECONFIG and NVLABEL_TEST_NODE"]
+async fn real_cluster_node_labels_round_trip() {
+    let node = std::env::var("NVLABEL_TEST_NODE").expect("NVLABEL_TEST_NODE");
+    let client = Client::try_default().await.unwrap();
+    let mut writer = NodeLabels::new(client.clone(), &node);
+    let want = labels(&[("nvidia.com/nvlabel-test", "1")]);
+    assert!(writer.publish(&want).await.unwrap());
+    assert!(!writer.publish(&want).await.unwrap());
+    writer.prune().await.unwrap();
+    let ns = std::env::var("NVLABEL_TEST_NAMESPACE").unwrap_or_else(|_| "default".into());
+    let mut nf = NodeFeature::new(client, &ns, &node, None);
+    assert!(nf.publish(&want).await.unwrap());
+    assert!(!nf.publish(&want).await.unwrap());
+    assert!(nf.delete().await.unwrap());
+}

@@ -35,6 +35,9 @@ pub struct Cli {
 pub enum Command {
     /// Print the probe's snapshot of this node as YAML (input for `--snapshot`).
     Probe,
+    /// Remove what nvlabel published: its Node labels (`--sink node`), its NodeFeature object
+    /// (`--use-node-feature-api`), or the feature file.
+    Prune,
     /// Run as an NFD local-source hook (`source.d/`): print feature-file lines and exit 0; without
     /// a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
     Hook,
@@ -117,6 +120,10 @@ pub struct LabelArgs {
     /// labeler that is gone expire [env: NVLABEL_EXPIRY] (e.g. 1h)
     #[arg(global = true, long)]
     pub expiry: Option<String>,
+    /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
+    /// this Node's labels by server-side apply, no NFD) [env: NVLABEL_SINK] [default: gfd]
+    #[arg(global = true, long, value_enum)]
+    pub sink: Option<Sink>,
     /// Output format of printed labels: text (key=value lines) or json [env: NVLABEL_FORMAT] [default: text]
     #[arg(global = true, long, value_enum)]
     pub format: Option<Format>,
@@ -137,6 +144,15 @@ pub struct SourceArgs {
     /// Log format: text or json [env: NVLABEL_LOG_FORMAT] [default: text]
     #[arg(long, global = true, value_enum)]
     pub log_format: Option<LogFormat>,
+}
+
+/// Where labels are published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Sink {
+    /// As GFD: a NodeFeature object with `--use-node-feature-api`, else the feature file or stdout.
+    Gfd,
+    /// This Node's labels, by server-side apply.
+    Node,
 }
 
 /// How printed labels look.
@@ -209,6 +225,8 @@ pub struct Settings {
     pub kube_api_burst: u32,
     /// `--format`.
     pub format: Format,
+    /// `--sink`.
+    pub sink: Sink,
     /// `--nvml-library`.
     pub nvml_library: PathBuf,
     /// `--sysfs-root`.
@@ -433,6 +451,15 @@ impl Settings {
                     _ => return Err(invalid(&f, "use a positive duration such as 1h")),
                 },
             };
+        let sink = match (a.sink, env("NVLABEL_SINK")) {
+            (Some(s), _) => s,
+            (None, Some(v)) => Sink::from_str(&v, false).map_err(|_| CliError::Invalid {
+                origin: "environment variable \"NVLABEL_SINK\" (flag --sink)".into(),
+                value: v.clone(),
+                reason: "use gfd or node".into(),
+            })?,
+            (None, None) => Sink::Gfd,
+        };
         let fail_names = ["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"];
         let nfd_names = ["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"];
 
@@ -469,6 +496,7 @@ impl Settings {
             kube_api_qps: number_flag(a.kube_api_qps, env, "kube-api-qps", &["KUBE_API_QPS"], 5.0)?,
             kube_api_burst: number_flag(a.kube_api_burst, env, "kube-api-burst", &["KUBE_API_BURST"], 10)?,
             format,
+            sink,
             nvml_library: s
                 .nvml_library
                 .clone()

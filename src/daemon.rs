@@ -6,7 +6,7 @@ use crate::cli::{Cli, Settings};
 use crate::config::ConfigFile;
 use crate::duration::Interval;
 use crate::labels::Labels;
-use crate::publish::{self, PublishError, Writer};
+use crate::publish::{PublishError, SetupError, Target, Writer};
 use crate::run::{self, RunError};
 use crate::select::{self, SelectError};
 use futures::stream::BoxStream;
@@ -74,6 +74,9 @@ pub enum DaemonError {
     /// Publishing failed in a one-shot run.
     #[error(transparent)]
     Publish(#[from] PublishError),
+    /// The writer could not be set up.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// The config watch could not be set up.
     #[error("cannot watch the configuration: {0}")]
     Watch(#[from] notify::Error),
@@ -119,7 +122,9 @@ pub struct Daemon {
     label: Option<String>,
     loaded: Loaded,
     metrics: std::sync::Arc<Metrics>,
-    writer: Box<dyn Writer>,
+    /// The writer and the target it was built for.
+    writer: Option<(Target, Box<dyn Writer>)>,
+    client: Option<kube::Client>,
     /// The last rejected (path, bytes), so one bad edit is reported and counted once.
     rejected: Option<Input>,
 }
@@ -136,13 +141,63 @@ impl Daemon {
         let loaded = load(&cli, &env, &source, label.as_deref(), None)
             .map_err(|rejected| rejected.1)?
             .expect("a load without a previous config always yields one");
-        let writer = publish::from_settings(&loaded.settings);
-        Ok(Daemon { cli, env, source, label, loaded, metrics, writer, rejected: None })
+        Ok(Daemon { cli, env, source, label, loaded, metrics, writer: None, client: None, rejected: None })
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
         &self.loaded.settings
+    }
+
+    /// Where labels go, as the settings in force say.
+    pub fn target(&self) -> Result<Target, SetupError> {
+        Target::of(&self.loaded.settings)
+    }
+
+    /// Gives the API writers (and nothing else) their client.
+    pub fn set_client(&mut self, client: Option<kube::Client>) {
+        self.client = client;
+        self.writer = None;
+    }
+
+    /// The writer for the current target; rebuilt when a reload changed the target.
+    async fn writer(&mut self) -> Result<&mut Box<dyn Writer>, SetupError> {
+        let target = self.target()?;
+        if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
+            let writer = target.build(self.client.as_ref()).await?;
+            self.writer = Some((target, writer));
+        }
+        Ok(&mut self.writer.as_mut().expect("just built").1)
+    }
+
+    /// Removes what this labeler published (`nvlabel prune`).
+    pub async fn prune(&mut self) -> Result<(), DaemonError> {
+        let client = || self.client.clone().ok_or_else(|| SetupError::Client("no client configured".into()));
+        match &self.target()? {
+            Target::Stdout(_) => {}
+            Target::File(path, _) => match std::fs::remove_file(path) {
+                Ok(()) => tracing::info!(path = %path.display(), "removed feature file"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(DaemonError::Publish(PublishError::File(crate::output::OutputError::Write {
+                        path: path.clone(),
+                        step: "remove",
+                        source: e,
+                    })))
+                }
+            },
+            Target::Node(node) => {
+                crate::publish::NodeLabels::new(client()?, node).prune().await?;
+                tracing::info!(%node, "removed nvlabel's node labels");
+            }
+            Target::NodeFeature { namespace, node, .. } => {
+                let nf = crate::publish::NodeFeature::new(client()?, namespace, node, None);
+                if nf.delete().await? {
+                    tracing::info!(%namespace, %node, "deleted NodeFeature object");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The sharing config in force.
@@ -162,11 +217,6 @@ impl Daemon {
         match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous) {
             Ok(Some(loaded)) => {
                 self.rejected = None;
-                let s = &loaded.settings;
-                let old = &self.loaded.settings;
-                if (&s.output_file, s.format, s.expiry) != (&old.output_file, old.format, old.expiry) {
-                    self.writer = publish::from_settings(s);
-                }
                 tracing::info!(config = ?loaded.path, "configuration loaded");
                 self.loaded = loaded;
                 true
@@ -198,7 +248,7 @@ impl Daemon {
     /// The one-shot run: one pass, and any failure is the process's.
     pub async fn oneshot(&mut self) -> Result<(), DaemonError> {
         let labels = self.compute().await?;
-        self.writer.publish(&labels).await?;
+        self.writer().await?.publish(&labels).await?;
         Ok(())
     }
 
@@ -208,7 +258,7 @@ impl Daemon {
         let timestamp = self.loaded.timestamp;
         tokio::task::spawn_blocking(move || run::compute(&settings, sharing, timestamp))
             .await
-            .unwrap_or_else(|e| Err(RunError::Unsupported(format!("labelling pass panicked: {e}"))))
+            .unwrap_or_else(|e| Err(RunError::Internal(format!("labelling pass panicked: {e}"))))
     }
 
     /// One daemon pass, publishing only what changed. Only an NVML init failure with
@@ -224,8 +274,15 @@ impl Daemon {
                 return Ok(());
             }
         };
-        if let Err(e) = self.writer.publish(&labels).await {
-            tracing::error!(writer = self.writer.name(), error = %e, "publishing labels failed; will retry");
+        let writer = match self.writer().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up the label writer; will retry");
+                return Ok(());
+            }
+        };
+        if let Err(e) = writer.publish(&labels).await {
+            tracing::error!(writer = writer.name(), error = %e, "publishing labels failed; will retry");
         }
         Ok(())
     }

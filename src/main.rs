@@ -1,7 +1,6 @@
-//! The nvlabel binary: parse, resolve, log, wire signals and watches, dispatch. Everything else
-//! is library code.
+//! The nvlabel binary: parse, resolve, log, wire the API client, signals and watches, dispatch.
+//! Everything else is library code.
 
-use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use nvlabel::cli::{Cli, Command, LogFormat, Settings};
@@ -19,6 +18,7 @@ async fn main() {
 
 async fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let command = cli.command;
     let env: HashMap<String, String> = std::env::vars().collect();
     let lookup = |name: &str| env.get(name).cloned();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
@@ -39,49 +39,51 @@ async fn real_main() -> anyhow::Result<()> {
         }
         (None, None) => ConfigSource::None,
     };
-    let node_watch = match (&source, &bootstrap.node_name) {
-        (ConfigSource::Dir { .. }, Some(node)) if cli.command.is_none() => {
-            let client = kube::Client::try_default()
-                .await
-                .context("cannot reach the Kubernetes API to read this node's config label")?;
-            Some((client, node.clone()))
-        }
+    let label_node = match (&source, &bootstrap.node_name, command) {
+        (ConfigSource::Dir { .. }, Some(node), None | Some(Command::Hook)) => Some(node.clone()),
         _ => None,
     };
-    let label = match &node_watch {
-        Some((client, node)) => match nvlabel::node::get_config_label(client.clone(), node).await {
-            Ok(label) => label,
-            Err(e) => {
-                // The watch below delivers the label once the API answers.
-                tracing::warn!(node = %node, error = %e, "cannot read this node's config label yet; using the default config");
-                None
-            }
-        },
-        None => None,
-    };
 
-    let command = cli.command;
     let metrics = Arc::new(Metrics::default());
-    let mut daemon = Daemon::start(cli, env.clone(), source, label, metrics)?;
+    let mut daemon = Daemon::start(cli, env.clone(), source, None, metrics)?;
     let settings = daemon.settings().clone();
+    let publishes = matches!(command, None | Some(Command::Prune));
+    // A command that publishes needs a target that can be set up: say so before anything runs.
+    let target = if publishes { Some(daemon.target()?) } else { None };
+    let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
+    let client =
+        if needs_api { Some(nvlabel::publish::client(settings.kubeconfig.as_deref()).await?) } else { None };
+    if let (Some(node), Some(client)) = (&label_node, &client) {
+        match nvlabel::node::get_config_label(client.clone(), node).await {
+            Ok(label) => {
+                if daemon.set_label(label) {
+                    daemon.reload(false);
+                }
+            }
+            // The watch below delivers the label once the API answers.
+            Err(e) => {
+                tracing::warn!(%node, error = %e, "cannot read this node's config label yet; using the default config")
+            }
+        }
+    }
+    daemon.set_client(client.clone());
+    let settings = daemon.settings().clone();
+
     match command {
-        Some(Command::Probe) => {
-            print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?);
-            return Ok(());
+        Some(Command::Probe) => print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?),
+        Some(Command::Hook) => print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?),
+        Some(Command::Prune) => daemon.prune().await?,
+        None if settings.oneshot => daemon.oneshot().await?,
+        None => {
+            let labels = match (label_node, client) {
+                (Some(node), Some(client)) => {
+                    Some(nvlabel::node::config_label_changes(client, &node).boxed())
+                }
+                _ => None,
+            };
+            daemon.run(labels, signals()?).await?;
         }
-        Some(Command::Hook) => {
-            print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?);
-            return Ok(());
-        }
-        None => {}
     }
-    nvlabel::run::check_supported(&settings)?;
-    if settings.oneshot {
-        daemon.oneshot().await?;
-        return Ok(());
-    }
-    let labels = node_watch.map(|(client, node)| nvlabel::node::config_label_changes(client, &node).boxed());
-    daemon.run(labels, signals()?).await?;
     Ok(())
 }
 

@@ -19,9 +19,9 @@ pub enum RunError {
     /// The feature file could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    /// A mode this build does not provide.
+    /// The labelling pass itself failed (a panic in the blocking task).
     #[error("{0}")]
-    Unsupported(String),
+    Internal(String),
 }
 
 impl Settings {
@@ -62,18 +62,6 @@ pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> Labels {
         tracing::warn!("No labels generated from any source");
     }
     outcome.labels
-}
-
-/// Refuses the modes this build does not have, before anything runs.
-pub fn check_supported(settings: &Settings) -> Result<(), RunError> {
-    if settings.use_node_feature_api {
-        return Err(RunError::Unsupported(
-            "publishing a NodeFeature object is not available in this build; \
-             pass --use-node-feature-api=false to print labels or write a feature file"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Seconds since the epoch: the `gfd.timestamp` of a config load.

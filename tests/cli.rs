@@ -198,10 +198,13 @@ fn snapshot_errors_name_file_and_position() {
 }
 
 #[test]
-fn node_feature_api_is_refused_clearly_until_it_exists() {
+fn the_node_feature_api_needs_the_node_name_as_in_gfd() {
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--output-file="]));
     assert_eq!(code, 1);
-    assert!(stderr.contains("--use-node-feature-api=false"), "{stderr}");
+    assert!(stderr.contains("required flag node-name not set"), "{stderr}");
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--sink", "node"]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("required flag node-name not set"), "{stderr}");
 }
 
 #[test]

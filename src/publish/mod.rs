@@ -53,13 +53,100 @@ impl PublishError {
     }
 }
 
-/// The writer the settings ask for: stdout for `--output-file ""`, else the feature file.
-pub fn from_settings(settings: &crate::cli::Settings) -> Box<dyn Writer> {
-    if settings.output_file.is_empty() {
-        Box::new(Stdout::new(settings.format))
-    } else {
-        Box::new(FeatureFile::new(settings.output_file.clone().into(), settings.expiry))
+/// Why no writer could be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// An API writer needs the node name.
+    #[error("required flag node-name not set (--node-name or NODE_NAME)")]
+    NodeName,
+    /// The NodeFeature writer needs a namespace.
+    #[error("required flag namespace not set (--namespace or NAMESPACE)")]
+    Namespace,
+    /// An API writer needs a client.
+    #[error("cannot create a Kubernetes client: {0}")]
+    Client(String),
+}
+
+/// Which writer the settings ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// stdout (`--output-file ""`).
+    Stdout(crate::cli::Format),
+    /// The feature file.
+    File(std::path::PathBuf, Option<std::time::Duration>),
+    /// A NodeFeature object.
+    NodeFeature {
+        /// Its namespace.
+        namespace: String,
+        /// The node.
+        node: String,
+        /// Our pod, for the owner lookup.
+        pod: Option<String>,
+    },
+    /// The Node's labels.
+    Node(String),
+}
+
+impl Target {
+    /// The target `settings` ask for.
+    pub fn of(settings: &crate::cli::Settings) -> Result<Target, SetupError> {
+        let node = || settings.node_name.clone().ok_or(SetupError::NodeName);
+        Ok(match settings.sink {
+            crate::cli::Sink::Node => Target::Node(node()?),
+            crate::cli::Sink::Gfd if settings.use_node_feature_api => {
+                if settings.namespace.is_empty() {
+                    return Err(SetupError::Namespace);
+                }
+                Target::NodeFeature {
+                    namespace: settings.namespace.clone(),
+                    node: node()?,
+                    pod: settings.pod_name.clone(),
+                }
+            }
+            crate::cli::Sink::Gfd if settings.output_file.is_empty() => Target::Stdout(settings.format),
+            crate::cli::Sink::Gfd => Target::File(settings.output_file.clone().into(), settings.expiry),
+        })
     }
+
+    /// Whether this target talks to the Kubernetes API.
+    pub fn needs_client(&self) -> bool {
+        matches!(self, Target::NodeFeature { .. } | Target::Node(_))
+    }
+
+    /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
+    pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
+        let client = || client.cloned().ok_or_else(|| SetupError::Client("no client configured".into()));
+        Ok(match self {
+            Target::Stdout(format) => Box::new(Stdout::new(*format)),
+            Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
+            Target::Node(node) => Box::new(NodeLabels::new(client()?, node)),
+            Target::NodeFeature { namespace, node, pod } => {
+                let owner = match pod {
+                    Some(pod) => nodefeature::daemonset_owner(client()?, namespace, pod).await,
+                    None => {
+                        tracing::info!("no pod name (POD_NAME); NodeFeature gets no owner");
+                        None
+                    }
+                };
+                Box::new(NodeFeature::new(client()?, namespace, node, owner))
+            }
+        })
+    }
+}
+
+/// A client from `--kubeconfig`, else the usual inference (KUBECONFIG, in-cluster).
+pub async fn client(kubeconfig: Option<&str>) -> Result<kube::Client, SetupError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| SetupError::Client(format!("{path}: {e}")))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| SetupError::Client(format!("{path}: {e}")))?
+        }
+        None => kube::Config::infer().await.map_err(|e| SetupError::Client(e.to_string()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| SetupError::Client(e.to_string()))
 }
 
 /// A label sink.

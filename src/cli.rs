@@ -124,6 +124,10 @@ pub struct LabelArgs {
     /// this Node's labels by server-side apply, no NFD) [env: NVLABEL_SINK] [default: gfd]
     #[arg(global = true, long, value_enum)]
     pub sink: Option<Sink>,
+    /// Serve /healthz, /readyz and /metrics here (`host:port` or `:port`; "" for none)
+    /// [env: NVLABEL_METRICS_ADDR] [default: :8080 when running as a daemon, none otherwise]
+    #[arg(global = true, long)]
+    pub metrics_addr: Option<String>,
     /// Output format of printed labels: text (key=value lines) or json [env: NVLABEL_FORMAT] [default: text]
     #[arg(global = true, long, value_enum)]
     pub format: Option<Format>,
@@ -227,6 +231,8 @@ pub struct Settings {
     pub format: Format,
     /// `--sink`.
     pub sink: Sink,
+    /// `--metrics-addr` as given (`None`: not given).
+    pub metrics_addr: Option<String>,
     /// `--nvml-library`.
     pub nvml_library: PathBuf,
     /// `--sysfs-root`.
@@ -319,6 +325,12 @@ where
 
 /// The flags section of a config file and where it came from.
 pub type FileLayer<'a> = Option<(&'a Path, &'a FileFlags)>;
+
+/// Parses `host:port`, or Go's `:port` for every address.
+pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
+    full.parse().map_err(|e| format!("invalid listen address {text:?}: {e} (use host:port or :port)"))
+}
 
 impl Settings {
     /// `--config-file` from the command line or env (`GFD_CONFIG_FILE`, `CONFIG_FILE`).
@@ -497,6 +509,7 @@ impl Settings {
             kube_api_burst: number_flag(a.kube_api_burst, env, "kube-api-burst", &["KUBE_API_BURST"], 10)?,
             format,
             sink,
+            metrics_addr: a.metrics_addr.clone().or_else(|| env("NVLABEL_METRICS_ADDR")),
             nvml_library: s
                 .nvml_library
                 .clone()

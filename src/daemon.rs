@@ -5,6 +5,7 @@
 use crate::cli::{Cli, Settings};
 use crate::config::ConfigFile;
 use crate::duration::Interval;
+use crate::http::Health;
 use crate::labels::Labels;
 use crate::publish::{PublishError, SetupError, Target, Writer};
 use crate::run::{self, RunError};
@@ -12,10 +13,16 @@ use crate::select::{self, SelectError};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use notify::Watcher;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -44,21 +51,99 @@ pub enum Control {
     Shutdown,
 }
 
-/// The daemon's metrics.
-#[derive(Debug, Default)]
+/// A publish failure, by writer and reason.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublishFailure {
+    /// The writer.
+    pub writer: String,
+    /// Why (`conflict`, `throttled`, `server`, `connection`, `file`, ...).
+    pub reason: String,
+}
+
+/// An NVML function that failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NvmlFunction {
+    /// The function (or `nvmlInit`).
+    pub function: String,
+}
+
+/// The daemon's metrics and health.
+#[derive(Debug)]
 pub struct Metrics {
+    /// Labelling passes.
+    pub passes: Counter,
+    /// Time a pass takes (probe and labels).
+    pub pass_duration: Histogram,
+    /// Publishes that failed.
+    pub publish_failures: Family<PublishFailure, Counter>,
+    /// NVML calls that failed, by function.
+    pub nvml_errors: Family<NvmlFunction, Counter>,
     /// Config reloads rejected (invalid file, missing key).
     pub config_reload_failures: Counter,
+    /// Labels in the last successful publish.
+    pub labels_published: Gauge,
+    /// Unix time of the last successful publish.
+    pub last_success: Gauge<f64, AtomicU64>,
+    /// Readiness.
+    pub health: Arc<Health>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            passes: Counter::default(),
+            pass_duration: Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]),
+            publish_failures: Family::default(),
+            nvml_errors: Family::default(),
+            config_reload_failures: Counter::default(),
+            labels_published: Gauge::default(),
+            last_success: Gauge::default(),
+            health: Arc::new(Health::default()),
+        }
+    }
 }
 
 impl Metrics {
     /// Registers the metrics.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register("nvlabel_passes", "Labelling passes", self.passes.clone());
+        registry.register(
+            "nvlabel_pass_duration_seconds",
+            "Time to probe and compute labels",
+            self.pass_duration.clone(),
+        );
+        registry.register(
+            "nvlabel_publish_failures",
+            "Publishes that failed, by writer and reason",
+            self.publish_failures.clone(),
+        );
+        registry.register(
+            "nvlabel_nvml_errors",
+            "NVML calls that failed, by function",
+            self.nvml_errors.clone(),
+        );
         registry.register(
             "nvlabel_config_reload_failures",
             "Configuration reloads rejected; the last good configuration stayed in use",
             self.config_reload_failures.clone(),
         );
+        registry.register(
+            "nvlabel_labels_published",
+            "Labels in the last successful publish",
+            self.labels_published.clone(),
+        );
+        registry.register(
+            "nvlabel_last_success_timestamp_seconds",
+            "Unix time of the last successful publish",
+            self.last_success.clone(),
+        );
+    }
+
+    fn publish_failed(&self, writer: &str, reason: &str) {
+        self.publish_failures
+            .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.into() })
+            .inc();
+        self.health.record(false);
     }
 }
 
@@ -121,7 +206,11 @@ pub struct Daemon {
     source: ConfigSource,
     label: Option<String>,
     loaded: Loaded,
-    metrics: std::sync::Arc<Metrics>,
+    metrics: Arc<Metrics>,
+    /// The labels last published, for logging what changed.
+    published: Option<Labels>,
+    /// NVML could not be initialised in the last pass: retry sooner, with backoff.
+    nvml_retry: Option<Duration>,
     /// The writer and the target it was built for.
     writer: Option<(Target, Box<dyn Writer>)>,
     client: Option<kube::Client>,
@@ -136,12 +225,24 @@ impl Daemon {
         env: HashMap<String, String>,
         source: ConfigSource,
         label: Option<String>,
-        metrics: std::sync::Arc<Metrics>,
+        metrics: Arc<Metrics>,
     ) -> Result<Daemon, ReloadError> {
         let loaded = load(&cli, &env, &source, label.as_deref(), None)
             .map_err(|rejected| rejected.1)?
             .expect("a load without a previous config always yields one");
-        Ok(Daemon { cli, env, source, label, loaded, metrics, writer: None, client: None, rejected: None })
+        Ok(Daemon {
+            cli,
+            env,
+            source,
+            label,
+            loaded,
+            metrics,
+            published: None,
+            nvml_retry: None,
+            writer: None,
+            client: None,
+            rejected: None,
+        })
     }
 
     /// The settings in force.
@@ -247,12 +348,12 @@ impl Daemon {
 
     /// The one-shot run: one pass, and any failure is the process's.
     pub async fn oneshot(&mut self) -> Result<(), DaemonError> {
-        let labels = self.compute().await?;
-        self.writer().await?.publish(&labels).await?;
+        let pass = self.compute().await?;
+        self.writer().await?.publish(&pass.labels).await?;
         Ok(())
     }
 
-    async fn compute(&self) -> Result<Labels, RunError> {
+    async fn compute(&self) -> Result<run::Pass, RunError> {
         let settings = self.loaded.settings.clone();
         let sharing = self.loaded.config.sharing.clone();
         let timestamp = self.loaded.timestamp;
@@ -264,25 +365,59 @@ impl Daemon {
     /// One daemon pass, publishing only what changed. Only an NVML init failure with
     /// `--fail-on-init-error` ends the process; other failures are logged and the labels stay.
     pub async fn pass(&mut self) -> Result<(), RunError> {
-        let labels = match self.compute().await {
-            Ok(labels) => labels,
+        let started = std::time::Instant::now();
+        self.metrics.passes.inc();
+        let computed = self.compute().await;
+        self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
+        let pass = match computed {
+            Ok(pass) => pass,
             Err(RunError::Probe(e)) if e.is_init() && self.loaded.settings.fail_on_init_error => {
                 return Err(RunError::Probe(e));
             }
             Err(e) => {
                 tracing::error!(error = %e, "labelling pass failed; the published labels stay");
+                if let RunError::Probe(p) = &e {
+                    self.metrics
+                        .nvml_errors
+                        .get_or_create(&NvmlFunction { function: p.function().into() })
+                        .inc();
+                }
+                self.metrics.health.record(false);
                 return Ok(());
             }
         };
+        for issue in pass.issues.iter().filter(|i| i.function.starts_with("nvml")) {
+            self.metrics.nvml_errors.get_or_create(&NvmlFunction { function: issue.function.clone() }).inc();
+        }
+        self.nvml_retry = match (pass.nvml_down(), self.nvml_retry) {
+            (false, _) => None,
+            (true, None) => Some(Duration::from_secs(1)),
+            (true, Some(d)) => Some((d * 2).min(NVML_RETRY_CAP)),
+        };
+        let labels = pass.labels;
         let writer = match self.writer().await {
             Ok(w) => w,
             Err(e) => {
                 tracing::error!(error = %e, "cannot set up the label writer; will retry");
+                self.metrics.publish_failed("setup", "setup");
                 return Ok(());
             }
         };
-        if let Err(e) = writer.publish(&labels).await {
-            tracing::error!(writer = writer.name(), error = %e, "publishing labels failed; will retry");
+        let name = writer.name();
+        match writer.publish(&labels).await {
+            Ok(changed) => {
+                if changed {
+                    log_changes(self.published.as_ref(), &labels, name);
+                }
+                self.metrics.health.record(true);
+                self.metrics.labels_published.set(labels.len() as i64);
+                self.metrics.last_success.set(run::now() as f64);
+                self.published = Some(labels);
+            }
+            Err(e) => {
+                tracing::error!(writer = name, error = %e, "publishing labels failed; will retry");
+                self.metrics.publish_failed(name, e.reason());
+            }
         }
         Ok(())
     }
@@ -342,10 +477,18 @@ impl Daemon {
         let mut watching = self.rewatch(&mut watcher, Vec::new());
         self.pass().await?;
         loop {
-            let sleep = match self.loaded.settings.sleep_interval {
+            let interval = match self.loaded.settings.sleep_interval {
                 // GFD relabels in a busy loop on 0; one second is the floor here.
                 Interval::Every(d) => Some(d.max(Duration::from_secs(1))),
                 Interval::Infinite => None,
+            };
+            *self.metrics.health.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
+                interval.map(|d| d * 3 + Duration::from_secs(60));
+            // While NVML is down (driver not loaded yet), look again sooner, backing off.
+            let sleep = match (self.nvml_retry, interval) {
+                (Some(retry), Some(i)) => Some(retry.min(i)),
+                (Some(retry), None) => Some(retry),
+                (None, i) => i,
             };
             let timer = async {
                 match sleep {
@@ -403,6 +546,22 @@ impl Daemon {
         }
         new
     }
+}
+
+/// The longest wait between NVML retries while the driver is missing.
+const NVML_RETRY_CAP: Duration = Duration::from_secs(300);
+
+/// Logs what a publish changed: one line, at info, only when something changed.
+fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str) {
+    let empty = Labels::new();
+    let before = before.unwrap_or(&empty);
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    let removed: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    let changed: Vec<String> = after
+        .iter()
+        .filter_map(|(k, v)| before.get(k).filter(|old| *old != v).map(|old| format!("{k}: {old} -> {v}")))
+        .collect();
+    tracing::info!(writer, labels = after.len(), ?added, ?removed, ?changed, "published labels");
 }
 
 /// What a load read: the selected path and its bytes.

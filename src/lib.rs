@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod duration;
+pub mod http;
 pub mod labels;
 pub mod logging;
 pub mod node;

@@ -45,7 +45,7 @@ async fn real_main() -> anyhow::Result<()> {
     };
 
     let metrics = Arc::new(Metrics::default());
-    let mut daemon = Daemon::start(cli, env.clone(), source, None, metrics)?;
+    let mut daemon = Daemon::start(cli, env.clone(), source, None, metrics.clone())?;
     let settings = daemon.settings().clone();
     let publishes = matches!(command, None | Some(Command::Prune));
     // A command that publishes needs a target that can be set up: say so before anything runs.
@@ -75,6 +75,13 @@ async fn real_main() -> anyhow::Result<()> {
         Some(Command::Prune) => daemon.prune().await?,
         None if settings.oneshot => daemon.oneshot().await?,
         None => {
+            let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
+            if !addr.is_empty() {
+                let addr = nvlabel::cli::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
+                let mut registry = prometheus_client::registry::Registry::default();
+                metrics.register(&mut registry);
+                nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
+            }
             let labels = match (label_node, client) {
                 (Some(node), Some(client)) => {
                     Some(nvlabel::node::config_label_changes(client, &node).boxed())

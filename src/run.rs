@@ -46,7 +46,14 @@ pub fn snapshot(settings: &Settings) -> Result<Snapshot, RunError> {
         Ok(s) => Ok(s),
         Err(e) if e.is_init() && !settings.fail_on_init_error => {
             tracing::warn!(error = %e, "Failed to initialize NVML; labelling without GPUs");
-            Ok(probe::probe_files(&opts))
+            let mut snapshot = probe::probe_files(&opts);
+            snapshot.issues.push(crate::snapshot::Issue {
+                device: None,
+                function: NVML_INIT.into(),
+                error: e.to_string(),
+                effect: "no GPU labels; NVML is tried again".into(),
+            });
+            Ok(snapshot)
         }
         Err(e) => Err(e.into()),
     }
@@ -69,11 +76,30 @@ pub fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
+/// The issue function recorded when NVML could not be initialised.
+pub const NVML_INIT: &str = "nvmlInit";
+
+/// What one pass found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pass {
+    /// The labels.
+    pub labels: Labels,
+    /// What the probe could not read.
+    pub issues: Vec<crate::snapshot::Issue>,
+}
+
+impl Pass {
+    /// Whether NVML could not be initialised (and the labels lack every GPU label).
+    pub fn nvml_down(&self) -> bool {
+        self.issues.iter().any(|i| i.function == NVML_INIT)
+    }
+}
+
 /// One pass: the snapshot, then the labels.
-pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Labels, RunError> {
+pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Pass, RunError> {
     let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
     let snap = snapshot(settings)?;
-    Ok(label(&snap, &config))
+    Ok(Pass { labels: label(&snap, &config), issues: snap.issues })
 }
 
 /// The NFD hook (`nvlabel hook`): feature-file lines without a timestamp (NFD runs hooks on every
@@ -81,7 +107,7 @@ pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) ->
 pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, RunError> {
     let strict = Settings { fail_on_init_error: true, ..settings.clone() };
     match compute(&strict, sharing, None) {
-        Ok(labels) => Ok(crate::output::render_text(&labels)),
+        Ok(pass) => Ok(crate::output::render_text(&pass.labels)),
         Err(RunError::Probe(e)) if e.is_init() => {
             tracing::info!(error = %e, "no NVIDIA driver; the hook reports nothing");
             Ok(String::new())

@@ -51,6 +51,14 @@ pub enum ProbeError {
 }
 
 impl ProbeError {
+    /// The NVML function behind the error, for metrics.
+    pub fn function(&self) -> &'static str {
+        match self {
+            ProbeError::NoDriver { .. } | ProbeError::Init { .. } => "nvmlInit",
+            ProbeError::DeviceCount(_) => "nvmlDeviceGetCount_v2",
+        }
+    }
+
     /// Whether this is an initialisation failure (what `--fail-on-init-error` is about).
     pub fn is_init(&self) -> bool {
         matches!(self, ProbeError::NoDriver { .. } | ProbeError::Init { .. })

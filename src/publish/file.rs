@@ -62,7 +62,7 @@ impl Writer for FeatureFile {
             let changed = output::write_feature_file(&self.path, &content)?;
             self.last = Some((labels.clone(), at));
             if changed {
-                tracing::info!(path = %self.path.display(), labels = labels.len(), "wrote feature file");
+                tracing::debug!(path = %self.path.display(), labels = labels.len(), "wrote feature file");
             }
             Ok(changed)
         })

@@ -89,7 +89,7 @@ impl Writer for NodeLabels {
             let step = self.apply(labels, true).await?;
             self.last = Some(labels.clone());
             if let Step::Applied = step {
-                tracing::info!(node = %self.node, labels = labels.len(), "applied node labels");
+                tracing::debug!(node = %self.node, labels = labels.len(), "applied node labels");
             }
             Ok(matches!(step, Step::Applied))
         })

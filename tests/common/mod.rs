@@ -42,6 +42,8 @@ pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
     cmd.env_clear().env("RUST_LOG", "warn").current_dir(repo());
     // Through env, so that a test can still override either with its flag.
     cmd.env("NVLABEL_NVML_LIBRARY", fake_nvml()).env("NVLABEL_SYSFS_ROOT", repo().join(sysfs));
+    // Daemons in parallel tests must not fight over one port.
+    cmd.env("NVLABEL_METRICS_ADDR", "127.0.0.1:0");
     if let Some(m) = machine {
         cmd.env("FAKE_NVML_FIXTURE", fixture(m));
     }

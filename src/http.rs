@@ -1,0 +1,134 @@
+//! The HTTP endpoint: `/healthz` (the process is alive), `/readyz` (the last publish succeeded,
+//! recently enough) and `/metrics` (Prometheus text format).
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Whether the labeler is doing its job.
+#[derive(Debug, Default)]
+pub struct Health {
+    state: Mutex<Option<(bool, Instant)>>,
+    /// How old a success may be and still count (`None`: any age, for an infinite interval).
+    pub fresh_for: Mutex<Option<Duration>>,
+}
+
+impl Health {
+    /// Records the outcome of a publish.
+    pub fn record(&self, ok: bool) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some((ok, Instant::now()));
+    }
+
+    /// Ready: the last publish succeeded, and (with a finite interval) not too long ago.
+    pub fn ready(&self) -> bool {
+        let state = *self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh_for = *self.fresh_for.lock().unwrap_or_else(|p| p.into_inner());
+        match state {
+            Some((true, at)) => fresh_for.is_none_or(|limit| at.elapsed() <= limit),
+            _ => false,
+        }
+    }
+}
+
+fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert("content-type", content_type.parse().expect("a valid header value"));
+    r
+}
+
+/// Answers one request.
+pub fn handle(path: &str, health: &Health, registry: &Registry) -> Response<Full<Bytes>> {
+    match path {
+        "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if health.ready() => respond(StatusCode::OK, "text/plain", "ready\n".into()),
+        "/readyz" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "the last publish did not succeed\n".into(),
+        ),
+        "/metrics" => {
+            let mut text = String::new();
+            match prometheus_client::encoding::text::encode(&mut text, registry) {
+                Ok(()) => respond(
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                ),
+                Err(e) => respond(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", format!("{e}\n")),
+            }
+        }
+        _ => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+/// Binds `addr` (so a bad address fails at start-up) and serves in the background.
+pub async fn serve(
+    addr: SocketAddr,
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+    tokio::spawn(async move {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                    continue;
+                }
+            };
+            let (health, registry) = (health.clone(), registry.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let response = handle(req.uri().path(), &health, &registry);
+                    async move { Ok::<_, std::convert::Infallible>(response) }
+                });
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    tracing::debug!(error = %e, "HTTP connection ended with an error");
+                }
+            });
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_last_publish() {
+        let h = Health::default();
+        assert!(!h.ready(), "not ready before the first publish");
+        h.record(true);
+        assert!(h.ready());
+        h.record(false);
+        assert!(!h.ready());
+        h.record(true);
+        *h.fresh_for.lock().unwrap() = Some(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!h.ready(), "a stale success is not ready");
+    }
+
+    #[test]
+    fn routes() {
+        let h = Health::default();
+        let r = Registry::default();
+        assert_eq!(handle("/healthz", &h, &r).status(), StatusCode::OK);
+        assert_eq!(handle("/readyz", &h, &r).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(handle("/metrics", &h, &r).status(), StatusCode::OK);
+        assert_eq!(handle("/nope", &h, &r).status(), StatusCode::NOT_FOUND);
+    }
+}

@@ -1,0 +1,158 @@
+//! The daemon as a process, with the fake NVML library: the machine changes under it, the
+//! driver appears late, signals, and the HTTP endpoint.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_for(path: &Path, line: &str) {
+    for _ in 0..600 {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
+}
+
+fn terminate(mut child: Child) -> std::process::ExitStatus {
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    // Bounded generously; the check is that it stops by itself with status 0.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the daemon did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn daemon(machine: &Path, out: &Path, extra: &[&str]) -> Child {
+    let mut cmd = nvlabel(None);
+    cmd.env("FAKE_NVML_FIXTURE", machine)
+        .env("RUST_LOG", "info")
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1s", "-o"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+#[test]
+fn a_changed_machine_is_relabelled_within_an_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = dir.path().join("machine.yaml");
+    let out = dir.path().join("gfd");
+    std::fs::copy(fixture("h100-x8"), &machine).unwrap();
+    let child = daemon(&machine, &out, &["--mig-strategy", "mixed"]);
+    wait_for(&out, "nvidia.com/gpu.count=8");
+    // A GPU is added.
+    std::fs::copy(fixture("rtx4090-x10"), &machine).unwrap();
+    wait_for(&out, "nvidia.com/gpu.count=10");
+    // The MIG layout changes.
+    std::fs::copy(fixture("a100-mig-mixed"), &machine).unwrap();
+    wait_for(&out, "nvidia.com/mig-1c.3g.20gb.count=3");
+    std::fs::copy(fixture("a100-mig-single"), &machine).unwrap();
+    wait_for(&out, "nvidia.com/mig-1g.5gb.count=56");
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("mig-1c.3g.20gb"), "stale MIG labels are gone");
+    let status = terminate(child);
+    assert_eq!(status.code(), Some(0));
+    assert!(out.exists(), "the feature file stays after SIGTERM");
+}
+
+#[test]
+fn labels_appear_when_the_driver_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    let libdir = dir.path().join("driver");
+    std::fs::create_dir(&libdir).unwrap();
+    let lib = libdir.join("libnvidia-ml.so.1");
+    let child = {
+        let mut cmd = nvlabel(None);
+        cmd.env("FAKE_NVML_FIXTURE", fixture("t4"))
+            .args(["--no-timestamp", "--use-node-feature-api=false", "--fail-on-init-error=false"])
+            .args(["--sleep-interval", "infinite", "--nvml-library"])
+            .arg(&lib)
+            .arg("-o")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    // No driver yet: the node-level labels only.
+    wait_for(&out, "nvidia.com/vgpu.present=false");
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("gpu.count"));
+    // The driver is installed: even with an infinite interval, NVML is retried (with backoff).
+    std::os::unix::fs::symlink(fake_nvml(), &lib).unwrap();
+    wait_for(&out, "nvidia.com/gpu.count=1");
+    assert_eq!(terminate(child).code(), Some(0));
+}
+
+#[test]
+fn with_fail_on_init_error_a_missing_driver_ends_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    let output = nvlabel(None)
+        .args(["--use-node-feature-api=false", "--sleep-interval", "1s", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no NVIDIA driver found"));
+}
+
+#[test]
+fn the_http_endpoint_reports_health_readiness_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    let mut child =
+        daemon(&fixture("faulty"), &out, &["--metrics-addr", "127.0.0.1:0", "--log-format", "json"]);
+    // The bound port is logged (port 0 picks a free one).
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("the daemon logs its address first").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["message"] == "serving /healthz, /readyz and /metrics" {
+            break v["addr"].as_str().unwrap().to_string();
+        }
+        assert_ne!(v["message"], "published labels", "the address is logged before the first publish");
+    };
+    std::thread::spawn(move || for _ in lines {});
+    wait_for(&out, "nvidia.com/gpu.count=3");
+    let get = |path: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    assert!(get("/healthz").starts_with("HTTP/1.1 200"));
+    assert!(get("/readyz").starts_with("HTTP/1.1 200"));
+    let metrics = get("/metrics");
+    for needle in [
+        "nvlabel_passes_total ",
+        "nvlabel_pass_duration_seconds_count ",
+        "nvlabel_nvml_errors_total{function=\"nvmlDeviceGetCudaComputeCapability\"}",
+        "nvlabel_config_reload_failures_total 0",
+        "nvlabel_labels_published 25",
+        "nvlabel_last_success_timestamp_seconds ",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
+    }
+    assert_eq!(terminate(child).code(), Some(0));
+}

@@ -209,8 +209,8 @@ pub struct Daemon {
     metrics: Arc<Metrics>,
     /// The labels last published, for logging what changed.
     published: Option<Labels>,
-    /// NVML could not be initialised in the last pass: retry sooner, with backoff.
-    nvml_retry: Option<Duration>,
+    /// NVML was down or the publish failed in the last pass: look again sooner, with backoff.
+    retry_soon: Option<Duration>,
     /// The writer and the target it was built for.
     writer: Option<(Target, Box<dyn Writer>)>,
     client: Option<kube::Client>,
@@ -238,7 +238,7 @@ impl Daemon {
             loaded,
             metrics,
             published: None,
-            nvml_retry: None,
+            retry_soon: None,
             writer: None,
             client: None,
             rejected: None,
@@ -389,22 +389,21 @@ impl Daemon {
         for issue in pass.issues.iter().filter(|i| i.function.starts_with("nvml")) {
             self.metrics.nvml_errors.get_or_create(&NvmlFunction { function: issue.function.clone() }).inc();
         }
-        self.nvml_retry = match (pass.nvml_down(), self.nvml_retry) {
-            (false, _) => None,
-            (true, None) => Some(Duration::from_secs(1)),
-            (true, Some(d)) => Some((d * 2).min(NVML_RETRY_CAP)),
-        };
+        let nvml_down = pass.nvml_down();
         let labels = pass.labels;
         let writer = match self.writer().await {
             Ok(w) => w,
             Err(e) => {
                 tracing::error!(error = %e, "cannot set up the label writer; will retry");
                 self.metrics.publish_failed("setup", "setup");
+                self.back_off(true);
                 return Ok(());
             }
         };
         let name = writer.name();
-        match writer.publish(&labels).await {
+        let result = writer.publish(&labels).await;
+        self.back_off(nvml_down || result.is_err());
+        match result {
             Ok(changed) => {
                 if changed {
                     log_changes(self.published.as_ref(), &labels, name);
@@ -420,6 +419,16 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// After a pass that could not do its whole job (NVML down, publish failed), the next one
+    /// comes after 1 s, 2 s, 4 s ... up to the cap, instead of after the full interval.
+    fn back_off(&mut self, failed: bool) {
+        self.retry_soon = match (failed, self.retry_soon) {
+            (false, _) => None,
+            (true, None) => Some(Duration::from_secs(1)),
+            (true, Some(d)) => Some((d * 2).min(RETRY_CAP)),
+        };
     }
 
     /// Directories whose changes may change the config in force: the directory of every hop of
@@ -484,8 +493,8 @@ impl Daemon {
             };
             *self.metrics.health.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
                 interval.map(|d| d * 3 + Duration::from_secs(60));
-            // While NVML is down (driver not loaded yet), look again sooner, backing off.
-            let sleep = match (self.nvml_retry, interval) {
+            // While NVML is down or publishing fails, look again sooner, backing off.
+            let sleep = match (self.retry_soon, interval) {
                 (Some(retry), Some(i)) => Some(retry.min(i)),
                 (Some(retry), None) => Some(retry),
                 (None, i) => i,
@@ -548,8 +557,8 @@ impl Daemon {
     }
 }
 
-/// The longest wait between NVML retries while the driver is missing.
-const NVML_RETRY_CAP: Duration = Duration::from_secs(300);
+/// The longest wait between retries while NVML is down or publishing fails.
+const RETRY_CAP: Duration = Duration::from_secs(300);
 
 /// Logs what a publish changed: one line, at info, only when something changed.
 fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str) {

@@ -210,3 +210,39 @@ fn an_invalid_config_at_start_up_is_an_error_with_the_same_message() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("features.d");
+    let output = missing.join("gfd");
+    let snapshot = t4_snapshot(dir.path());
+    let cli = Cli::try_parse_from([
+        "nvlabel",
+        "--no-timestamp",
+        "--use-node-feature-api=false",
+        "--sleep-interval=infinite",
+        "--output-file",
+        output.to_str().unwrap(),
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, metrics.clone()).unwrap();
+    let (control, control_rx) = mpsc::channel(4);
+    let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!metrics.health.ready(), "the first publish failed");
+    std::fs::create_dir(&missing).unwrap();
+    for _ in 0..200 {
+        if output.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
+    assert!(metrics.health.ready());
+    control.send(Control::Shutdown).await.unwrap();
+    task.await.unwrap();
+}

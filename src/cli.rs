@@ -266,6 +266,44 @@ struct Found {
     origin: String,
 }
 
+/// Every environment variable nvlabel reads (GFD's names first, then nvlabel's own).
+pub const ENV_VARS: &[&str] = &[
+    "GFD_MIG_STRATEGY",
+    "MIG_STRATEGY",
+    "GFD_FAIL_ON_INIT_ERROR",
+    "FAIL_ON_INIT_ERROR",
+    "GFD_ONESHOT",
+    "GFD_NO_TIMESTAMP",
+    "GFD_SLEEP_INTERVAL",
+    "GFD_OUTPUT_FILE",
+    "GFD_MACHINE_TYPE_FILE",
+    "GFD_CONFIG_FILE",
+    "CONFIG_FILE",
+    "GFD_USE_NODE_FEATURE_API",
+    "USE_NODE_FEATURE_API",
+    "DEVICE_DISCOVERY_STRATEGY",
+    "DRIVER_ROOT_CTR_PATH",
+    "CONTAINER_DRIVER_ROOT",
+    "KUBECONFIG",
+    "KUBE_API_QPS",
+    "KUBE_API_BURST",
+    "NAMESPACE",
+    "POD_NAMESPACE",
+    "NODE_NAME",
+    "POD_NAME",
+    "NVLABEL_CONFIG_DIR",
+    "NVLABEL_CONFIG_DEFAULT",
+    "NVLABEL_EXPIRY",
+    "NVLABEL_SINK",
+    "NVLABEL_METRICS_ADDR",
+    "NVLABEL_FORMAT",
+    "NVLABEL_NVML_LIBRARY",
+    "NVLABEL_SYSFS_ROOT",
+    "NVLABEL_SNAPSHOT",
+    "NVLABEL_LOG_FORMAT",
+    "RUST_LOG",
+];
+
 /// The env lookup used by [`Settings::resolve`].
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -500,7 +538,8 @@ impl Settings {
                 .or(ff.use_node_feature_api)
                 .unwrap_or(true),
             device_discovery_strategy,
-            namespace: string_flag(a.namespace.clone(), env, "namespace", &["NAMESPACE"])
+            // POD_NAMESPACE (what manifests usually pass) after GFD's NAMESPACE.
+            namespace: string_flag(a.namespace.clone(), env, "namespace", &["NAMESPACE", "POD_NAMESPACE"])
                 .unwrap_or_else(|| "default".into()),
             node_name: non_empty(string_flag(a.node_name.clone(), env, "node-name", &["NODE_NAME"])),
             pod_name: non_empty(string_flag(a.pod_name.clone(), env, "pod-name", &["POD_NAME"])),

@@ -6,6 +6,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
+/// The requests the config-label watch makes: one get at start, then the watcher's list and watch.
+pub const API_CALLS: &[crate::publish::ApiCall] = &[
+    crate::publish::ApiCall { group: "", resource: "nodes", verb: "get" },
+    crate::publish::ApiCall { group: "", resource: "nodes", verb: "list" },
+    crate::publish::ApiCall { group: "", resource: "nodes", verb: "watch" },
+];
+
 /// The label's value on a node object.
 pub fn config_label(node: &Node) -> Option<String> {
     node.metadata.labels.as_ref()?.get(CONFIG_LABEL).cloned()

@@ -53,6 +53,28 @@ impl PublishError {
     }
 }
 
+/// One kind of Kubernetes API request a mode makes, for checking RBAC against the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApiCall {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// Resource (plural).
+    pub resource: &'static str,
+    /// Verb.
+    pub verb: &'static str,
+}
+
+impl Target {
+    /// Every API request this target's writer makes (its RBAC must grant exactly these).
+    pub fn api_calls(&self) -> &'static [ApiCall] {
+        match self {
+            Target::Stdout(_) | Target::File(..) => &[],
+            Target::NodeFeature { .. } => nodefeature::API_CALLS,
+            Target::Node(_) => node::API_CALLS,
+        }
+    }
+}
+
 /// Why no writer could be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

@@ -10,6 +10,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
+/// The requests this writer (and `prune`) makes: read the Node, apply its labels.
+pub const API_CALLS: &[super::ApiCall] = &[
+    super::ApiCall { group: "", resource: "nodes", verb: "get" },
+    super::ApiCall { group: "", resource: "nodes", verb: "patch" },
+];
+
 /// Field manager of our apply requests.
 pub const FIELD_MANAGER: &str = "nvlabel";
 

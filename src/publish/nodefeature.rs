@@ -19,6 +19,19 @@ pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
 /// Field manager recorded for our writes.
 pub const FIELD_MANAGER: &str = "nvlabel";
 
+/// The requests this writer makes: the owner lookup (`pods` get) and get/create/update of the
+/// object (`publish`). Keep in step with the calls below.
+pub const API_CALLS: &[super::ApiCall] = &[
+    super::ApiCall { group: "", resource: "pods", verb: "get" },
+    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
+    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
+    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
+];
+
+/// `nvlabel prune` also deletes the object.
+pub const PRUNE_API_CALLS: &[super::ApiCall] =
+    &[super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "delete" }];
+
 /// The NodeFeature API resource.
 pub fn api_resource() -> ApiResource {
     ApiResource {

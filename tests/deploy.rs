@@ -1,0 +1,390 @@
+//! Static checks of `deploy/` (no cluster here): every overlay is rendered with a small
+//! kustomize equivalent (resources, and JSON6902 patches with a target), every document is read
+//! into its k8s-openapi type with unknown fields rejected, the pods are locked down, the
+//! container's flags and env are accepted by nvlabel itself, and the RBAC grants exactly the
+//! API calls the code makes in that mode.
+
+use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use nvlabel::cli::{Cli, Settings, ENV_VARS};
+use nvlabel::publish::{ApiCall, Target};
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+const MODES: [&str; 4] = ["nfd-file", "nfd-nodefeature", "node", "job"];
+/// Read by the NVIDIA container runtime, not by nvlabel.
+const RUNTIME_ENV: [&str; 2] = ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"];
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+fn yaml_docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let docs: Vec<Value> =
+        serde_saphyr::from_str_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// Renders a kustomization directory: its resources (files, or directories rendered in turn),
+/// then its patches.
+fn render(dir: &Path) -> Vec<Value> {
+    let k = yaml_docs(&dir.join("kustomization.yaml")).remove(0);
+    for key in k.as_object().unwrap().keys() {
+        assert!(
+            ["apiVersion", "kind", "resources", "patches"].contains(&key.as_str()),
+            "{}: the renderer does not know `{key}`",
+            dir.display()
+        );
+    }
+    let mut out = Vec::new();
+    for r in k["resources"].as_array().into_iter().flatten() {
+        let path = dir.join(r.as_str().unwrap());
+        if path.is_dir() {
+            out.extend(render(&path));
+        } else {
+            out.extend(yaml_docs(&path));
+        }
+    }
+    for p in k["patches"].as_array().into_iter().flatten() {
+        let target = &p["target"];
+        let ops: Value =
+            serde_saphyr::from_str(p["patch"].as_str().expect("an inline JSON6902 patch")).unwrap();
+        let ops: json_patch::Patch = serde_json::from_value(ops).unwrap();
+        let mut hits = 0;
+        for doc in
+            out.iter_mut().filter(|d| d["kind"] == target["kind"] && d["metadata"]["name"] == target["name"])
+        {
+            json_patch::patch(doc, &ops).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            hits += 1;
+        }
+        assert_eq!(hits, 1, "{}: a patch must hit exactly one object: {target}", dir.display());
+    }
+    out
+}
+
+/// Deserialises into `T`, failing on any field `T` does not have.
+fn strict<T: serde::de::DeserializeOwned>(doc: &Value, what: &str) -> T {
+    let mut unknown = Vec::new();
+    let value: T = serde_ignored::deserialize(doc, |path| unknown.push(path.to_string()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(unknown.is_empty(), "{what}: unknown fields {unknown:?}");
+    value
+}
+
+/// The typed objects of one rendered mode.
+#[derive(Default)]
+struct Rendered {
+    pods: Vec<(String, PodSpec)>,
+    rules: Vec<(String, Option<String>, Vec<PolicyRule>)>,
+    bindings: Vec<(String, Option<String>, String, Vec<String>)>,
+    policies: Vec<ValidatingAdmissionPolicy>,
+    policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
+}
+
+fn typed(mode: &str) -> Rendered {
+    let mut r = Rendered::default();
+    for doc in render(&deploy().join(mode)) {
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        let what = format!("{mode}: {kind} {}", doc["metadata"]["name"]);
+        let subjects = |subs: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+            subs.unwrap_or_default()
+                .into_iter()
+                .map(|s| format!("{}/{}/{}", s.kind, s.namespace.unwrap_or_default(), s.name))
+                .collect()
+        };
+        match kind.as_str() {
+            "Namespace" => drop(strict::<Namespace>(&doc, &what)),
+            "ServiceAccount" => drop(strict::<ServiceAccount>(&doc, &what)),
+            "ConfigMap" => drop(strict::<ConfigMap>(&doc, &what)),
+            "DaemonSet" => {
+                let ds: DaemonSet = strict(&doc, &what);
+                r.pods.push((what, ds.spec.template.spec.unwrap()));
+            }
+            "Job" => {
+                let job: Job = strict(&doc, &what);
+                r.pods.push((what, job.spec.unwrap().template.spec.unwrap()));
+            }
+            "ClusterRole" => {
+                let cr: ClusterRole = strict(&doc, &what);
+                r.rules.push((cr.metadata.name.unwrap(), None, cr.rules.unwrap_or_default()));
+            }
+            "Role" => {
+                let role: Role = strict(&doc, &what);
+                r.rules.push((
+                    role.metadata.name.unwrap(),
+                    role.metadata.namespace,
+                    role.rules.unwrap_or_default(),
+                ));
+            }
+            "ClusterRoleBinding" => {
+                let b: ClusterRoleBinding = strict(&doc, &what);
+                r.bindings.push((b.role_ref.name, None, b.role_ref.kind, subjects(b.subjects)));
+            }
+            "RoleBinding" => {
+                let b: RoleBinding = strict(&doc, &what);
+                r.bindings.push((
+                    b.role_ref.name,
+                    b.metadata.namespace,
+                    b.role_ref.kind,
+                    subjects(b.subjects),
+                ));
+            }
+            "ValidatingAdmissionPolicy" => r.policies.push(strict(&doc, &what)),
+            "ValidatingAdmissionPolicyBinding" => r.policy_bindings.push(strict(&doc, &what)),
+            other => panic!("{what}: no check for kind {other}"),
+        }
+    }
+    r
+}
+
+#[test]
+fn every_overlay_renders_into_known_types_without_unknown_fields() {
+    for mode in MODES {
+        let r = typed(mode);
+        assert_eq!(r.pods.len(), 1, "{mode}: one workload");
+    }
+}
+
+#[test]
+fn unknown_fields_are_caught() {
+    let mut doc = render(&deploy().join("node")).into_iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    doc["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always".into();
+    let caught = std::panic::catch_unwind(|| drop(strict::<DaemonSet>(&doc, "typo")));
+    assert!(caught.is_err(), "a misspelt field must fail the check");
+}
+
+fn container_env(c: &Container) -> HashMap<String, String> {
+    let mut env = HashMap::new();
+    for e in c.env.iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(from)) => {
+                let path = from.field_ref.as_ref().map(|f| f.field_path.as_str()).unwrap_or_default();
+                match path {
+                    "spec.nodeName" => "gpu-node-1".into(),
+                    "metadata.name" => "nvlabel-abcde".into(),
+                    "metadata.namespace" => "nvlabel".into(),
+                    other => panic!("unexpected fieldRef {other}"),
+                }
+            }
+            _ => String::new(),
+        };
+        env.insert(e.name.clone(), value);
+    }
+    env
+}
+
+#[test]
+fn every_pod_is_locked_down() {
+    for mode in MODES {
+        for (what, pod) in typed(mode).pods {
+            let psc = pod.security_context.clone().expect("a pod securityContext");
+            assert_eq!(psc.run_as_non_root, Some(true), "{what}");
+            assert!(psc.run_as_user.is_some_and(|u| u != 0), "{what}: a non-root UID");
+            assert_eq!(psc.seccomp_profile.map(|s| s.type_), Some("RuntimeDefault".into()), "{what}");
+            assert_ne!(pod.host_network, Some(true), "{what}");
+            assert_ne!(pod.host_pid, Some(true), "{what}");
+            assert_eq!(pod.service_account_name.as_deref(), Some("nvlabel"), "{what}");
+            assert!(
+                pod.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("nvidia.com/gpu")),
+                "{what}"
+            );
+            for v in pod.volumes.iter().flatten() {
+                if let Some(h) = &v.host_path {
+                    assert_eq!(
+                        h.path, "/etc/kubernetes/node-feature-discovery/features.d",
+                        "{what}: the only host path"
+                    );
+                }
+            }
+            for c in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+                let sc = c.security_context.clone().expect("a container securityContext");
+                assert_eq!(sc.allow_privilege_escalation, Some(false), "{what}");
+                assert_eq!(sc.read_only_root_filesystem, Some(true), "{what}");
+                assert_ne!(sc.privileged, Some(true), "{what}");
+                assert_ne!(sc.run_as_user, Some(0), "{what}");
+                let drop: Vec<String> =
+                    sc.capabilities.as_ref().and_then(|c| c.drop.clone()).unwrap_or_default();
+                assert!(drop.contains(&"ALL".to_string()), "{what}: drop ALL capabilities");
+                assert!(sc.capabilities_add_is_empty(), "{what}");
+                let res = c.resources.clone().expect("resources");
+                assert!(
+                    res.requests.is_some_and(|r| r.contains_key("memory") && r.contains_key("cpu")),
+                    "{what}"
+                );
+                assert!(res.limits.is_some_and(|l| l.contains_key("memory")), "{what}");
+                let env = container_env(c);
+                for name in ["NODE_NAME", "POD_NAME", "POD_NAMESPACE"] {
+                    assert!(env.contains_key(name), "{what}: {name} from the downward API");
+                }
+                assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], "all", "{what}");
+            }
+        }
+    }
+}
+
+trait CapabilitiesAdd {
+    fn capabilities_add_is_empty(&self) -> bool;
+}
+
+impl CapabilitiesAdd for k8s_openapi::api::core::v1::SecurityContext {
+    fn capabilities_add_is_empty(&self) -> bool {
+        self.capabilities.as_ref().and_then(|c| c.add.as_ref()).is_none_or(|a| a.is_empty())
+    }
+}
+
+#[test]
+fn daemonsets_probe_health_and_run_on_gpu_nodes_only() {
+    for mode in ["nfd-file", "nfd-nodefeature", "node"] {
+        for (what, pod) in typed(mode).pods {
+            let c = &pod.containers[0];
+            let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+                p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|h| h.path.clone())
+            };
+            assert_eq!(path(&c.liveness_probe).as_deref(), Some("/healthz"), "{what}");
+            assert_eq!(path(&c.readiness_probe).as_deref(), Some("/readyz"), "{what}");
+            let terms = pod
+                .affinity
+                .unwrap()
+                .node_affinity
+                .unwrap()
+                .required_during_scheduling_ignored_during_execution
+                .unwrap();
+            let keys: Vec<String> = terms
+                .node_selector_terms
+                .iter()
+                .flat_map(|t| t.match_expressions.iter().flatten().map(|e| e.key.clone()))
+                .collect();
+            assert!(keys.contains(&"feature.node.kubernetes.io/pci-10de.present".to_string()), "{what}");
+            assert!(c.args.iter().flatten().any(|a| a == "--config-dir=/etc/nvlabel/configs"), "{what}");
+            assert!(
+                c.volume_mounts.iter().flatten().any(|m| m.mount_path == "/etc/nvlabel/configs"),
+                "{what}"
+            );
+        }
+    }
+}
+
+/// The settings the container gets, through nvlabel's own parser and resolver.
+fn settings_of(what: &str, c: &Container) -> Settings {
+    let args = std::iter::once("nvlabel".to_string()).chain(c.args.clone().unwrap_or_default());
+    assert!(c.command.is_none(), "{what}: the image's entrypoint runs nvlabel");
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{what}: nvlabel rejects its args: {e}"));
+    let env = container_env(c);
+    for name in env.keys() {
+        assert!(
+            ENV_VARS.contains(&name.as_str()) || RUNTIME_ENV.contains(&name.as_str()),
+            "{what}: nvlabel does not read env {name}"
+        );
+    }
+    Settings::resolve(&cli, &|k| env.get(k).cloned()).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+#[test]
+fn flags_and_env_are_ones_nvlabel_accepts() {
+    let expect =
+        [("nfd-file", "File"), ("nfd-nodefeature", "NodeFeature"), ("node", "Node"), ("job", "Node")];
+    for (mode, kind) in expect {
+        for (what, pod) in typed(mode).pods {
+            let settings = settings_of(&what, &pod.containers[0]);
+            let target = Target::of(&settings).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(format!("{target:?}").starts_with(kind), "{what}: {target:?}");
+            if mode == "nfd-nodefeature" {
+                assert_eq!(settings.namespace, "nvlabel", "{what}: the pod's own namespace");
+            }
+        }
+    }
+}
+
+/// The (group, resource, verb) triples a set of rules grants.
+fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in rules {
+        assert!(rule.resource_names.is_none(), "name-scoped rules are not expected");
+        for g in rule.api_groups.iter().flatten() {
+            for r in rule.resources.iter().flatten() {
+                for v in &rule.verbs {
+                    assert_ne!(v, "*", "no wildcard verbs");
+                    out.insert((g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn calls(list: &[ApiCall]) -> BTreeSet<(String, String, String)> {
+    list.iter().map(|c| (c.group.to_string(), c.resource.to_string(), c.verb.to_string())).collect()
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_code_calls() {
+    for mode in MODES {
+        let r = typed(mode);
+        let (what, pod) = &r.pods[0];
+        let settings = settings_of(what, &pod.containers[0]);
+        let mut needed = calls(Target::of(&settings).unwrap().api_calls());
+        if settings.config_dir.is_some() && !settings.oneshot {
+            needed.extend(calls(nvlabel::node::API_CALLS));
+        }
+        let sa = "ServiceAccount/nvlabel/nvlabel".to_string();
+        let mut granted = BTreeSet::new();
+        for (role, namespace, kind, subjects) in &r.bindings {
+            assert_eq!(
+                subjects,
+                &vec![sa.clone()],
+                "{mode}: bindings are for nvlabel's service account only"
+            );
+            let (_, role_ns, rules) = r
+                .rules
+                .iter()
+                .find(|(n, _, _)| n == role)
+                .unwrap_or_else(|| panic!("{mode}: no role {role}"));
+            if kind == "Role" {
+                assert_eq!(role_ns, namespace);
+                assert_eq!(
+                    role_ns.as_deref(),
+                    Some(settings.namespace.as_str()),
+                    "{mode}: a Role in the NodeFeature namespace"
+                );
+            }
+            granted.extend(grants(rules));
+        }
+        assert_eq!(r.rules.len(), r.bindings.len(), "{mode}: every role is bound");
+        assert_eq!(granted, needed, "{mode}: RBAC must grant exactly the calls the code makes");
+    }
+}
+
+#[test]
+fn node_writers_are_fenced_by_the_admission_policy() {
+    for mode in ["node", "job"] {
+        let r = typed(mode);
+        assert_eq!(r.policies.len(), 1, "{mode}");
+        let policy = &r.policies[0];
+        let spec = policy.spec.as_ref().unwrap();
+        let condition = &spec.match_conditions.as_ref().unwrap()[0].expression;
+        assert!(
+            condition.contains("system:serviceaccount:nvlabel:nvlabel"),
+            "{mode}: scoped to our service account"
+        );
+        let validations: Vec<&str> =
+            spec.validations.iter().flatten().map(|v| v.expression.as_str()).collect();
+        assert!(validations.iter().any(|v| v.contains("authentication.kubernetes.io/node-name")), "{mode}");
+        assert!(validations.iter().any(|v| v.contains("nvidia.com/")), "{mode}");
+        let binding = &r.policy_bindings[0];
+        let bspec = &binding.spec;
+        assert_eq!(Some(bspec.policy_name.as_str()), policy.metadata.name.as_deref());
+        assert_eq!(bspec.validation_actions, vec!["Deny".to_string()]);
+    }
+    for mode in ["nfd-file", "nfd-nodefeature"] {
+        assert!(typed(mode).policies.is_empty(), "{mode} cannot write nodes at all");
+    }
+}

@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# nvlabel image: a glibc distroless base (NVML is dlopen'ed from the driver the NVIDIA container
+# runtime injects, so the binary cannot be fully static), non-root, and the binary also reachable
+# as gpu-feature-discovery so an existing GFD DaemonSet or GPU Operator ClusterPolicy can switch
+# images without other changes.
+
+FROM docker.io/library/rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p nvlabel \
+ && mkdir -p /out \
+ && cp target/release/nvlabel /out/nvlabel \
+ && ln -s nvlabel /out/gpu-feature-discovery
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="nvlabel" \
+      org.opencontainers.image.description="Kubernetes GPU node labeler: NVIDIA GPU Feature Discovery labels, valid and deterministic" \
+      org.opencontainers.image.source="https://github.com/nvlabel/nvlabel" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /out/ /usr/bin/
+# For the NVIDIA container runtime: every GPU, and NVML only.
+ENV NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=utility
+USER 65532:65532
+ENTRYPOINT ["/usr/bin/nvlabel"]

@@ -324,3 +324,25 @@ fn one_shot_config_dir_selection() {
     assert_eq!(code, 1);
     assert!(stderr.contains("\"nope\"") && stderr.contains("--config-default"), "{stderr}");
 }
+
+#[test]
+fn it_runs_under_gfds_name_with_gfds_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let alias = dir.path().join("gpu-feature-discovery");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_nvlabel"), &alias).unwrap();
+    let mut cmd = Command::new(&alias);
+    cmd.env_clear()
+        .env("NVLABEL_NVML_LIBRARY", fake_nvml())
+        .env("NVLABEL_SYSFS_ROOT", repo().join("testdata/sysfs"))
+        .env("FAKE_NVML_FIXTURE", fixture("a100-mig-mixed"))
+        .envs([
+            ("MIG_STRATEGY", "mixed"),
+            ("GFD_ONESHOT", "true"),
+            ("GFD_NO_TIMESTAMP", "true"),
+            ("GFD_OUTPUT_FILE", ""),
+            ("USE_NODE_FEATURE_API", "false"),
+            ("GFD_FAIL_ON_INIT_ERROR", "true"),
+        ]);
+    let expected = std::fs::read_to_string(repo().join("testdata/golden/a100-mig-mixed.mixed.labels")).unwrap();
+    assert_eq!(ok(&mut cmd), expected);
+}

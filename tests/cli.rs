@@ -343,6 +343,7 @@ fn it_runs_under_gfds_name_with_gfds_environment() {
             ("USE_NODE_FEATURE_API", "false"),
             ("GFD_FAIL_ON_INIT_ERROR", "true"),
         ]);
-    let expected = std::fs::read_to_string(repo().join("testdata/golden/a100-mig-mixed.mixed.labels")).unwrap();
+    let expected =
+        std::fs::read_to_string(repo().join("testdata/golden/a100-mig-mixed.mixed.labels")).unwrap();
     assert_eq!(ok(&mut cmd), expected);
 }

@@ -232,8 +232,10 @@ fn probe_mig(
             *cache.gpu_instances.entry(gi_id).or_insert((gi, profile))
         }
     };
+    let ci =
+        raw::compute_instance_by_id(nvml, gi, ci_id).map_err(err("nvmlGpuInstanceGetComputeInstanceById"))?;
     let ci_profile_id =
-        raw::compute_instance_profile_id(nvml, gi, ci_id).map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
+        raw::compute_instance_profile_id(nvml, ci).map_err(err("nvmlComputeInstanceGetInfo_v2"))?;
     let gi_index = cached(&mut cache.gi_profile_index, gi_profile_id, || {
         profile_index(gi_profile_id, GI_PROFILE_INDICES, |p| raw::gpu_instance_profile_info_id(nvml, gpu, p))
             .map_err(err("nvmlDeviceGetGpuInstanceProfileInfo"))

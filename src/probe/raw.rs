@@ -60,16 +60,23 @@ pub fn gpu_instance_profile_id(nvml: &Nvml, gi: GpuInstance) -> Result<u32, Nvml
     Ok(info.profileId)
 }
 
-/// The profile id from `nvmlComputeInstanceGetInfo_v2` of compute instance `id` in `gi`.
-pub fn compute_instance_profile_id(nvml: &Nvml, gi: GpuInstance, id: u32) -> Result<u32, NvmlError> {
-    let by_id = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
-    let get_info = nvml_sym(lib(nvml).nvmlComputeInstanceGetInfo_v2.as_ref())?;
+/// A compute instance handle, valid while NVML stays initialised.
+#[derive(Clone, Copy)]
+pub struct ComputeInstance(nvmlComputeInstance_t);
+
+/// `nvmlGpuInstanceGetComputeInstanceById`: compute instance `id` of `gi`.
+pub fn compute_instance_by_id(nvml: &Nvml, gi: GpuInstance, id: u32) -> Result<ComputeInstance, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
     let mut ci: nvmlComputeInstance_t = std::ptr::null_mut();
+    unsafe { nvml_try(sym(gi.0, id, &mut ci))? };
+    Ok(ComputeInstance(ci))
+}
+
+/// The profile id from `nvmlComputeInstanceGetInfo_v2`.
+pub fn compute_instance_profile_id(nvml: &Nvml, ci: ComputeInstance) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlComputeInstanceGetInfo_v2.as_ref())?;
     let mut info: nvmlComputeInstanceInfo_t = unsafe { zeroed() };
-    unsafe {
-        nvml_try(by_id(gi.0, id, &mut ci))?;
-        nvml_try(get_info(ci, &mut info))?;
-    }
+    unsafe { nvml_try(sym(ci.0, &mut info))? };
     Ok(info.profileId)
 }
 

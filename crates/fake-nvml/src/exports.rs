@@ -223,11 +223,15 @@ unsafe fn device_count(c: &mut Call, count: *mut c_uint) -> Result<(), u32> {
 
 /// Shared body of `nvmlDeviceGetHandleByIndex` and `_v2`.
 unsafe fn handle_by_index(c: &mut Call, index: c_uint, device: *mut nvmlDevice_t) -> Result<(), u32> {
-    let m = c.machine()?;
+    let m = c.g.initialised()?;
     if index as usize >= m.fixture.gpus.len() {
         return Err(INVALID_ARGUMENT);
     }
-    out(device, m.address(Handle::Gpu(index)) as nvmlDevice_t)
+    let addr = m.address(Handle::Gpu(index));
+    // Faults aimed at GPU `index` apply here too, though the caller has no handle yet; resolving
+    // the address applies each matching fault exactly once.
+    c.handle(addr as nvmlDevice_t)?;
+    out(device, addr as nvmlDevice_t)
 }
 
 /// `nvmlErrorString`: a static text for every return code.

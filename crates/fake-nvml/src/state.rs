@@ -145,6 +145,11 @@ impl Global {
         *self.calls.entry(function).or_insert(0) += 1;
     }
 
+    /// The machine, or `NVML_ERROR_UNINITIALIZED`, without applying any fault.
+    pub fn initialised(&mut self) -> Result<&mut Machine, u32> {
+        self.machine.as_mut().ok_or(codes::UNINITIALIZED)
+    }
+
     /// The machine, or `NVML_ERROR_UNINITIALIZED`; also applies system-wide faults.
     pub fn machine(&mut self, function: &str) -> Result<&mut Machine, u32> {
         let m = self.machine.as_mut().ok_or(codes::UNINITIALIZED)?;

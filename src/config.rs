@@ -170,7 +170,8 @@ fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Interval>, D::Erro
 impl ConfigFile {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let bytes = crate::limits::read(path, crate::limits::CONFIG_FILE)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Self::from_bytes(path, &bytes)
     }
 

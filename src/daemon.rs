@@ -613,7 +613,10 @@ fn read_input(source: &ConfigSource, label: Option<&str>) -> Result<Input, Reloa
         }
     };
     let bytes = match &path {
-        Some(p) => Some(std::fs::read(p).map_err(|source| ReloadError::Read { path: p.clone(), source })?),
+        Some(p) => Some(
+            crate::limits::read(p, crate::limits::CONFIG_FILE)
+                .map_err(|source| ReloadError::Read { path: p.clone(), source })?,
+        ),
         None => None,
     };
     Ok((path, bytes))

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod duration;
 pub mod http;
 pub mod labels;
+pub mod limits;
 pub mod logging;
 pub mod node;
 pub mod output;

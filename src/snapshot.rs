@@ -194,8 +194,9 @@ pub enum SnapshotError {
 impl Snapshot {
     /// Reads a snapshot written by `nvlabel probe`.
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
-        let text = std::fs::read_to_string(path)
+        let bytes = crate::limits::read(path, crate::limits::SNAPSHOT_FILE)
             .map_err(|source| SnapshotError::Read { path: path.display().to_string(), source })?;
+        let text = String::from_utf8_lossy(&bytes);
         serde_saphyr::from_str(&text)
             .map_err(|e| SnapshotError::Parse { path: path.display().to_string(), message: e.to_string() })
     }

@@ -42,7 +42,9 @@ pub fn sysfs_address(bus_id: &str) -> String {
 /// Reads `<root>/bus/pci/devices/<address>/class` (`0x030200`).
 pub fn pci_class(sysfs_root: &Path, bus_id: &str) -> Result<u32, String> {
     let path = sysfs_root.join("bus/pci/devices").join(sysfs_address(bus_id)).join("class");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = crate::limits::read(&path, crate::limits::SYSFS_FILE)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
     parse_hex(text.trim()).ok_or_else(|| format!("{}: not a hex class: {:?}", path.display(), text.trim()))
 }
 
@@ -56,7 +58,7 @@ pub fn machine_type(path: &Path) -> MachineType {
     if shown.is_empty() {
         return MachineType::default();
     }
-    match std::fs::read(path) {
+    match crate::limits::read(path, crate::limits::SYSFS_FILE) {
         Ok(bytes) => MachineType {
             path: shown,
             content: Some(String::from_utf8_lossy(&bytes).into_owned()),
@@ -70,7 +72,8 @@ pub fn machine_type(path: &Path) -> MachineType {
 pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let read = |p: PathBuf| {
-        std::fs::read(&p).map_err(|source| VgpuScanError::Read { path: p.display().to_string(), source })
+        crate::limits::read(&p, crate::limits::SYSFS_FILE)
+            .map_err(|source| VgpuScanError::Read { path: p.display().to_string(), source })
     };
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),

@@ -172,10 +172,28 @@ pub fn ci_profile_slices(profile: u32) -> Option<u32> {
 impl Fixture {
     /// Reads and validates the fixture at `path`.
     pub fn load(path: &str) -> Result<Fixture, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let fixture: Fixture =
-            serde_saphyr::from_str(&text).map_err(|e| format!("invalid fixture {path}: {e}"))?;
-        fixture.validate().map_err(|e| format!("invalid fixture {path}: {e}"))?;
+        // Bounded, so a wrong path (a device, a huge file) cannot exhaust memory.
+        const LIMIT: u64 = 64 << 20;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?,
+                LIMIT + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+        if bytes.len() as u64 > LIMIT {
+            return Err(format!("{path} is larger than the {LIMIT}-byte fixture limit"));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| format!("{path} is not UTF-8: {e}"))?;
+        Fixture::parse(&text).map_err(|e| format!("invalid fixture {path}: {e}"))
+    }
+
+    /// Parses and validates fixture text.
+    pub fn parse(text: &str) -> Result<Fixture, String> {
+        let fixture: Fixture = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        fixture.validate()?;
         Ok(fixture)
     }
 
@@ -295,4 +313,37 @@ pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
         out[i] = u8::from_str_radix(s, 16).ok()?;
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn semantic_errors_name_the_field() {
+        let base = "driver_version: \"1.2\"\ncuda_driver_version: 1\n";
+        let e = Fixture::parse(&format!("{base}faults: [{{function: nvmlGetNothing, error: unknown}}]\n"))
+            .unwrap_err();
+        assert!(e.contains("faults[0].function"), "{e}");
+        let e =
+            Fixture::parse(&format!("{base}faults: [{{function: nvmlInit_v2, error: oops}}]\n")).unwrap_err();
+        assert!(e.contains("faults[0].error"), "{e}");
+        let gpu = "gpus: [{name: x, memory_mib: 1, compute_capability: [8, 0], mig: {enabled: true, max_devices: 1, devices: [{gi_profile: 0, ci_profile: 0, memory_mib: 1}, {gi_profile: 0, ci_profile: 0, memory_mib: 1}]}}]";
+        let e = Fixture::parse(&format!("{base}{gpu}\n")).unwrap_err();
+        assert!(e.contains("gpus[0].mig.devices"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any text, or a valid fixture with arbitrary values spliced in: a fixture or an error.
+        #[test]
+        fn fixture_text_never_panics(text in prop_oneof![
+            any::<String>(),
+            "driver_version: \"[0-9.]{0,12}\"\ncuda_driver_version: -?[0-9]{0,12}\ngpus:\n  - name: [a-zA-Z ]{0,20}\n    memory_mib: -?[0-9]{0,22}\n    compute_capability: \\[-?[0-9]{1,3}, [0-9]{1,3}\\]\n    mig:\n      enabled: (true|false|maybe)\n      max_devices: [0-9]{0,5}\n      devices:\n        - \\{gi_profile: [0-9]{1,3}, ci_profile: [0-9]{1,3}, memory_mib: [0-9]{1,6}, gi_id: [0-9]{1,2}\\}\n(faults:\n  - \\{function: nvml[A-Za-z_]{0,20}, device: \"[0-9:]{0,4}\", error: [a-z_]{0,12}\\}\n)?",
+        ]) {
+            let _ = Fixture::parse(&text);
+        }
+    }
 }

@@ -86,7 +86,7 @@ proptest! {
         if let Some(cap) = nvlabel::probe::sysfs::vendor_capability(&config) {
             let _ = nvlabel::probe::sysfs::is_vgpu(cap);
             if let Some((v, b)) = nvlabel::probe::sysfs::host_driver(cap) {
-                prop_assert!(v.len() <= 10 && b.len() <= 10);
+                prop_assert!(v.chars().count() <= 10 && b.chars().count() <= 10, "at most 10 characters each");
             }
         }
     }

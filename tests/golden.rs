@@ -21,6 +21,17 @@ fn every_fixture_under_every_mig_strategy() {
     assert_all(failures);
 }
 
+/// The probe's snapshot of every fixture, exactly (the benchmarks read these).
+#[test]
+fn every_fixture_probes_to_its_snapshot() {
+    let mut failures = Vec::new();
+    for machine in fixtures() {
+        let yaml = ok(nvlabel(Some(&machine)).arg("probe"));
+        failures.extend(golden(&format!("{machine}.snapshot.yaml"), &yaml));
+    }
+    assert_all(failures);
+}
+
 /// Device-plugin config files (`testdata/configs/`) on fixtures, through the binary.
 #[test]
 fn sharing_config_files() {

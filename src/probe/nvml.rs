@@ -39,6 +39,7 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
         }
         source => ProbeError::Init { library: library.clone(), source },
     })?;
+    raw::keep_loaded(&opts.library);
     let mut issues = Vec::new();
     snap.driver_version = match nvml.sys_driver_version() {
         Ok(v) => Some(v),

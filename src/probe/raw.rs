@@ -1,5 +1,5 @@
 //! The NVML calls nvml-wrapper does not wrap (GPU/compute instances, profile info, fabric info),
-//! made through its raw bindings. This is the crate's only `unsafe`: each call passes handles that
+//! made through its raw bindings, and keeping the library loaded. This is the crate's only `unsafe`: each call passes handles that
 //! NVML itself returned and out-pointers to zeroed structs of the bindings' own (nvml.h) layout.
 #![allow(unsafe_code)]
 
@@ -129,5 +129,23 @@ pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, Nvml
         Ok(info) => Ok(Some(info)),
         Err(NvmlError::NotSupported) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Libraries kept loaded for the life of the process, by path.
+static KEPT: std::sync::Mutex<Vec<(std::path::PathBuf, libloading::Library)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// nvml-wrapper loads and unloads the library on every pass; one reference held for the life of
+/// the process makes that a reference-count change instead of a full unload and reload each time
+/// (which left a little memory behind per cycle in the daemon benchmark).
+pub fn keep_loaded(path: &std::path::Path) {
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.iter().any(|(p, _)| p == path) {
+        return;
+    }
+    // SAFETY: loading runs the library's initialisers, as nvml-wrapper's own load does just before.
+    if let Ok(lib) = unsafe { libloading::Library::new(path) } {
+        kept.push((path.to_path_buf(), lib));
     }
 }

@@ -198,6 +198,17 @@ impl Fixture {
     }
 
     fn validate(&self) -> Result<(), String> {
+        let handles: usize = self
+            .gpus
+            .iter()
+            .map(|g| 1 + 3 * g.mig.as_ref().filter(|m| m.enabled).map_or(0, |m| m.devices.len()))
+            .sum();
+        if handles > crate::state::MAX_HANDLES {
+            return Err(format!(
+                "gpus: {handles} device handles; the fake serves at most {}",
+                crate::state::MAX_HANDLES
+            ));
+        }
         for (g, gpu) in self.gpus.iter().enumerate() {
             let Some(mig) = &gpu.mig else { continue };
             if mig.devices.len() > mig.max_devices as usize {

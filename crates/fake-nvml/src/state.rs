@@ -41,11 +41,18 @@ pub fn lock() -> MutexGuard<'static, Global> {
     GLOBAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Allocates an address that stays valid (and unique) until the process ends.
-fn new_address() -> usize {
-    // Leaked on purpose: NVML handles must stay valid until the library is unloaded, and an
-    // address that is never freed is never reused by a later init's handles.
-    Box::leak(Box::new(0u64)) as *mut u64 as usize
+/// Room for this many handles in one machine (GPUs plus MIG devices, GPU and compute instances).
+pub const MAX_HANDLES: usize = 1 << 20;
+
+/// Handle addresses point into this table: stable for the library's lifetime, distinct, and
+/// never dereferenced. A static table instead of heap records, so repeated init/shutdown cycles
+/// allocate nothing that outlives them; untouched `.bss` costs no resident memory.
+static SLOTS: [std::sync::atomic::AtomicU8; MAX_HANDLES] =
+    [const { std::sync::atomic::AtomicU8::new(0) }; MAX_HANDLES];
+
+/// The address of handle slot `i`.
+fn slot_address(i: usize) -> usize {
+    SLOTS.as_ptr() as usize + i
 }
 
 impl Machine {
@@ -71,7 +78,7 @@ impl Machine {
         }
         for h in all {
             if !m.by_handle.contains_key(&h) {
-                let addr = new_address();
+                let addr = slot_address(m.by_handle.len());
                 m.handles.insert(addr, h);
                 m.by_handle.insert(h, addr);
             }

@@ -1,0 +1,153 @@
+//! The daemon over 10,000 passes, in process, against the fake NVML library and a mocked API
+//! server (Node writer): the machine changes every 100 passes. Checks that resident memory does
+//! not grow between pass 100 and pass 10,000, that API writes equal the real label changes (no
+//! write in a pass that changes nothing), and CPU time per pass. Appends to benches/RESULTS.md.
+
+use clap::Parser;
+use http::{Method, Request, Response};
+use kube::client::Body;
+use nvlabel::cli::Cli;
+use nvlabel::daemon::{ConfigSource, Daemon, Metrics};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+const PASSES: u64 = 10_000;
+const CHANGE_EVERY: u64 = 100;
+/// Allocator noise allowed between pass 100 and the last pass.
+const RSS_SLACK_KIB: u64 = 256;
+/// CPU time budget of one full pass on the largest fixture.
+const CPU_BUDGET_MS: f64 = 2.0;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let lib = root().join("target/release/libnvidia_ml.so");
+    assert!(lib.exists(), "run `cargo build --release --workspace` first");
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("machine.yaml");
+    // The largest fixture; every CHANGE_EVERY passes its driver version flips, a real change.
+    let a = std::fs::read_to_string(root().join("testdata/machines/a100-mig-single.yaml")).unwrap();
+    let b = a.replace("550.54.15", "550.54.16");
+    std::fs::write(&fixture, &a).unwrap();
+    // Set before the runtime (and any other thread) exists; the fake reads it at each nvmlInit.
+    std::env::set_var("FAKE_NVML_FIXTURE", &fixture);
+
+    // The same runtime shape as the binary's main.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        // Keep that thread: tokio otherwise retires it after 10 s idle and starts another.
+        .thread_keep_alive(std::time::Duration::from_secs(24 * 3600))
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let node = Arc::new(Mutex::new((json!({}), 0u64)));
+        let server_node = node.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let method = request.method().clone();
+                let bytes = request.into_body().collect_bytes().await.unwrap();
+                let mut state = server_node.lock().unwrap();
+                if method == Method::PATCH {
+                    let body: Value = serde_json::from_slice(&bytes).unwrap();
+                    state.0 = body["metadata"]["labels"].clone();
+                    state.1 += 1;
+                }
+                let answer = json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "bench-node", "uid": "uid-1", "labels": state.0}});
+                send.send_response(Response::new(Body::from(serde_json::to_vec(&answer).unwrap())));
+            }
+        });
+        let cli = Cli::try_parse_from([
+            "nvlabel",
+            "--sink=node",
+            "--node-name=bench-node",
+            "--use-node-feature-api=false",
+            "--no-timestamp",
+            "--mig-strategy=mixed",
+            "--nvml-library",
+            lib.to_str().unwrap(),
+            "--sysfs-root",
+            root().join("testdata/sysfs").to_str().unwrap(),
+        ])
+        .unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let mut daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, metrics).unwrap();
+        daemon.set_client(Some(client));
+        let (mut rss_100, mut changes) = (0, 0u64);
+        let mut samples = Vec::new();
+        let cpu_start = cpu_seconds();
+        for pass in 1..=PASSES {
+            if pass % CHANGE_EVERY == 1 {
+                std::fs::write(&fixture, if (pass / CHANGE_EVERY).is_multiple_of(2) { &a } else { &b }).unwrap();
+                changes += 1;
+            }
+            daemon.pass().await.unwrap();
+            if pass == CHANGE_EVERY {
+                rss_100 = rss_kib();
+            }
+            if [CHANGE_EVERY, 1_000, 2_500, 5_000, 7_500, PASSES].contains(&pass) {
+                samples.push(format!("{pass}: {} KiB", rss_kib()));
+            }
+        }
+        let cpu_per_pass_ms = (cpu_seconds() - cpu_start) * 1000.0 / PASSES as f64;
+        let rss_last = rss_kib();
+        let writes = node.lock().unwrap().1;
+        let mut missed = Vec::new();
+        if rss_last > rss_100 + RSS_SLACK_KIB {
+            missed.push(format!("RSS grew from {rss_100} KiB to {rss_last} KiB"));
+        }
+        if writes != changes {
+            missed.push(format!("{writes} API writes for {changes} label changes"));
+        }
+        if cpu_per_pass_ms > CPU_BUDGET_MS {
+            missed.push(format!("{cpu_per_pass_ms:.3} ms CPU per pass > {CPU_BUDGET_MS} ms"));
+        }
+        let md = format!(
+            "\n# Daemon\n\n`cargo bench --bench daemon`: {PASSES} passes in process over `a100-mig-single` (8 x A100,\n\
+             56 MIG devices, mixed strategy), the driver version changing every {CHANGE_EVERY} passes, Node writer\n\
+             against a mocked API server.\n\n\
+             | RSS at pass {CHANGE_EVERY} (KiB) | RSS at pass {PASSES} (KiB) | label changes | API writes | CPU per pass (ms) |\n\
+             |---:|---:|---:|---:|---:|\n| {rss_100} | {rss_last} | {changes} | {writes} | {cpu_per_pass_ms:.3} |\n\n\
+             RSS along the way: {}.\n\n\
+             Budgets (RSS flat within {RSS_SLACK_KIB} KiB, writes = changes, CPU per pass under {CPU_BUDGET_MS} ms): {}\n",
+            samples.join(", "),
+            if missed.is_empty() { "all met.".to_string() } else { format!("MISSED: {missed:?}") }
+        );
+        let results = root().join("benches/RESULTS.md");
+        let old = std::fs::read_to_string(&results).unwrap_or_default();
+        let head = old.find("\n# Daemon").map_or(old.as_str(), |i| &old[..i]).to_string();
+        std::fs::write(&results, head + &md).unwrap();
+        print!("{md}");
+        if !missed.is_empty() {
+            eprintln!("budgets missed: {missed:?}");
+            std::process::exit(1);
+        }
+    });
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every benchmark and budget check, and rewrites benches/RESULTS.md.
+#   benches/run.sh          whole-process budgets, the 10,000-pass daemon run, micro-benchmarks
+#   benches/run.sh --soak   also the 30-minute soak test (ignored in normal test runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --workspace
+# Budgets (each exits non-zero when missed): one-shot RSS, NVML calls per pass = minimum,
+# daemon RSS flat, API writes = label changes, CPU per pass.
+cargo bench --bench process
+cargo bench --bench daemon
+# Timings for the hot functions (criterion; reports under target/criterion/).
+cargo bench --bench micro -- --warm-up-time 1 --measurement-time 3 | tee target/micro.txt
+{
+  echo
+  echo "# Micro-benchmarks"
+  echo
+  echo '`cargo bench --bench micro` (criterion, median):'
+  echo
+  grep -E "^[a-z]+/" -A1 target/micro.txt | grep -E "time:" -B1 | paste - - \
+    | sed -E 's/^([^ ]+) +time: +\[[^ ]+ [^ ]+ ([^ ]+ [^ ]+) [^]]+\]/- `\1`: \2/' | sed 's/--//'
+} >> benches/RESULTS.md
+
+if [[ "${1:-}" == "--soak" ]]; then
+  cargo test --release --test soak -- --ignored --nocapture
+fi
+echo "benches/RESULTS.md updated"

@@ -18,8 +18,10 @@ cargo bench --bench micro -- --warm-up-time 1 --measurement-time 3 | tee target/
   echo
   echo '`cargo bench --bench micro` (criterion, median):'
   echo
-  grep -E "^[a-z]+/" -A1 target/micro.txt | grep -E "time:" -B1 | paste - - \
-    | sed -E 's/^([^ ]+) +time: +\[[^ ]+ [^ ]+ ([^ ]+ [^ ]+) [^]]+\]/- `\1`: \2/' | sed 's/--//'
+  awk '/^[a-z]+\// {name = $1} /time:/ {
+    match($0, /\[[^]]*\]/); split(substr($0, RSTART + 1, RLENGTH - 2), v, " ")
+    printf "- `%s`: %s %s\n", name, v[3], v[4]
+  }' target/micro.txt
 } >> benches/RESULTS.md
 
 if [[ "${1:-}" == "--soak" ]]; then

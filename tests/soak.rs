@@ -1,0 +1,170 @@
+//! Soak (ignored by default; `benches/run.sh --soak`): the daemon loop for 30 minutes
+//! (`NVLABEL_SOAK_SECONDS` to change) at a 1 s interval against the fake NVML library and a mocked
+//! API server that fails 10 % of requests. At the end every label change was published, memory
+//! is flat, and every injected failure is in the log.
+
+use clap::Parser;
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use nvlabel::cli::Cli;
+use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// Counts the "retrying" warnings the API writers log for each failed attempt.
+struct RetryCounter(Arc<AtomicU64>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" && format!("{value:?}") == "retrying" {
+                    self.0 = true;
+                }
+            }
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        if m.0 {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+#[ignore = "30 minutes; run by benches/run.sh --soak"]
+fn soak() {
+    let seconds: u64 =
+        std::env::var("NVLABEL_SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1800);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let lib = ["release", "debug"]
+        .iter()
+        .map(|p| root.join("target").join(p).join("libnvidia_ml.so"))
+        .find(|p| p.exists())
+        .expect("run `cargo build --workspace` first");
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("machine.yaml");
+    let base = std::fs::read_to_string(root.join("testdata/machines/h100-x8.yaml")).unwrap();
+    std::fs::write(&fixture, &base).unwrap();
+    // The only test in this binary, and no runtime yet: nothing else reads the environment now.
+    std::env::set_var("FAKE_NVML_FIXTURE", &fixture);
+    let retries = Arc::new(AtomicU64::new(0));
+    let subscriber = tracing_subscriber::registry()
+        .with(RetryCounter(retries.clone()))
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .thread_keep_alive(Duration::from_secs(24 * 3600))
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        // Node labels as the server holds them, the versions applied, requests, injected failures.
+        let state = Arc::new(Mutex::new((json!({}), Vec::<String>::new(), 0u64, 0u64)));
+        let server_state = state.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let method = request.method().clone();
+                let bytes = request.into_body().collect_bytes().await.unwrap();
+                let mut s = server_state.lock().unwrap();
+                s.2 += 1;
+                if s.2 % 10 == 0 {
+                    s.3 += 1;
+                    let failure = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "injected", "reason": "InternalError", "code": 500});
+                    let mut r = Response::new(Body::from(serde_json::to_vec(&failure).unwrap()));
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    send.send_response(r);
+                    continue;
+                }
+                if method == Method::PATCH {
+                    let body: Value = serde_json::from_slice(&bytes).unwrap();
+                    s.0 = body["metadata"]["labels"].clone();
+                    let version = s.0["nvidia.com/cuda.driver-version.full"].as_str().unwrap_or_default().to_string();
+                    s.1.push(version);
+                }
+                let answer = json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "soak-node", "uid": "uid-1", "labels": s.0}});
+                send.send_response(Response::new(Body::from(serde_json::to_vec(&answer).unwrap())));
+            }
+        });
+        let cli = Cli::try_parse_from([
+            "nvlabel",
+            "--sink=node",
+            "--node-name=soak-node",
+            "--use-node-feature-api=false",
+            "--no-timestamp",
+            "--sleep-interval=1s",
+            "--nvml-library",
+            lib.to_str().unwrap(),
+            "--sysfs-root",
+            root.join("testdata/sysfs").to_str().unwrap(),
+        ])
+        .unwrap();
+        let mut daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, Arc::new(Metrics::default())).unwrap();
+        daemon.set_client(Some(client));
+        let (control, control_rx) = tokio::sync::mpsc::channel(4);
+        let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+
+        // The machine changes every 30 s (every 3 s in short runs): a new driver version each time.
+        let change_every = if seconds >= 300 { 30 } else { 3 };
+        let start = Instant::now();
+        let mut versions = vec!["550.90.07".to_string()];
+        let mut rss_early = None;
+        let mut step = 0;
+        while start.elapsed() < Duration::from_secs(seconds) {
+            tokio::time::sleep(Duration::from_secs(change_every)).await;
+            step += 1;
+            let version = format!("550.90.{}", 100 + step);
+            std::fs::write(&fixture, base.replace("550.90.07", &version)).unwrap();
+            versions.push(version);
+            if rss_early.is_none() && start.elapsed() >= Duration::from_secs(seconds / 10) {
+                rss_early = Some(rss_kib());
+            }
+        }
+        // Let the last change through (retries included), then stop.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        control.send(Control::Shutdown).await.unwrap();
+        task.await.unwrap();
+        let rss_end = rss_kib();
+
+        let s = state.lock().unwrap();
+        let mut applied = s.1.clone();
+        applied.dedup();
+        assert_eq!(applied, versions, "every label change was published, in order");
+        assert_eq!(
+            s.0["nvidia.com/cuda.driver-version.full"].as_str(),
+            versions.last().map(String::as_str),
+            "the node ends with the last labels"
+        );
+        assert!(s.3 > 0, "failures were injected");
+        assert_eq!(retries.load(Ordering::Relaxed), s.3, "every injected failure was logged as a retry");
+        let early = rss_early.unwrap_or(rss_end);
+        assert!(rss_end <= early + 512, "memory grew from {early} KiB to {rss_end} KiB");
+        println!(
+            "soak: {seconds} s, {} changes, {} requests, {} injected failures (all logged), RSS {early} -> {rss_end} KiB",
+            versions.len() - 1,
+            s.2,
+            s.3
+        );
+    });
+}

@@ -87,7 +87,7 @@ fn soak() {
                 let bytes = request.into_body().collect_bytes().await.unwrap();
                 let mut s = server_state.lock().unwrap();
                 s.2 += 1;
-                if s.2 % 10 == 0 {
+                if s.2.is_multiple_of(10) {
                     s.3 += 1;
                     let failure = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                         "message": "injected", "reason": "InternalError", "code": 500});

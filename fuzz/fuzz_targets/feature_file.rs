@@ -9,7 +9,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(snapshot) = nvlabel::snapshot::Snapshot::from_yaml(text) else { return };
     for mig_strategy in [MigStrategy::None, MigStrategy::Single, MigStrategy::Mixed] {
-        let config = LabelConfig { mig_strategy, sharing: Sharing::time_slicing(&[("nvidia.com/gpu", 2)]), timestamp: None };
+        let config = LabelConfig {
+            mig_strategy,
+            sharing: Sharing::time_slicing(&[("nvidia.com/gpu", 2)]),
+            timestamp: None,
+        };
         let labels = compute(&snapshot, &config).labels;
         let file = nvlabel::output::render_text(&labels);
         assert!(file.len() <= nvlabel::output::NFD_MAX_FILE || labels.len() > 500);

@@ -41,7 +41,8 @@ pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvlabel"));
     cmd.env_clear().env("RUST_LOG", "warn").current_dir(repo());
     // Through env, so that a test can still override either with its flag.
-    cmd.env("NVLABEL_NVML_LIBRARY", fake_nvml()).env("NVLABEL_SYSFS_ROOT", repo().join(sysfs));
+    // Relative to the repository (the working directory), so snapshots do not name the checkout.
+    cmd.env("NVLABEL_NVML_LIBRARY", fake_nvml()).env("NVLABEL_SYSFS_ROOT", sysfs);
     // Daemons in parallel tests must not fight over one port.
     cmd.env("NVLABEL_METRICS_ADDR", "127.0.0.1:0");
     if let Some(m) = machine {

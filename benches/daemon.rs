@@ -55,15 +55,8 @@ fn main() {
     // Set before the runtime (and any other thread) exists; the fake reads it at each nvmlInit.
     std::env::set_var("FAKE_NVML_FIXTURE", &fixture);
 
-    // The same runtime shape as the binary's main.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(1)
-        // Keep that thread: tokio otherwise retires it after 10 s idle and starts another.
-        .thread_keep_alive(std::time::Duration::from_secs(24 * 3600))
-        .enable_all()
-        .build()
-        .unwrap();
+    // The binary's own runtime shape.
+    let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");

@@ -20,3 +20,15 @@ pub mod run;
 pub mod select;
 pub mod sharing;
 pub mod snapshot;
+
+/// The async runtime nvlabel runs on. Passes run one at a time on one long-lived blocking thread:
+/// a small, fixed set of threads keeps memory flat (each new thread can bring a new malloc arena,
+/// and tokio would otherwise retire an idle blocking thread after 10 s and start another).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .thread_keep_alive(std::time::Duration::from_secs(24 * 3600))
+        .enable_all()
+        .build()
+}

@@ -9,16 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 fn main() {
-    // Passes run one at a time on one blocking thread: a small, fixed set of long-lived threads
-    // keeps memory flat (each new thread can bring a new malloc arena).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(1)
-        // Keep that thread: tokio otherwise retires it after 10 s idle and starts another.
-        .thread_keep_alive(std::time::Duration::from_secs(24 * 3600))
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = nvlabel::runtime().expect("a tokio runtime");
     if let Err(e) = runtime.block_on(real_main()) {
         eprintln!("nvlabel: error: {e:#}");
         std::process::exit(1);

@@ -37,6 +37,17 @@ fn t4_snapshot(dir: &Path) -> PathBuf {
 
 fn start(dir: tempfile::TempDir, source: ConfigSource, label: Option<&str>, watch_labels: bool) -> Running {
     let output = dir.path().join("features.d-gfd");
+    start_writing(dir, output, source, label, watch_labels)
+}
+
+/// [`start`] with the feature file at `output`.
+fn start_writing(
+    dir: tempfile::TempDir,
+    output: PathBuf,
+    source: ConfigSource,
+    label: Option<&str>,
+    watch_labels: bool,
+) -> Running {
     let snapshot = t4_snapshot(dir.path());
     let cli = Cli::try_parse_from([
         "nvlabel",
@@ -216,22 +227,8 @@ async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("features.d");
     let output = missing.join("gfd");
-    let snapshot = t4_snapshot(dir.path());
-    let cli = Cli::try_parse_from([
-        "nvlabel",
-        "--no-timestamp",
-        "--use-node-feature-api=false",
-        "--sleep-interval=infinite",
-        "--output-file",
-        output.to_str().unwrap(),
-        "--snapshot",
-        snapshot.to_str().unwrap(),
-    ])
-    .unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, metrics.clone()).unwrap();
-    let (control, control_rx) = mpsc::channel(4);
-    let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+    let r = start_writing(dir, output.clone(), ConfigSource::None, None, false);
+    let metrics = r.metrics.clone();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!metrics.health.ready(), "the first publish failed");
     std::fs::create_dir(&missing).unwrap();
@@ -243,6 +240,5 @@ async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
     }
     assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
     assert!(metrics.health.ready());
-    control.send(Control::Shutdown).await.unwrap();
-    task.await.unwrap();
+    stop(r).await;
 }

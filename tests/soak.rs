@@ -68,13 +68,8 @@ fn soak() {
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(1)
-        .thread_keep_alive(Duration::from_secs(24 * 3600))
-        .enable_all()
-        .build()
-        .unwrap();
+    // The binary's own runtime shape.
+    let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");

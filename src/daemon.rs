@@ -306,11 +306,6 @@ impl Daemon {
         self.loaded.config.sharing.clone()
     }
 
-    /// The config file in force, if any.
-    pub fn config_path(&self) -> Option<&Path> {
-        self.loaded.path.as_deref()
-    }
-
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
     /// and the last good configuration stays.
     pub fn reload(&mut self, force: bool) -> bool {

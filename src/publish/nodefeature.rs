@@ -28,10 +28,6 @@ pub const API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
 ];
 
-/// `nvlabel prune` also deletes the object.
-pub const PRUNE_API_CALLS: &[super::ApiCall] =
-    &[super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "delete" }];
-
 /// The NodeFeature API resource.
 pub fn api_resource() -> ApiResource {
     ApiResource {

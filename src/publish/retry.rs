@@ -31,15 +31,6 @@ pub fn transient(e: &kube::Error) -> bool {
     }
 }
 
-/// The metric reason for an API error.
-pub fn reason(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => status.code.to_string(),
-        kube::Error::HyperError(_) | kube::Error::Service(_) => "connection".into(),
-        _ => "other".into(),
-    }
-}
-
 /// Runs `op` until it succeeds, fails permanently, or the attempts run out.
 pub async fn retry<T, F, Fut>(what: &str, backoff: Backoff, mut op: F) -> Result<T, kube::Error>
 where

@@ -4,13 +4,13 @@
 //! write in a pass that changes nothing), and CPU time per pass. Appends to benches/RESULTS.md.
 
 use clap::Parser;
-use http::{Method, Request, Response};
-use kube::client::Body;
 use nvlabel::cli::Cli;
 use nvlabel::daemon::{ConfigSource, Daemon, Metrics};
-use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+#[path = "../tests/common/mock_node.rs"]
+mod mock_node;
 
 const PASSES: u64 = 10_000;
 const CHANGE_EVERY: u64 = 100;
@@ -21,15 +21,6 @@ const CPU_BUDGET_MS: f64 = 2.0;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
 }
 
 fn cpu_seconds() -> f64 {
@@ -58,25 +49,7 @@ fn main() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = kube::Client::new(service, "default");
-        let node = Arc::new(Mutex::new((json!({}), 0u64)));
-        let server_node = node.clone();
-        tokio::spawn(async move {
-            while let Some((request, send)) = handle.next_request().await {
-                let method = request.method().clone();
-                let bytes = request.into_body().collect_bytes().await.unwrap();
-                let mut state = server_node.lock().unwrap();
-                if method == Method::PATCH {
-                    let body: Value = serde_json::from_slice(&bytes).unwrap();
-                    state.0 = body["metadata"]["labels"].clone();
-                    state.1 += 1;
-                }
-                let answer = json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": "bench-node", "uid": "uid-1", "labels": state.0}});
-                send.send_response(Response::new(Body::from(serde_json::to_vec(&answer).unwrap())));
-            }
-        });
+        let (client, node) = mock_node::spawn("bench-node", 0);
         let cli = Cli::try_parse_from([
             "nvlabel",
             "--sink=node",
@@ -103,15 +76,15 @@ fn main() {
             }
             daemon.pass().await.unwrap();
             if pass == CHANGE_EVERY {
-                rss_100 = rss_kib();
+                rss_100 = mock_node::rss_kib();
             }
             if [CHANGE_EVERY, 1_000, 2_500, 5_000, 7_500, PASSES].contains(&pass) {
-                samples.push(format!("{pass}: {} KiB", rss_kib()));
+                samples.push(format!("{pass}: {} KiB", mock_node::rss_kib()));
             }
         }
         let cpu_per_pass_ms = (cpu_seconds() - cpu_start) * 1000.0 / PASSES as f64;
-        let rss_last = rss_kib();
-        let writes = node.lock().unwrap().1;
+        let rss_last = mock_node::rss_kib();
+        let writes = node.lock().unwrap().patches;
         let mut missed = Vec::new();
         if rss_last > rss_100 + RSS_SLACK_KIB {
             missed.push(format!("RSS grew from {rss_100} KiB to {rss_last} KiB"));

@@ -4,16 +4,16 @@
 //! is flat, and every injected failure is in the log.
 
 use clap::Parser;
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
 use nvlabel::cli::Cli;
 use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
+
+#[path = "common/mock_node.rs"]
+mod mock_node;
 
 /// Counts the "retrying" warnings the API writers log for each failed attempt.
 struct RetryCounter(Arc<AtomicU64>);
@@ -34,15 +34,6 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryCounter {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
 }
 
 #[test]
@@ -71,37 +62,7 @@ fn soak() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = kube::Client::new(service, "default");
-        // Node labels as the server holds them, the versions applied, requests, injected failures.
-        let state = Arc::new(Mutex::new((json!({}), Vec::<String>::new(), 0u64, 0u64)));
-        let server_state = state.clone();
-        tokio::spawn(async move {
-            while let Some((request, send)) = handle.next_request().await {
-                let method = request.method().clone();
-                let bytes = request.into_body().collect_bytes().await.unwrap();
-                let mut s = server_state.lock().unwrap();
-                s.2 += 1;
-                if s.2.is_multiple_of(10) {
-                    s.3 += 1;
-                    let failure = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                        "message": "injected", "reason": "InternalError", "code": 500});
-                    let mut r = Response::new(Body::from(serde_json::to_vec(&failure).unwrap()));
-                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                    send.send_response(r);
-                    continue;
-                }
-                if method == Method::PATCH {
-                    let body: Value = serde_json::from_slice(&bytes).unwrap();
-                    s.0 = body["metadata"]["labels"].clone();
-                    let version = s.0["nvidia.com/cuda.driver-version.full"].as_str().unwrap_or_default().to_string();
-                    s.1.push(version);
-                }
-                let answer = json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": "soak-node", "uid": "uid-1", "labels": s.0}});
-                send.send_response(Response::new(Body::from(serde_json::to_vec(&answer).unwrap())));
-            }
-        });
+        let (client, state) = mock_node::spawn("soak-node", 10);
         let cli = Cli::try_parse_from([
             "nvlabel",
             "--sink=node",
@@ -133,33 +94,32 @@ fn soak() {
             std::fs::write(&fixture, base.replace("550.90.07", &version)).unwrap();
             versions.push(version);
             if rss_early.is_none() && start.elapsed() >= Duration::from_secs(seconds / 10) {
-                rss_early = Some(rss_kib());
+                rss_early = Some(mock_node::rss_kib());
             }
         }
         // Let the last change through (retries included), then stop.
         tokio::time::sleep(Duration::from_secs(5)).await;
         control.send(Control::Shutdown).await.unwrap();
         task.await.unwrap();
-        let rss_end = rss_kib();
+        let rss_end = mock_node::rss_kib();
 
         let s = state.lock().unwrap();
-        let mut applied = s.1.clone();
+        let version = |labels: &serde_json::Value| {
+            labels["nvidia.com/cuda.driver-version.full"].as_str().unwrap_or_default().to_string()
+        };
+        let mut applied = s.applied_versions.clone();
         applied.dedup();
         assert_eq!(applied, versions, "every label change was published, in order");
-        assert_eq!(
-            s.0["nvidia.com/cuda.driver-version.full"].as_str(),
-            versions.last().map(String::as_str),
-            "the node ends with the last labels"
-        );
-        assert!(s.3 > 0, "failures were injected");
-        assert_eq!(retries.load(Ordering::Relaxed), s.3, "every injected failure was logged as a retry");
+        assert_eq!(Some(version(&s.labels)), versions.last().cloned(), "the node ends with the last labels");
+        assert!(s.failures > 0, "failures were injected");
+        assert_eq!(retries.load(Ordering::Relaxed), s.failures, "every injected failure was logged as a retry");
         let early = rss_early.unwrap_or(rss_end);
         assert!(rss_end <= early + 512, "memory grew from {early} KiB to {rss_end} KiB");
         println!(
             "soak: {seconds} s, {} changes, {} requests, {} injected failures (all logged), RSS {early} -> {rss_end} KiB",
             versions.len() - 1,
-            s.2,
-            s.3
+            s.requests,
+            s.failures
         );
     });
 }

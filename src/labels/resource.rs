@@ -102,17 +102,21 @@ fn models(gpus: &[Gpu]) -> Vec<(&str, usize)> {
 
 /// The primary model: most GPUs, ties broken by the lowest index. GFD picks at random.
 pub fn primary_model(gpus: &[Gpu]) -> Option<&str> {
+    primary(&models(gpus))
+}
+
+fn primary<'a>(models: &[(&'a str, usize)]) -> Option<&'a str> {
     // `max_by_key` keeps the last maximum; iterate reversed so the earliest model wins ties.
-    models(gpus).into_iter().rev().max_by_key(|(_, c)| *c).map(|(n, _)| n)
+    models.iter().rev().max_by_key(|(_, c)| *c).map(|(n, _)| *n)
 }
 
 /// `nvidia.com/gpu.*` for the primary model: GFD's MIG-enabled labeler (sharing disabled), then
 /// its full labeler, each from the last GPU of its kind; the later one wins key by key.
 pub fn full_gpu_labels(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> Labels {
-    let Some(model) = primary_model(gpus) else {
+    let all = models(gpus);
+    let Some(model) = primary(&all) else {
         return Labels::new();
     };
-    let all = models(gpus);
     if all.len() > 1 {
         let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
         warnings.push(format!(

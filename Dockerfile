@@ -1,8 +1,13 @@
 # syntax=docker/dockerfile:1
 # nvlabel image: a glibc distroless base (NVML is dlopen'ed from the driver the NVIDIA container
-# runtime injects, so the binary cannot be fully static), non-root, and the binary also reachable
-# as gpu-feature-discovery so an existing GFD DaemonSet or GPU Operator ClusterPolicy can switch
+# runtime injects, so the binary cannot be fully static), and the binary also reachable as
+# gpu-feature-discovery so an existing GFD DaemonSet or GPU Operator ClusterPolicy can switch
 # images without other changes.
+#
+# The default user is root, as in GFD's image: the GPU Operator runs this container privileged
+# with no runAsUser, and only UID 0 can write its root-owned features.d hostPath and read the PCI
+# config space the vGPU labels need. nvlabel's own manifests (deploy/) always set the user in the
+# pod spec: UID 65532 for the API modes, UID 0 with every capability dropped for the feature file.
 
 FROM docker.io/library/rust:1.95-slim-bookworm AS build
 WORKDIR /src
@@ -12,7 +17,7 @@ RUN cargo build --release --locked -p nvlabel \
  && cp target/release/nvlabel /out/nvlabel \
  && ln -s nvlabel /out/gpu-feature-discovery
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian12
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="nvlabel" \
       org.opencontainers.image.description="Kubernetes GPU node labeler: NVIDIA GPU Feature Discovery labels, valid and deterministic" \
@@ -23,5 +28,5 @@ COPY --from=build /out/ /usr/bin/
 # For the NVIDIA container runtime: every GPU, and NVML only.
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility
-USER 65532:65532
+USER 0:0
 ENTRYPOINT ["/usr/bin/nvlabel"]

@@ -15,9 +15,11 @@ pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/fe
 /// Where the DMI product name lives under sysfs.
 const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
-/// The nvlabel command line.
+/// The nvlabel command line. Without a subcommand it labels the node (GFD's flags); each
+/// subcommand takes only the flags it uses, after its name.
 #[derive(Debug, Parser)]
 #[command(name = "nvlabel", version, about = "Label Kubernetes nodes with their NVIDIA GPUs' features")]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// What to do; without a command, label the node.
     #[command(subcommand)]
@@ -25,22 +27,90 @@ pub struct Cli {
     /// Labelling options (GFD's flags).
     #[command(flatten)]
     pub label: LabelArgs,
-    /// Where facts come from (shared by all commands).
+    /// Where facts come from.
     #[command(flatten)]
     pub source: SourceArgs,
 }
 
-/// Subcommands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+/// Subcommands, each with only the flags it uses.
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// Print the probe's snapshot of this node as YAML (input for `--snapshot`).
-    Probe,
+    Probe {
+        /// How facts are read.
+        #[command(flatten)]
+        facts: FactArgs,
+        /// Where facts come from.
+        #[command(flatten)]
+        source: SourceArgs,
+    },
     /// Remove what nvlabel published: its Node labels (`--sink node`), its NodeFeature object
-    /// (`--use-node-feature-api`), or the feature file.
+    /// (`--use-node-feature-api`), or the feature file (only if nvlabel wrote it).
+    Prune {
+        /// The config file may choose the target (`flags.gfd.outputFile`).
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The API.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// The target.
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Logs.
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Run as an NFD local-source hook (`source.d/`): print feature-file lines to stdout and exit
+    /// 0; without a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
+    Hook {
+        /// How facts are read.
+        #[command(flatten)]
+        facts: FactArgs,
+        /// What the labels say.
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The API, for the node's config label with `--config-dir`.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Where facts come from.
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+}
+
+/// Which subcommand, without its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandKind {
+    /// `nvlabel probe`.
+    Probe,
+    /// `nvlabel prune`.
     Prune,
-    /// Run as an NFD local-source hook (`source.d/`): print feature-file lines and exit 0; without
-    /// a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
+    /// `nvlabel hook`.
     Hook,
+}
+
+impl Cli {
+    /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
+    /// so that one resolver serves every command.
+    pub fn split(self) -> (Option<CommandKind>, Cli) {
+        let Cli { command, mut label, source } = self;
+        let (kind, source) = match command {
+            None => (None, source),
+            Some(Command::Probe { facts, source }) => {
+                label.facts = facts;
+                (Some(CommandKind::Probe), source)
+            }
+            Some(Command::Prune { config, api, target, source }) => {
+                (label.config, label.api, label.target) = (config, api, target);
+                (Some(CommandKind::Prune), source)
+            }
+            Some(Command::Hook { facts, config, api, source }) => {
+                (label.facts, label.config, label.api) = (facts, config, api);
+                (Some(CommandKind::Hook), source)
+            }
+        };
+        (kind, Cli { command: None, label, source })
+    }
 }
 
 /// Parses GFD's booleans (`strconv.ParseBool`): 1 t T TRUE true True 0 f F FALSE false False.
@@ -52,101 +122,141 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// GFD's flags. Every field is optional here; defaults and env are applied by [`Settings::resolve`].
-#[derive(Debug, Default, Args)]
+/// All of the daemon's flags; defaults and env are applied by [`Settings::resolve`].
+#[derive(Debug, Default, Clone, Args)]
 pub struct LabelArgs {
-    /// MIG strategy: none, single or mixed [env: GFD_MIG_STRATEGY, MIG_STRATEGY] [default: none]
-    #[arg(global = true, long, value_enum)]
-    pub mig_strategy: Option<MigStrategy>,
-    /// Fail when NVML cannot be initialised [env: GFD_FAIL_ON_INIT_ERROR, FAIL_ON_INIT_ERROR] [default: true]
-    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub fail_on_init_error: Option<bool>,
-    /// Label once and exit [env: GFD_ONESHOT] [default: false]
-    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub oneshot: Option<bool>,
-    /// Leave out nvidia.com/gfd.timestamp [env: GFD_NO_TIMESTAMP] [default: false]
-    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub no_timestamp: Option<bool>,
-    /// Time between passes: Go duration, `infinite`, or seconds [env: GFD_SLEEP_INTERVAL] [default: 60s]
-    #[arg(global = true, long)]
-    pub sleep_interval: Option<String>,
-    /// Feature file to write; "" prints to stdout [env: GFD_OUTPUT_FILE]
-    /// [default: /etc/kubernetes/node-feature-discovery/features.d/gfd]
-    #[arg(global = true, long, short = 'o', visible_alias = "output")]
-    pub output_file: Option<String>,
+    /// How facts are read.
+    #[command(flatten)]
+    pub facts: FactArgs,
+    /// What the labels say.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Identity and API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Where labels go.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How the daemon runs.
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
+}
+
+/// How facts are read (GFD flags).
+#[derive(Debug, Default, Clone, Args)]
+pub struct FactArgs {
     /// DMI product-name file; "" means unknown [env: GFD_MACHINE_TYPE_FILE]
     /// [default: <sysfs root>/class/dmi/id/product_name]
-    #[arg(global = true, long)]
+    #[arg(long)]
     pub machine_type_file: Option<String>,
-    /// Device-plugin config file [env: GFD_CONFIG_FILE, CONFIG_FILE]
-    #[arg(global = true, long)]
-    pub config_file: Option<String>,
-    /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
-    /// nvidia.com/device-plugin.config [env: NVLABEL_CONFIG_DIR]
-    #[arg(global = true, long, conflicts_with = "config_file")]
-    pub config_dir: Option<PathBuf>,
-    /// Key of --config-dir to use when the node has no label [env: NVLABEL_CONFIG_DEFAULT]
-    #[arg(global = true, long)]
-    pub config_default: Option<String>,
-    /// Publish a NodeFeature object instead of a file [env: GFD_USE_NODE_FEATURE_API, USE_NODE_FEATURE_API] [default: true]
-    #[arg(global = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub use_node_feature_api: Option<bool>,
+    /// Fail when NVML cannot be initialised [env: GFD_FAIL_ON_INIT_ERROR, FAIL_ON_INIT_ERROR] [default: true]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub fail_on_init_error: Option<bool>,
     /// auto, nvml, tegra or vfio [env: DEVICE_DISCOVERY_STRATEGY] [default: auto]
-    #[arg(global = true, long)]
+    #[arg(long)]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
     /// [env: DRIVER_ROOT_CTR_PATH, CONTAINER_DRIVER_ROOT] [default: /driver-root]
-    #[arg(global = true, long, visible_alias = "container-driver-root")]
+    #[arg(long, visible_alias = "container-driver-root")]
     pub driver_root_ctr_path: Option<String>,
+}
+
+/// What the labels say: MIG strategy, timestamp, the sharing config.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ConfigArgs {
+    /// MIG strategy: none, single or mixed [env: GFD_MIG_STRATEGY, MIG_STRATEGY] [default: none]
+    #[arg(long, value_enum)]
+    pub mig_strategy: Option<MigStrategy>,
+    /// Leave out nvidia.com/gfd.timestamp [env: GFD_NO_TIMESTAMP] [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub no_timestamp: Option<bool>,
+    /// Device-plugin config file [env: GFD_CONFIG_FILE, CONFIG_FILE]
+    #[arg(long)]
+    pub config_file: Option<String>,
+    /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
+    /// nvidia.com/device-plugin.config [env: NVLABEL_CONFIG_DIR]
+    #[arg(long, conflicts_with = "config_file")]
+    pub config_dir: Option<PathBuf>,
+    /// Key of --config-dir to use when the node has no label [env: NVLABEL_CONFIG_DEFAULT]
+    #[arg(long)]
+    pub config_default: Option<String>,
+}
+
+/// Who this labeler is, and how it reaches the Kubernetes API.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ApiArgs {
+    /// This node's name [env: NODE_NAME]
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Namespace of the NodeFeature object [env: NAMESPACE] [default: default]
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// This pod's name, for owner references [env: POD_NAME]
+    #[arg(long)]
+    pub pod_name: Option<String>,
     /// Kubeconfig; empty means in-cluster [env: KUBECONFIG]
-    #[arg(global = true, long)]
+    #[arg(long)]
     pub kubeconfig: Option<String>,
     /// API client QPS [env: KUBE_API_QPS] [default: 5]
-    #[arg(global = true, long)]
+    #[arg(long)]
     pub kube_api_qps: Option<f64>,
     /// API client burst [env: KUBE_API_BURST] [default: 10]
-    #[arg(global = true, long)]
+    #[arg(long)]
     pub kube_api_burst: Option<u32>,
-    /// Namespace of the NodeFeature object [env: NAMESPACE] [default: default]
-    #[arg(global = true, long)]
-    pub namespace: Option<String>,
-    /// This node's name [env: NODE_NAME]
-    #[arg(global = true, long)]
-    pub node_name: Option<String>,
-    /// This pod's name, for owner references [env: POD_NAME]
-    #[arg(global = true, long)]
-    pub pod_name: Option<String>,
-    /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
-    /// labeler that is gone expire [env: NVLABEL_EXPIRY] (e.g. 1h)
-    #[arg(global = true, long)]
-    pub expiry: Option<String>,
+}
+
+/// Where labels go.
+#[derive(Debug, Default, Clone, Args)]
+pub struct TargetArgs {
+    /// Feature file to write; "" prints to stdout [env: GFD_OUTPUT_FILE]
+    /// [default: /etc/kubernetes/node-feature-discovery/features.d/gfd]
+    #[arg(long, short = 'o', visible_alias = "output")]
+    pub output_file: Option<String>,
+    /// Publish a NodeFeature object instead of a file [env: GFD_USE_NODE_FEATURE_API, USE_NODE_FEATURE_API] [default: true]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
     /// this Node's labels by server-side apply, no NFD) [env: NVLABEL_SINK] [default: gfd]
-    #[arg(global = true, long, value_enum)]
+    #[arg(long, value_enum)]
     pub sink: Option<Sink>,
-    /// Serve /healthz, /readyz and /metrics here (`host:port` or `:port`; "" for none)
-    /// [env: NVLABEL_METRICS_ADDR] [default: :8080 when running as a daemon, none otherwise]
-    #[arg(global = true, long)]
-    pub metrics_addr: Option<String>,
+    /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
+    /// labeler that is gone expire [env: NVLABEL_EXPIRY] (e.g. 1h)
+    #[arg(long)]
+    pub expiry: Option<String>,
     /// Output format of printed labels: text (key=value lines) or json [env: NVLABEL_FORMAT] [default: text]
-    #[arg(global = true, long, value_enum)]
+    #[arg(long, value_enum)]
     pub format: Option<Format>,
 }
 
-/// Where facts come from.
-#[derive(Debug, Default, Args)]
+/// How the labeler runs.
+#[derive(Debug, Default, Clone, Args)]
+pub struct DaemonArgs {
+    /// Label once and exit [env: GFD_ONESHOT] [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub oneshot: Option<bool>,
+    /// Time between passes: Go duration, `infinite`, or seconds [env: GFD_SLEEP_INTERVAL] [default: 60s]
+    #[arg(long)]
+    pub sleep_interval: Option<String>,
+    /// Serve /healthz, /readyz and /metrics here (`host:port` or `:port`; "" for none)
+    /// [env: NVLABEL_METRICS_ADDR] [default: :8080 when running as a daemon, none otherwise]
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
+}
+
+/// Where facts come from, and how logs look (every command).
+#[derive(Debug, Default, Clone, Args)]
 pub struct SourceArgs {
     /// NVML library name or path [env: NVLABEL_NVML_LIBRARY] [default: libnvidia-ml.so.1]
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub nvml_library: Option<PathBuf>,
     /// Root of sysfs, for PCI class and vGPU facts [env: NVLABEL_SYSFS_ROOT] [default: /sys]
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub sysfs_root: Option<PathBuf>,
     /// Read this snapshot (from `nvlabel probe`) instead of NVML and sysfs [env: NVLABEL_SNAPSHOT]
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub snapshot: Option<PathBuf>,
     /// Log format: text or json [env: NVLABEL_LOG_FORMAT] [default: text]
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
 }
 
@@ -373,9 +483,14 @@ pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
 impl Settings {
     /// `--config-file` from the command line or env (`GFD_CONFIG_FILE`, `CONFIG_FILE`).
     pub fn config_file_path(cli: &Cli, env: Env) -> Option<PathBuf> {
-        string_flag(cli.label.config_file.clone(), env, "config-file", &["GFD_CONFIG_FILE", "CONFIG_FILE"])
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+        string_flag(
+            cli.label.config.config_file.clone(),
+            env,
+            "config-file",
+            &["GFD_CONFIG_FILE", "CONFIG_FILE"],
+        )
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
     }
 
     /// Resolves the command line against an env lookup (`std::env::var(..).ok()` in `main`).
@@ -400,7 +515,7 @@ impl Settings {
         };
 
         let strategy = found_flag(
-            a.mig_strategy.map(|m| m.as_str().to_string()),
+            a.config.mig_strategy.map(|m| m.as_str().to_string()),
             env,
             "mig-strategy",
             &["GFD_MIG_STRATEGY", "MIG_STRATEGY"],
@@ -412,12 +527,13 @@ impl Settings {
             None => MigStrategy::None,
         };
 
-        let sleep = match found_flag(a.sleep_interval.clone(), env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])
-        {
-            // urfave ignores an empty env value for this flag.
-            Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
-            other => other,
-        };
+        let sleep =
+            match found_flag(a.daemon.sleep_interval.clone(), env, "sleep-interval", &["GFD_SLEEP_INTERVAL"])
+            {
+                // urfave ignores an empty env value for this flag.
+                Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
+                other => other,
+            };
         let sleep_interval = match (sleep, gfd.sleep_interval) {
             (Some(f), _) => {
                 let (interval, bare) = parse_interval(&f.value).map_err(|e: DurationError| invalid(&f, e))?;
@@ -431,7 +547,7 @@ impl Settings {
         };
 
         let discovery = found_flag(
-            a.device_discovery_strategy.clone(),
+            a.facts.device_discovery_strategy.clone(),
             env,
             "device-discovery-strategy",
             &["DEVICE_DISCOVERY_STRATEGY"],
@@ -461,13 +577,17 @@ impl Settings {
             .clone()
             .or_else(|| env("NVLABEL_SYSFS_ROOT").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("/sys"));
-        let machine_type_file =
-            string_flag(a.machine_type_file.clone(), env, "machine-type-file", &["GFD_MACHINE_TYPE_FILE"])
-                .or(gfd.machine_type_file.clone())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
+        let machine_type_file = string_flag(
+            a.facts.machine_type_file.clone(),
+            env,
+            "machine-type-file",
+            &["GFD_MACHINE_TYPE_FILE"],
+        )
+        .or(gfd.machine_type_file.clone())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
 
-        let format = match (a.format, env("NVLABEL_FORMAT")) {
+        let format = match (a.target.format, env("NVLABEL_FORMAT")) {
             (Some(f), _) => f,
             (None, Some(v)) => Format::from_str(&v, false).map_err(|_| CliError::Invalid {
                 origin: "environment variable \"NVLABEL_FORMAT\" (flag --format)".into(),
@@ -486,22 +606,24 @@ impl Settings {
             (None, None) => LogFormat::Text,
         };
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
-        let expiry =
-            match a.expiry.clone().map(|value| Found { value, origin: "flag --expiry".into() }).or_else(
-                || {
-                    env("NVLABEL_EXPIRY").filter(|v| !v.is_empty()).map(|value| Found {
-                        value,
-                        origin: "environment variable \"NVLABEL_EXPIRY\" (flag --expiry)".into(),
-                    })
-                },
-            ) {
-                None => None,
-                Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
-                    (Interval::Every(d), _) if !d.is_zero() => Some(d),
-                    _ => return Err(invalid(&f, "use a positive duration such as 1h")),
-                },
-            };
-        let sink = match (a.sink, env("NVLABEL_SINK")) {
+        let expiry = match a
+            .target
+            .expiry
+            .clone()
+            .map(|value| Found { value, origin: "flag --expiry".into() })
+            .or_else(|| {
+                env("NVLABEL_EXPIRY").filter(|v| !v.is_empty()).map(|value| Found {
+                    value,
+                    origin: "environment variable \"NVLABEL_EXPIRY\" (flag --expiry)".into(),
+                })
+            }) {
+            None => None,
+            Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
+                (Interval::Every(d), _) if !d.is_zero() => Some(d),
+                _ => return Err(invalid(&f, "use a positive duration such as 1h")),
+            },
+        };
+        let sink = match (a.target.sink, env("NVLABEL_SINK")) {
             (Some(s), _) => s,
             (None, Some(v)) => Sink::from_str(&v, false).map_err(|_| CliError::Invalid {
                 origin: "environment variable \"NVLABEL_SINK\" (flag --sink)".into(),
@@ -515,40 +637,68 @@ impl Settings {
 
         Ok(Settings {
             mig_strategy,
-            fail_on_init_error: bool_flag(a.fail_on_init_error, env, "fail-on-init-error", &fail_names)?
-                .or(ff.fail_on_init_error)
-                .unwrap_or(true),
-            oneshot: bool_flag(a.oneshot, env, "oneshot", &["GFD_ONESHOT"])?.or(gfd.oneshot).unwrap_or(false),
-            no_timestamp: bool_flag(a.no_timestamp, env, "no-timestamp", &["GFD_NO_TIMESTAMP"])?
+            fail_on_init_error: bool_flag(
+                a.facts.fail_on_init_error,
+                env,
+                "fail-on-init-error",
+                &fail_names,
+            )?
+            .or(ff.fail_on_init_error)
+            .unwrap_or(true),
+            oneshot: bool_flag(a.daemon.oneshot, env, "oneshot", &["GFD_ONESHOT"])?
+                .or(gfd.oneshot)
+                .unwrap_or(false),
+            no_timestamp: bool_flag(a.config.no_timestamp, env, "no-timestamp", &["GFD_NO_TIMESTAMP"])?
                 .or(gfd.no_timestamp)
                 .unwrap_or(false),
             sleep_interval,
-            output_file: string_flag(a.output_file.clone(), env, "output-file", &["GFD_OUTPUT_FILE"])
+            output_file: string_flag(a.target.output_file.clone(), env, "output-file", &["GFD_OUTPUT_FILE"])
                 .or(gfd.output_file.clone())
                 .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
             expiry,
             machine_type_file,
             config_file: Self::config_file_path(cli, env),
             config_dir: a
+                .config
                 .config_dir
                 .clone()
                 .or_else(|| non_empty(env("NVLABEL_CONFIG_DIR")).map(PathBuf::from)),
-            config_default: a.config_default.clone().or_else(|| non_empty(env("NVLABEL_CONFIG_DEFAULT"))),
-            use_node_feature_api: bool_flag(a.use_node_feature_api, env, "use-node-feature-api", &nfd_names)?
-                .or(ff.use_node_feature_api)
-                .unwrap_or(true),
+            config_default: a
+                .config
+                .config_default
+                .clone()
+                .or_else(|| non_empty(env("NVLABEL_CONFIG_DEFAULT"))),
+            use_node_feature_api: bool_flag(
+                a.target.use_node_feature_api,
+                env,
+                "use-node-feature-api",
+                &nfd_names,
+            )?
+            .or(ff.use_node_feature_api)
+            .unwrap_or(true),
             device_discovery_strategy,
             // POD_NAMESPACE (what manifests usually pass) after GFD's NAMESPACE.
-            namespace: string_flag(a.namespace.clone(), env, "namespace", &["NAMESPACE", "POD_NAMESPACE"])
-                .unwrap_or_else(|| "default".into()),
-            node_name: non_empty(string_flag(a.node_name.clone(), env, "node-name", &["NODE_NAME"])),
-            pod_name: non_empty(string_flag(a.pod_name.clone(), env, "pod-name", &["POD_NAME"])),
-            kubeconfig: non_empty(string_flag(a.kubeconfig.clone(), env, "kubeconfig", &["KUBECONFIG"])),
-            kube_api_qps: number_flag(a.kube_api_qps, env, "kube-api-qps", &["KUBE_API_QPS"], 5.0)?,
-            kube_api_burst: number_flag(a.kube_api_burst, env, "kube-api-burst", &["KUBE_API_BURST"], 10)?,
+            namespace: string_flag(
+                a.api.namespace.clone(),
+                env,
+                "namespace",
+                &["NAMESPACE", "POD_NAMESPACE"],
+            )
+            .unwrap_or_else(|| "default".into()),
+            node_name: non_empty(string_flag(a.api.node_name.clone(), env, "node-name", &["NODE_NAME"])),
+            pod_name: non_empty(string_flag(a.api.pod_name.clone(), env, "pod-name", &["POD_NAME"])),
+            kubeconfig: non_empty(string_flag(a.api.kubeconfig.clone(), env, "kubeconfig", &["KUBECONFIG"])),
+            kube_api_qps: number_flag(a.api.kube_api_qps, env, "kube-api-qps", &["KUBE_API_QPS"], 5.0)?,
+            kube_api_burst: number_flag(
+                a.api.kube_api_burst,
+                env,
+                "kube-api-burst",
+                &["KUBE_API_BURST"],
+                10,
+            )?,
             format,
             sink,
-            metrics_addr: a.metrics_addr.clone().or_else(|| env("NVLABEL_METRICS_ADDR")),
+            metrics_addr: a.daemon.metrics_addr.clone().or_else(|| env("NVLABEL_METRICS_ADDR")),
             nvml_library: s
                 .nvml_library
                 .clone()

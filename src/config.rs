@@ -94,6 +94,18 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Not text at all (a binary file, the wrong file mounted).
+    #[error(
+        "unable to parse config file {path}: not a text file (byte {offset} {what}); expected YAML or JSON"
+    )]
+    NotText {
+        /// The file.
+        path: PathBuf,
+        /// Where the first offending byte is.
+        offset: usize,
+        /// What is wrong with it.
+        what: String,
+    },
     /// Not YAML (or JSON); the parser's message carries line and column.
     #[error("unable to parse config file {path}: {message}")]
     Syntax {
@@ -177,8 +189,21 @@ impl ConfigFile {
 
     /// Parses the bytes of the file at `path` (named in errors).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<ConfigFile, ConfigError> {
-        let text = String::from_utf8_lossy(bytes);
-        Self::parse(&text).map_err(|e| match e {
+        // A binary file would end up quoted in the parser's message and printed to the terminal.
+        let text = std::str::from_utf8(bytes).map_err(|e| ConfigError::NotText {
+            path: path.into(),
+            offset: e.valid_up_to(),
+            what: "is not UTF-8".into(),
+        })?;
+        if let Some(offset) = text.find(|c: char| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
+            let code = text[offset..].chars().next().map_or(0, u32::from);
+            return Err(ConfigError::NotText {
+                path: path.into(),
+                offset,
+                what: format!("is the control character U+{code:04X}"),
+            });
+        }
+        Self::parse(text).map_err(|e| match e {
             ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
             ParseError::Invalid((field, message)) => {
                 ConfigError::Invalid { path: path.into(), field, message }

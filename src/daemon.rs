@@ -84,6 +84,8 @@ pub struct Metrics {
     pub labels_published: Gauge,
     /// Unix time of the last successful publish.
     pub last_success: Gauge<f64, AtomicU64>,
+    /// 1 while MPS is configured on a node with MIG enabled (no sharing is labelled).
+    pub mps_on_mig: Gauge,
     /// Readiness.
     pub health: Arc<Health>,
 }
@@ -98,6 +100,7 @@ impl Default for Metrics {
             config_reload_failures: Counter::default(),
             labels_published: Gauge::default(),
             last_success: Gauge::default(),
+            mps_on_mig: Gauge::default(),
             health: Arc::new(Health::default()),
         }
     }
@@ -137,6 +140,25 @@ impl Metrics {
             "Unix time of the last successful publish",
             self.last_success.clone(),
         );
+        registry.register(
+            "nvlabel_mps_on_mig",
+            "1 while MPS is configured on a node with MIG enabled: the device plugin cannot share such GPUs, so no sharing is labelled",
+            self.mps_on_mig.clone(),
+        );
+    }
+
+    /// Creates every labelled series a fresh process can know of at zero, so that alerts see 0
+    /// rather than no data: failures of `writer` for each reason, and errors of every NVML
+    /// function the probe calls.
+    pub fn zero(&self, writer: &str) {
+        for reason in crate::publish::FAILURE_REASONS {
+            let _ = self
+                .publish_failures
+                .get_or_create(&PublishFailure { writer: writer.into(), reason: (*reason).into() });
+        }
+        for function in crate::probe::NVML_FUNCTIONS {
+            let _ = self.nvml_errors.get_or_create(&NvmlFunction { function: (*function).into() });
+        }
     }
 
     fn publish_failed(&self, writer: &str, reason: &str) {
@@ -165,6 +187,9 @@ pub enum DaemonError {
     /// The config watch could not be set up.
     #[error("cannot watch the configuration: {0}")]
     Watch(#[from] notify::Error),
+    /// The feature file was not pruned.
+    #[error(transparent)]
+    PruneFile(#[from] crate::publish::PruneFileError),
 }
 
 /// Why a (re)load was rejected.
@@ -173,14 +198,6 @@ pub enum ReloadError {
     /// No key could be selected.
     #[error(transparent)]
     Select(#[from] SelectError),
-    /// The file could not be read.
-    #[error("unable to load config file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
     /// The file is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -216,6 +233,8 @@ pub struct Daemon {
     client: Option<kube::Client>,
     /// The last rejected (path, bytes), so one bad edit is reported and counted once.
     rejected: Option<Input>,
+    /// What went wrong in the last pass, logged when it starts and when it ends.
+    conditions: crate::conditions::Conditions,
 }
 
 impl Daemon {
@@ -242,6 +261,7 @@ impl Daemon {
             writer: None,
             client: None,
             rejected: None,
+            conditions: Default::default(),
         })
     }
 
@@ -276,17 +296,11 @@ impl Daemon {
         let client = || self.client.clone().ok_or_else(|| SetupError::Client("no client configured".into()));
         match &self.target()? {
             Target::Stdout(_) => {}
-            Target::File(path, _) => match std::fs::remove_file(path) {
-                Ok(()) => tracing::info!(path = %path.display(), "removed feature file"),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(DaemonError::Publish(PublishError::File(crate::output::OutputError::Write {
-                        path: path.clone(),
-                        step: "remove",
-                        source: e,
-                    })))
+            Target::File(path, _) => {
+                if crate::publish::prune_file(path)? {
+                    tracing::info!(path = %path.display(), "removed feature file");
                 }
-            },
+            }
             Target::Node(node) => {
                 crate::publish::NodeLabels::new(client()?, node).prune().await?;
                 tracing::info!(%node, "removed nvlabel's node labels");
@@ -344,6 +358,7 @@ impl Daemon {
     /// The one-shot run: one pass, and any failure is the process's.
     pub async fn oneshot(&mut self) -> Result<(), DaemonError> {
         let pass = self.compute().await?;
+        self.conditions.update(pass.conditions());
         self.writer().await?.publish(&pass.labels).await?;
         Ok(())
     }
@@ -384,6 +399,8 @@ impl Daemon {
         for issue in pass.issues.iter().filter(|i| i.function.starts_with("nvml")) {
             self.metrics.nvml_errors.get_or_create(&NvmlFunction { function: issue.function.clone() }).inc();
         }
+        self.conditions.update(pass.conditions());
+        self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
         let nvml_down = pass.nvml_down();
         let labels = pass.labels;
         let writer = match self.writer().await {
@@ -414,6 +431,19 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Writes the last published labels again because the writer asked for it (an expiry that
+    /// must move forward); no probe, no new labels.
+    async fn refresh(&mut self) {
+        let Some(labels) = self.published.clone() else { return };
+        let Some((_, writer)) = self.writer.as_mut() else { return };
+        if let Err(e) = writer.publish(&labels).await {
+            let name = writer.name();
+            tracing::error!(writer = name, error = %e, "refreshing the published labels failed; will retry");
+            self.metrics.publish_failed(name, e.reason());
+            self.back_off(true);
+        }
     }
 
     /// After a pass that could not do its whole job (NVML down, publish failed), the next one
@@ -479,11 +509,26 @@ impl Daemon {
             }
         })?;
         let mut watching = self.rewatch(&mut watcher, Vec::new());
+        if let Ok(target) = self.target() {
+            self.metrics.zero(target.writer_name());
+        }
         self.pass().await?;
+        let mut floor_noted = None;
         loop {
             let interval = match self.loaded.settings.sleep_interval {
                 // GFD relabels in a busy loop on 0; one second is the floor here.
-                Interval::Every(d) => Some(d.max(Duration::from_secs(1))),
+                Interval::Every(d) if d < MIN_INTERVAL => {
+                    if floor_noted != Some(d) {
+                        tracing::warn!(
+                            requested = %humantime::format_duration(d),
+                            used = "1s",
+                            "--sleep-interval is below the 1s floor; passes run every second"
+                        );
+                        floor_noted = Some(d);
+                    }
+                    Some(MIN_INTERVAL)
+                }
+                Interval::Every(d) => Some(d),
                 Interval::Infinite => None,
             };
             *self.metrics.health.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -500,6 +545,19 @@ impl Daemon {
                     None => futures::future::pending().await,
                 }
             };
+            // The feature file's expiry is refreshed on its own clock, whatever the interval.
+            // A failed refresh waits like a failed pass, so a broken file is not a hot loop.
+            let refresh_in = self
+                .writer
+                .as_ref()
+                .and_then(|(_, w)| w.refresh_in())
+                .map(|d| d.max(self.retry_soon.unwrap_or(Duration::ZERO)));
+            let refresh = async {
+                match refresh_in {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => futures::future::pending().await,
+                }
+            };
             let next_label = async {
                 match labels.as_mut() {
                     Some(s) => s.next().await,
@@ -508,6 +566,10 @@ impl Daemon {
             };
             tokio::select! {
                 () = timer => {}
+                () = refresh => {
+                    self.refresh().await;
+                    continue;
+                }
                 Some(()) = changes.recv() => {
                     // One edit fires several events: let them settle, then compare contents once.
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -551,6 +613,9 @@ impl Daemon {
         new
     }
 }
+
+/// The shortest time between passes.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The longest wait between retries while NVML is down or publishing fails.
 const RETRY_CAP: Duration = Duration::from_secs(300);
@@ -610,7 +675,7 @@ fn read_input(source: &ConfigSource, label: Option<&str>) -> Result<Input, Reloa
     let bytes = match &path {
         Some(p) => Some(
             crate::limits::read(p, crate::limits::CONFIG_FILE)
-                .map_err(|source| ReloadError::Read { path: p.clone(), source })?,
+                .map_err(|source| crate::config::ConfigError::Read { path: p.clone(), source })?,
         ),
         None => None,
     };

@@ -68,14 +68,27 @@ pub fn handle(path: &str, health: &Health, registry: &Registry) -> Response<Full
     }
 }
 
+/// Why the endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot serve /healthz, /readyz and /metrics on {addr} (--metrics-addr; \"\" turns it off): {source}"
+)]
+pub struct ServeError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why binding failed.
+    pub source: std::io::Error,
+}
+
 /// Binds `addr` (so a bad address fails at start-up) and serves in the background.
 pub async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
     registry: Arc<Registry>,
-) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
+) -> Result<SocketAddr, ServeError> {
+    let bind_error = |source| ServeError { addr, source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
     tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
     tokio::spawn(async move {
         loop {

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod conditions;
 pub mod config;
 pub mod daemon;
 pub mod duration;

@@ -14,3 +14,54 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
+
+/// An error and its causes on one line, each cause once: messages here often quote their source
+/// already, and printing the chain after them would say the same thing twice.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Reports the error that ends the process: a JSON log line with `--log-format json`, else
+/// `nvlabel: error: ...` on stderr.
+pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static)) {
+    let text = error_chain(error);
+    match format {
+        LogFormat::Json => tracing::error!(error = %text, "nvlabel stopped"),
+        LogFormat::Text => eprintln!("nvlabel: error: {text}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("unable to load config file /x: {source}")]
+    struct Quoting {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Plain(#[source] std::io::Error);
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = || std::io::Error::from_raw_os_error(2);
+        assert_eq!(
+            error_chain(&Quoting { source: io() }),
+            "unable to load config file /x: No such file or directory (os error 2)"
+        );
+        assert_eq!(error_chain(&Plain(io())), "outer: No such file or directory (os error 2)");
+    }
+}

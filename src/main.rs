@@ -3,31 +3,34 @@
 
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
-use nvlabel::cli::{Cli, Command, LogFormat, Settings};
+use nvlabel::cli::{Cli, CommandKind, LogFormat, Settings};
 use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 fn main() {
     let runtime = nvlabel::runtime().expect("a tokio runtime");
-    if let Err(e) = runtime.block_on(real_main()) {
-        eprintln!("nvlabel: error: {e:#}");
-        std::process::exit(1);
-    }
-}
-
-async fn real_main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let command = cli.command;
+    let (command, cli) = Cli::parse().split();
     let env: HashMap<String, String> = std::env::vars().collect();
-    let lookup = |name: &str| env.get(name).cloned();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli
         .source
         .log_format
-        .or_else(|| lookup("NVLABEL_LOG_FORMAT").and_then(|v| LogFormat::from_str(&v, false).ok()))
+        .or_else(|| env.get("NVLABEL_LOG_FORMAT").and_then(|v| LogFormat::from_str(v, false).ok()))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
+    if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
+        nvlabel::logging::fatal(log_format, e.as_ref());
+        std::process::exit(1);
+    }
+}
+
+async fn real_main(
+    command: Option<CommandKind>,
+    cli: Cli,
+    env: HashMap<String, String>,
+) -> anyhow::Result<()> {
+    let lookup = |name: &str| env.get(name).cloned();
 
     // Flags alone decide where the config comes from and who we are.
     let bootstrap = Settings::resolve(&cli, &lookup)?;
@@ -40,14 +43,14 @@ async fn real_main() -> anyhow::Result<()> {
         (None, None) => ConfigSource::None,
     };
     let label_node = match (&source, &bootstrap.node_name, command) {
-        (ConfigSource::Dir { .. }, Some(node), None | Some(Command::Hook)) => Some(node.clone()),
+        (ConfigSource::Dir { .. }, Some(node), None | Some(CommandKind::Hook)) => Some(node.clone()),
         _ => None,
     };
 
     let metrics = Arc::new(Metrics::default());
     let mut daemon = Daemon::start(cli, env.clone(), source, None, metrics.clone())?;
     let settings = daemon.settings().clone();
-    let publishes = matches!(command, None | Some(Command::Prune));
+    let publishes = matches!(command, None | Some(CommandKind::Prune));
     // A command that publishes needs a target that can be set up: say so before anything runs.
     let target = if publishes { Some(daemon.target()?) } else { None };
     let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
@@ -70,9 +73,9 @@ async fn real_main() -> anyhow::Result<()> {
     let settings = daemon.settings().clone();
 
     match command {
-        Some(Command::Probe) => print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?),
-        Some(Command::Hook) => print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?),
-        Some(Command::Prune) => daemon.prune().await?,
+        Some(CommandKind::Probe) => print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?),
+        Some(CommandKind::Hook) => print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?),
+        Some(CommandKind::Prune) => daemon.prune().await?,
         None if settings.oneshot => daemon.oneshot().await?,
         None => {
             let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
@@ -94,19 +97,22 @@ async fn real_main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGHUP reloads; SIGTERM (what Kubernetes sends) and SIGINT stop cleanly.
+/// SIGHUP reloads; SIGTERM (what Kubernetes sends), SIGINT and SIGQUIT stop cleanly. A signal
+/// that arrives during a pass waits in the channel, so none is lost.
 fn signals() -> anyhow::Result<tokio::sync::mpsc::Receiver<Control>> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut quit = signal(SignalKind::quit())?;
     tokio::spawn(async move {
         loop {
             let message = tokio::select! {
                 _ = hup.recv() => Control::Reload,
                 _ = term.recv() => Control::Shutdown,
                 _ = int.recv() => Control::Shutdown,
+                _ = quit.recv() => Control::Shutdown,
             };
             if tx.send(message).await.is_err() || message == Control::Shutdown {
                 return;

@@ -63,16 +63,26 @@ pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputErro
         .prefix(&format!(".{name}"))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
-        .map_err(err("create temporary file"))?;
+        .map_err(|e| err("create temporary file")(without_temp_path(e)))?;
     tmp.write_all(content.as_bytes()).map_err(err("write"))?;
     tmp.as_file().sync_all().map_err(err("fsync"))?;
     tmp.persist(path).map_err(|e| OutputError::Write {
         path: path.to_path_buf(),
         step: "rename",
-        source: e.error,
+        source: without_temp_path(e.error),
     })?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err("fsync directory"))?;
     Ok(true)
+}
+
+/// The tempfile crate appends the random temporary name to its errors; users know the target
+/// file (which the message names), not that name.
+fn without_temp_path(e: std::io::Error) -> std::io::Error {
+    let text = e.to_string();
+    match text.split_once(" at path ") {
+        Some((cause, _)) => std::io::Error::new(e.kind(), cause.to_string()),
+        None => e,
+    }
 }
 
 #[cfg(test)]
@@ -112,8 +122,13 @@ mod tests {
 
     #[test]
     fn a_missing_directory_names_the_file() {
-        let err = write_feature_file(Path::new("/nonexistent/dir/gfd"), "a=1\n").unwrap_err().to_string();
-        assert!(err.contains("/nonexistent/dir/gfd"), "{err}");
+        let err = write_feature_file(Path::new("/nonexistent/dir/gfd"), "a=1\n").unwrap_err();
+        let err = crate::logging::error_chain(&err);
+        assert_eq!(
+            err,
+            "error atomically writing file '/nonexistent/dir/gfd': create temporary file: No such file or directory (os error 2)",
+            "the target, not the random temporary name, and each cause once"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One labelling pass end to end: snapshot (NVML or file) → labels → stdout or feature file.
 
 use crate::cli::Settings;
+use crate::conditions::{Condition, Conditions};
 use crate::labels::{self, LabelConfig, Labels};
 use crate::output::OutputError;
 use crate::probe::{self, ProbeError, ProbeOptions};
@@ -45,13 +46,12 @@ pub fn snapshot(settings: &Settings) -> Result<Snapshot, RunError> {
     match probe::probe(&opts) {
         Ok(s) => Ok(s),
         Err(e) if e.is_init() && !settings.fail_on_init_error => {
-            tracing::warn!(error = %e, "Failed to initialize NVML; labelling without GPUs");
             let mut snapshot = probe::probe_files(&opts);
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
                 function: NVML_INIT.into(),
                 error: e.to_string(),
-                effect: "no GPU labels; NVML is tried again".into(),
+                effect: "Failed to initialize NVML; labelling without GPUs, NVML is tried again".into(),
             });
             Ok(snapshot)
         }
@@ -59,16 +59,14 @@ pub fn snapshot(settings: &Settings) -> Result<Snapshot, RunError> {
     }
 }
 
-/// Computes the labels of one pass and logs the warnings that came with them.
-pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> Labels {
-    let outcome = labels::compute(snapshot, config);
-    for w in &outcome.warnings {
-        tracing::warn!("{w}");
+/// Computes the labels of one pass, with the warnings that came with them.
+pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> labels::Outcome {
+    let mut outcome = labels::compute(snapshot, config);
+    // GFD's warning, but only when there really is nothing besides the timestamp.
+    if outcome.labels.keys().all(|k| k == labels::TIMESTAMP_KEY) {
+        outcome.warnings.push("No labels generated from any source".into());
     }
-    if outcome.labels.len() <= 1 {
-        tracing::warn!("No labels generated from any source");
-    }
-    outcome.labels
+    outcome
 }
 
 /// Seconds since the epoch: the `gfd.timestamp` of a config load.
@@ -86,6 +84,10 @@ pub struct Pass {
     pub labels: Labels,
     /// What the probe could not read.
     pub issues: Vec<crate::snapshot::Issue>,
+    /// The labelers' warnings.
+    pub warnings: Vec<String>,
+    /// MPS is configured on a node with MIG enabled, so no sharing is labelled.
+    pub mps_on_mig: bool,
 }
 
 impl Pass {
@@ -93,13 +95,25 @@ impl Pass {
     pub fn nvml_down(&self) -> bool {
         self.issues.iter().any(|i| i.function == NVML_INIT)
     }
+
+    /// Everything that went wrong, for [`crate::conditions::Conditions`].
+    pub fn conditions(&self) -> Vec<Condition> {
+        let issues = self.issues.iter().cloned().map(Condition::Issue);
+        issues.chain(self.warnings.iter().cloned().map(Condition::Warning)).collect()
+    }
 }
 
 /// One pass: the snapshot, then the labels.
 pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Pass, RunError> {
     let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
     let snap = snapshot(settings)?;
-    Ok(Pass { labels: label(&snap, &config), issues: snap.issues })
+    let outcome = label(&snap, &config);
+    Ok(Pass {
+        labels: outcome.labels,
+        issues: snap.issues,
+        warnings: outcome.warnings,
+        mps_on_mig: outcome.mps_on_mig,
+    })
 }
 
 /// The NFD hook (`nvlabel hook`): feature-file lines without a timestamp (NFD runs hooks on every
@@ -107,7 +121,10 @@ pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) ->
 pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, RunError> {
     let strict = Settings { fail_on_init_error: true, ..settings.clone() };
     match compute(&strict, sharing, None) {
-        Ok(pass) => Ok(crate::output::render_text(&pass.labels)),
+        Ok(pass) => {
+            Conditions::default().update(pass.conditions());
+            Ok(crate::output::render_text(&pass.labels))
+        }
         Err(RunError::Probe(e)) if e.is_init() => {
             tracing::info!(error = %e, "no NVIDIA driver; the hook reports nothing");
             Ok(String::new())

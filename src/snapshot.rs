@@ -153,7 +153,7 @@ pub struct VgpuDevice {
 }
 
 /// Something the probe could not read, and what that cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Issue {
     /// `"3"` for GPU 3, `"3:1"` for MIG device 1 of GPU 3, absent for node-wide facts.

@@ -113,13 +113,18 @@ fn a_failing_mig_device_is_skipped() {
 }
 
 #[test]
-fn a_failing_memory_query_drops_only_the_memory_label() {
+fn a_failing_memory_query_excludes_that_gpu_and_keeps_the_memory_label() {
+    // Two GPUs of one model; GPU 1 (the model's last GPU, whose values GFD reports) cannot say
+    // its memory. The node keeps gpu.memory from the healthy GPU.
     let dir = tempfile::tempdir().unwrap();
-    let yaml = format!("{TWO_A100}faults:\n  - {{function: nvmlDeviceGetMemoryInfo_v2, error: timeout}}\n");
+    let yaml = format!(
+        "{TWO_A100}faults:\n  - {{function: nvmlDeviceGetMemoryInfo_v2, device: \"1\", error: timeout}}\n"
+    );
     let (code, stdout, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("nvidia.com/gpu.count=2\n"), "{stdout}");
-    assert!(!stdout.contains("gpu.memory"), "{stdout}");
+    assert!(stdout.contains("nvidia.com/gpu.count=1\n"), "{stdout}");
+    assert!(stdout.contains("nvidia.com/gpu.memory=40960\n"), "{stdout}");
+    assert!(stderr.contains("device=1") && stderr.contains("GPU excluded from this pass"), "{stderr}");
 }
 
 #[test]
@@ -166,7 +171,12 @@ fn the_feature_file_is_written_atomically_with_the_printed_labels() {
     ok(nvlabel(Some("h100-x8"))
         .args(["--oneshot", "--no-timestamp", "--use-node-feature-api=false", "-o"])
         .arg(&path));
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), printed);
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        written,
+        format!("{}\n{printed}", nvlabel::publish::MARKER),
+        "the marker line, then the labels"
+    );
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(entries.len(), 1, "no temporary file left");
 }
@@ -212,7 +222,7 @@ fn json_logs() {
     let (_, _, stderr) = run(nvlabel(Some("faulty")).args(PRINT).args(["--log-format", "json"]));
     let line = stderr.lines().find(|l| l.contains("GPU excluded")).expect("a warning");
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
-    assert_eq!(v["device"], 2);
+    assert_eq!(v["device"], "2");
     assert_eq!(v["function"], "nvmlDeviceGetCudaComputeCapability");
     assert_eq!(v["level"], "WARN");
 }

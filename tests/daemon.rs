@@ -204,6 +204,38 @@ async fn reload_rereads_even_without_a_change_event_and_shutdown_stops() {
     stop(r).await;
 }
 
+#[tokio::test]
+async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
+    // The config changes before the daemon watches anything, so no file event can report it:
+    // only the reload signal, sent while the first pass runs, can make the daemon see TS4.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS2).unwrap();
+    let output = dir.path().join("gfd");
+    let snapshot = t4_snapshot(dir.path());
+    let cli = Cli::try_parse_from([
+        "nvlabel",
+        "--no-timestamp",
+        "--use-node-feature-api=false",
+        "--sleep-interval=infinite",
+        "--output-file",
+        output.to_str().unwrap(),
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let daemon =
+        Daemon::start(cli, Default::default(), ConfigSource::File(config.clone()), None, metrics).unwrap();
+    std::fs::write(&config, TS4).unwrap();
+    let (control, control_rx) = mpsc::channel(4);
+    control.send(Control::Reload).await.unwrap();
+    let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+    let r = Running { dir, output, control, labels: None, metrics: Arc::new(Metrics::default()), task };
+    until_published(&r, "nvidia.com/gpu.replicas=4").await;
+    stop(r).await;
+}
+
 #[test]
 fn an_invalid_config_at_start_up_is_an_error_with_the_same_message() {
     let dir = tempfile::tempdir().unwrap();

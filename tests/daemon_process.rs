@@ -156,3 +156,38 @@ fn the_http_endpoint_reports_health_readiness_and_metrics() {
     }
     assert_eq!(terminate(child).code(), Some(0));
 }
+
+#[test]
+fn the_expiry_stays_in_the_future_when_passes_are_an_hour_apart() {
+    // NFD drops a feature file's labels once its expiry passes; the refresh must not wait for
+    // the next pass. 4 s of expiry, an hour between passes, watched for 7 s.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    let mut cmd = nvlabel(Some("t4"));
+    cmd.args([
+        "--no-timestamp",
+        "--use-node-feature-api=false",
+        "--expiry",
+        "4s",
+        "--sleep-interval",
+        "1h",
+        "-o",
+    ])
+    .arg(&out)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let child = cmd.spawn().unwrap();
+    wait_for(&out, "nvidia.com/gpu.count=1");
+    let started = Instant::now();
+    let mut refreshed = std::collections::BTreeSet::new();
+    while started.elapsed() < Duration::from_secs(7) {
+        let text = std::fs::read_to_string(&out).unwrap();
+        let stamp = text.lines().find_map(|l| l.strip_prefix("# +expiry-time=")).expect("an expiry line");
+        let at = humantime::parse_rfc3339(stamp).unwrap();
+        assert!(at > std::time::SystemTime::now(), "the feature file expired: {text}");
+        refreshed.insert(stamp.to_string());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(refreshed.len() >= 3, "refreshed every 2 s: {refreshed:?}");
+    assert_eq!(terminate(child).code(), Some(0));
+}

@@ -4,7 +4,10 @@
 //! container's flags and env are accepted by nvlabel itself, and the RBAC grants exactly the
 //! API calls the code makes in that mode.
 
+mod common;
+
 use clap::Parser;
+use common::manifests::{deploy, render, MODES};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -15,60 +18,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use nvlabel::cli::{Cli, Settings, ENV_VARS};
 use nvlabel::publish::{ApiCall, Target};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-const MODES: [&str; 4] = ["nfd-file", "nfd-nodefeature", "node", "job"];
 /// Read by the NVIDIA container runtime, not by nvlabel.
 const RUNTIME_ENV: [&str; 2] = ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"];
-
-fn deploy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
-}
-
-fn yaml_docs(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let docs: Vec<Value> =
-        serde_saphyr::from_str_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    docs.into_iter().filter(|d| !d.is_null()).collect()
-}
-
-/// Renders a kustomization directory: its resources (files, or directories rendered in turn),
-/// then its patches.
-fn render(dir: &Path) -> Vec<Value> {
-    let k = yaml_docs(&dir.join("kustomization.yaml")).remove(0);
-    for key in k.as_object().unwrap().keys() {
-        assert!(
-            ["apiVersion", "kind", "resources", "patches"].contains(&key.as_str()),
-            "{}: the renderer does not know `{key}`",
-            dir.display()
-        );
-    }
-    let mut out = Vec::new();
-    for r in k["resources"].as_array().into_iter().flatten() {
-        let path = dir.join(r.as_str().unwrap());
-        if path.is_dir() {
-            out.extend(render(&path));
-        } else {
-            out.extend(yaml_docs(&path));
-        }
-    }
-    for p in k["patches"].as_array().into_iter().flatten() {
-        let target = &p["target"];
-        let ops: Value =
-            serde_saphyr::from_str(p["patch"].as_str().expect("an inline JSON6902 patch")).unwrap();
-        let ops: json_patch::Patch = serde_json::from_value(ops).unwrap();
-        let mut hits = 0;
-        for doc in
-            out.iter_mut().filter(|d| d["kind"] == target["kind"] && d["metadata"]["name"] == target["name"])
-        {
-            json_patch::patch(doc, &ops).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            hits += 1;
-        }
-        assert_eq!(hits, 1, "{}: a patch must hit exactly one object: {target}", dir.display());
-    }
-    out
-}
 
 /// Deserialises into `T`, failing on any field `T` does not have.
 fn strict<T: serde::de::DeserializeOwned>(doc: &Value, what: &str) -> T {
@@ -182,13 +135,41 @@ fn container_env(c: &Container) -> HashMap<String, String> {
     env
 }
 
+/// The namespace's Pod Security labels in a rendered mode.
+fn pod_security(mode: &str) -> BTreeMap<String, String> {
+    let ns =
+        render(&deploy().join(mode)).into_iter().find(|d| d["kind"] == "Namespace").expect("a namespace");
+    let ns: Namespace = strict(&ns, mode);
+    ns.metadata
+        .labels
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("pod-security.kubernetes.io/")?.to_string(), v)))
+        .collect()
+}
+
 #[test]
 fn every_pod_is_locked_down() {
     for mode in MODES {
+        // Only the feature-file mode has a host path, and with it root and a privileged namespace.
+        let file_mode = mode == "nfd-file";
+        let levels = pod_security(mode);
+        if file_mode {
+            assert_eq!(levels["enforce"], "privileged", "{mode}: a hostPath is refused below privileged");
+            assert_eq!(levels["warn"], "restricted", "{mode}: warn shows what was given up");
+            assert_eq!(levels["audit"], "restricted", "{mode}");
+        } else {
+            assert_eq!(levels["enforce"], "restricted", "{mode}");
+        }
         for (what, pod) in typed(mode).pods {
             let psc = pod.security_context.clone().expect("a pod securityContext");
-            assert_eq!(psc.run_as_non_root, Some(true), "{what}");
-            assert!(psc.run_as_user.is_some_and(|u| u != 0), "{what}: a non-root UID");
+            if file_mode {
+                assert_eq!(psc.run_as_user, Some(0), "{what}: only root owns the root-owned features.d");
+                assert_eq!(psc.run_as_non_root, Some(false), "{what}");
+            } else {
+                assert_eq!(psc.run_as_non_root, Some(true), "{what}");
+                assert!(psc.run_as_user.is_some_and(|u| u != 0), "{what}: a non-root UID");
+            }
             assert_eq!(psc.seccomp_profile.map(|s| s.type_), Some("RuntimeDefault".into()), "{what}");
             assert_ne!(pod.host_network, Some(true), "{what}");
             assert_ne!(pod.host_pid, Some(true), "{what}");
@@ -197,20 +178,24 @@ fn every_pod_is_locked_down() {
                 pod.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("nvidia.com/gpu")),
                 "{what}"
             );
-            for v in pod.volumes.iter().flatten() {
-                if let Some(h) = &v.host_path {
-                    assert_eq!(
-                        h.path, "/etc/kubernetes/node-feature-discovery/features.d",
-                        "{what}: the only host path"
-                    );
-                }
-            }
+            let host_paths: Vec<&str> = pod
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.host_path.as_ref())
+                .map(|h| h.path.as_str())
+                .collect();
+            let expected: &[&str] =
+                if file_mode { &["/etc/kubernetes/node-feature-discovery/features.d"] } else { &[] };
+            assert_eq!(host_paths, expected, "{what}: host paths");
             for c in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
                 let sc = c.security_context.clone().expect("a container securityContext");
                 assert_eq!(sc.allow_privilege_escalation, Some(false), "{what}");
                 assert_eq!(sc.read_only_root_filesystem, Some(true), "{what}");
                 assert_ne!(sc.privileged, Some(true), "{what}");
-                assert_ne!(sc.run_as_user, Some(0), "{what}");
+                if !file_mode {
+                    assert_ne!(sc.run_as_user, Some(0), "{what}");
+                }
                 let drop: Vec<String> =
                     sc.capabilities.as_ref().and_then(|c| c.drop.clone()).unwrap_or_default();
                 assert!(drop.contains(&"ALL".to_string()), "{what}: drop ALL capabilities");

@@ -57,8 +57,6 @@ enum Effect {
     GpuMigLost,
     /// MIG device 0:1 is left out.
     MigSkipped,
-    /// GPU 1's memory is unknown: no `gpu.memory`, and its MIG device cannot be named.
-    MemoryLost,
     /// `gpu.mode=unknown`.
     ModeUnknown,
     /// No driver-version labels.
@@ -115,7 +113,6 @@ fn expected(function: &str, at: At, error: &str) -> Effect {
         ("nvmlShutdown" | "nvmlDeviceIsMigDeviceHandle", _) => None,
         ("nvmlDeviceGetUUID", _) => None,
         ("nvmlDeviceGetPciInfo_v3", _) => ModeUnknown,
-        ("nvmlDeviceGetMemoryInfo_v2", _) => MemoryLost,
         // NOT_SUPPORTED is how NVML says "not MIG capable" / "no fabric": not a failure.
         ("nvmlDeviceGetMigMode", _) if error == "not_supported" => GpuMigLost,
         ("nvmlDeviceGetGpuFabricInfo", _) if error == "not_supported" => None,
@@ -166,7 +163,6 @@ fn signature(effect: Effect) -> Vec<(&'static str, Option<&'static str>)> {
         GpuExcluded => set(base, &[("gpu.count", Some("1")), ("mig-1g.5gb.count", Some("1"))]),
         GpuMigLost => set(base, &[("mig-1g.5gb.count", Some("1"))]),
         MigSkipped => set(base, &[("mig-2g.10gb.count", Option::None)]),
-        MemoryLost => set(base, &[("gpu.memory", Option::None), ("mig-1g.5gb.count", Some("1"))]),
         ModeUnknown => set(base, &[("gpu.mode", Some("unknown"))]),
         DriverLabelsLost => set(base, &[("cuda.driver-version.major", Option::None)]),
         CudaLabelsLost => set(base, &[("cuda.runtime-version.major", Option::None)]),

@@ -24,15 +24,16 @@ fn hook_without_a_driver_prints_nothing_and_succeeds() {
 }
 
 #[test]
-fn expiry_adds_nfds_directive_first() {
+fn expiry_adds_nfds_directive_after_the_marker() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gfd");
     ok(nvlabel(Some("t4"))
         .args(["--oneshot", "--no-timestamp", "--use-node-feature-api=false", "--expiry", "1h", "-o"])
         .arg(&path));
     let text = std::fs::read_to_string(&path).unwrap();
-    let first = text.lines().next().unwrap();
-    let when = first.strip_prefix("# +expiry-time=").expect("the directive comes first");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(nvlabel::publish::MARKER), "the marker line comes first");
+    let when = lines.next().unwrap().strip_prefix("# +expiry-time=").expect("then the directive");
     let at = humantime::parse_rfc3339(when).unwrap();
     let left = at.duration_since(std::time::SystemTime::now()).unwrap();
     assert!(
@@ -40,7 +41,7 @@ fn expiry_adds_nfds_directive_first() {
         "{left:?}"
     );
     assert_eq!(
-        text.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+        text.lines().skip(2).collect::<Vec<_>>().join("\n") + "\n",
         ok(nvlabel(Some("t4")).args(PRINT))
     );
 }
@@ -64,7 +65,8 @@ async fn a_reader_never_sees_a_partial_feature_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gfd");
     let [a, b] = sets();
-    let expected = [nvlabel::output::render_text(&a), nvlabel::output::render_text(&b)];
+    let marked = |l: &Labels| format!("{}\n{}", nvlabel::publish::MARKER, nvlabel::output::render_text(l));
+    let expected = [marked(&a), marked(&b)];
     let mut writer = FeatureFile::new(path.clone(), None);
     writer.publish(&a).await.unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -21,6 +21,9 @@ use std::collections::BTreeMap;
 /// A label set, sorted by key.
 pub type Labels = BTreeMap<String, String>;
 
+/// The key of the configuration-load timestamp.
+pub const TIMESTAMP_KEY: &str = "nvidia.com/gfd.timestamp";
+
 /// Every label key starts with this.
 pub const PREFIX: &str = "nvidia.com/";
 
@@ -64,22 +67,29 @@ pub struct Outcome {
     pub labels: Labels,
     /// Human-readable warnings, in the order they arose.
     pub warnings: Vec<String>,
+    /// MPS is configured but a GPU has MIG enabled: the device plugin cannot share such devices,
+    /// so the labels describe no sharing at all.
+    pub mps_on_mig: bool,
 }
 
 /// Computes the full label set for one pass.
 pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
     let mut out = Outcome::default();
-    let w = &mut out.warnings;
     let mut merged = Labels::new();
     merged.extend(timestamp::labels(config.timestamp));
+    // The device plugin refuses MPS on MIG-enabled GPUs: the labels must not promise sharing.
+    let no_sharing = Sharing::default();
+    out.mps_on_mig = mps::on_mig(&snapshot.gpus, &config.sharing).is_some();
+    let sharing = if out.mps_on_mig { &no_sharing } else { &config.sharing };
+    let w = &mut out.warnings;
     // GFD builds no device labels at all on a node without GPUs.
     if !snapshot.gpus.is_empty() {
         merged.extend(machine::labels(&snapshot.machine_type, w));
         merged.extend(version::labels(snapshot, w));
         merged.extend(mig_capable::labels(&snapshot.gpus));
         merged.extend(mps::labels(&snapshot.gpus, &config.sharing, w));
-        merged.extend(resource::full_gpu_labels(&snapshot.gpus, &config.sharing, w));
-        merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, &config.sharing, w));
+        merged.extend(resource::full_gpu_labels(&snapshot.gpus, sharing, w));
+        merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, sharing, w));
         merged.extend(mode::labels(&snapshot.gpus, w));
         merged.extend(clique::labels(&snapshot.gpus, w));
     }

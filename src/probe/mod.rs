@@ -1,9 +1,9 @@
 //! NVML (and a few sysfs files) → [`Snapshot`]. Nothing after the probe touches NVML.
 //!
 //! Failure policy, per device: a call GFD treats as fatal (name, compute capability, MIG mode,
-//! MIG enumeration, fabric info) excludes that GPU from this pass; a call GFD tolerates (memory,
-//! PCI info) only drops the label it feeds; a MIG device that cannot be read or named is skipped.
-//! Each is logged and recorded in [`Snapshot::issues`]. Only NVML init and the device count fail
+//! MIG enumeration, fabric info) and the memory query exclude that GPU from this pass; PCI info
+//! only drops the label it feeds; a MIG device that cannot be read or named is skipped.
+//! Each is recorded in [`Snapshot::issues`] (the caller logs it when it starts and ends). Only NVML init and the device count fail
 //! the whole probe.
 
 mod nvml;
@@ -16,6 +16,33 @@ use std::path::PathBuf;
 
 /// The library name the driver installs (what go-nvml loads too).
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// Every NVML function whose failure the probe records (the `function` of the error metric).
+pub const NVML_FUNCTIONS: &[&str] = &[
+    "nvmlInit",
+    "nvmlDeviceGetCount_v2",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetGpuFabricInfo",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlComputeInstanceGetInfo_v2",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+];
 
 /// Where the probe reads from.
 #[derive(Debug, Clone)]
@@ -80,13 +107,9 @@ pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
 pub fn probe_files(opts: &ProbeOptions) -> Snapshot {
     let mut snapshot =
         Snapshot { machine_type: sysfs::machine_type(&opts.machine_type_file), ..Snapshot::default() };
-    if let Some(error) = &snapshot.machine_type.error {
-        tracing::warn!(path = %snapshot.machine_type.path, %error, "cannot read machine type file; gpu.machine=unknown");
-    }
     match sysfs::vgpu_devices(&opts.sysfs_root) {
         Ok(devices) => snapshot.vgpu = Some(devices),
         Err(e) => {
-            tracing::warn!(error = %e, "unable to get vGPU devices; no vgpu labels");
             snapshot.issues.push(Issue {
                 device: None,
                 function: "vGPU PCI scan".into(),

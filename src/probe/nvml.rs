@@ -61,7 +61,6 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
             Ok(Some(gpu)) => snap.gpus.push(gpu),
             Ok(None) => {}
             Err(Failure(function, e)) => {
-                tracing::warn!(device = index, function, error = %describe(&e), "GPU excluded from this pass");
                 issues.push(Issue {
                     device: Some(index.to_string()),
                     function: function.into(),
@@ -76,7 +75,6 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
 }
 
 fn node_issue(function: &str, e: &NvmlError, effect: &str) -> Issue {
-    tracing::warn!(function, error = %describe(e), "{effect}");
     Issue { device: None, function: function.into(), error: describe(e), effect: effect.into() }
 }
 
@@ -89,7 +87,6 @@ fn soft<T>(
     issues: &mut Vec<Issue>,
 ) -> Option<T> {
     r.map_err(|e| {
-        tracing::warn!(device = %device, function, error = %describe(&e), "{effect}");
         issues.push(Issue {
             device: Some(device),
             function: function.into(),
@@ -117,9 +114,9 @@ fn probe_gpu(
     let pci_bus_id =
         soft(dev.pci_info(), id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues)
             .map(|p| p.bus_id);
-    let memory_bytes =
-        soft(dev.memory_info(), id.clone(), "nvmlDeviceGetMemoryInfo_v2", "gpu.memory omitted", issues)
-            .map(|m| m.total);
+    // Fatal for the device, not tolerated as GFD does: a GPU without memory would make the node
+    // lose gpu.memory whenever it happens to be the model's representative.
+    let memory_bytes = Some(dev.memory_info().map_err(fail("nvmlDeviceGetMemoryInfo_v2"))?.total);
     let cc = dev.cuda_compute_capability().map_err(fail("nvmlDeviceGetCudaComputeCapability"))?;
     let mig = match dev.mig_mode() {
         Ok(mode) => {
@@ -141,7 +138,6 @@ fn probe_gpu(
     let pci_class = pci_bus_id.as_deref().and_then(|bus| match sysfs::pci_class(&opts.sysfs_root, bus) {
         Ok(class) => Some(class),
         Err(error) => {
-            tracing::warn!(device = index, %error, "cannot read PCI class; gpu.mode=unknown");
             issues.push(Issue {
                 device: Some(id.clone()),
                 function: "sysfs PCI class".into(),
@@ -198,7 +194,6 @@ fn probe_migs(
             Ok(dev) => devices.push(dev),
             Err((function, error)) => {
                 let device = format!("{index}:{m}");
-                tracing::warn!(device = %device, function, %error, "MIG device skipped");
                 issues.push(Issue {
                     device: Some(device),
                     function: function.into(),

@@ -1,49 +1,109 @@
 //! The NFD feature file: atomic, rewritten only when its content changes (or its expiry needs
-//! refreshing), never removed when the process stops.
+//! refreshing), never removed when the process stops. Its first line marks it as nvlabel's, so
+//! `nvlabel prune` removes only a file nvlabel wrote.
 
 use super::{PublishError, Writer};
 use crate::labels::Labels;
-use crate::output;
+use crate::output::{self, OutputError};
 use futures::future::BoxFuture;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+/// The first line of every feature file nvlabel writes. NFD reads `#` lines as comments (only
+/// `# +` starts a directive), so the marker costs nothing and tells prune whose file it is.
+pub const MARKER: &str = "# written by nvlabel; `nvlabel prune` removes this file";
+
+/// The wall clock, replaceable so tests can move time.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// Writes `key=value` lines to one file, optionally under NFD's `# +expiry-time=` directive.
 pub struct FeatureFile {
     path: PathBuf,
     expiry: Option<Duration>,
+    clock: Clock,
     /// What we last wrote: the labels and the expiry it carried.
     last: Option<(Labels, Option<SystemTime>)>,
+}
+
+/// Why prune left a feature file in place.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneFileError {
+    /// The file is someone else's.
+    #[error(
+        "feature file {path} was not written by nvlabel (its first line is not {MARKER:?}); left in place"
+    )]
+    NotOurs {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Reading or removing failed.
+    #[error(transparent)]
+    Io(#[from] OutputError),
 }
 
 impl FeatureFile {
     /// A writer for `path`; with `expiry`, NFD drops the labels that long after the last refresh.
     pub fn new(path: PathBuf, expiry: Option<Duration>) -> FeatureFile {
-        FeatureFile { path, expiry, last: None }
+        FeatureFile::with_clock(path, expiry, Arc::new(SystemTime::now))
+    }
+
+    /// [`FeatureFile::new`] reading the time from `clock`.
+    pub fn with_clock(path: PathBuf, expiry: Option<Duration>, clock: Clock) -> FeatureFile {
+        FeatureFile { path, expiry, clock, last: None }
     }
 
     /// The file's content at `now`, and the expiry it states.
     pub fn render(&self, labels: &Labels, now: SystemTime) -> (String, Option<SystemTime>) {
         let body = output::render_text(labels);
         match self.expiry {
-            None => (body, None),
+            None => (format!("{MARKER}\n{body}"), None),
             Some(e) => {
                 let at = now + e;
-                (format!("# +expiry-time={}\n{body}", humantime::format_rfc3339_seconds(at)), Some(at))
+                let stamp = humantime::format_rfc3339_seconds(at);
+                (format!("{MARKER}\n# +expiry-time={stamp}\n{body}"), Some(at))
             }
+        }
+    }
+
+    /// When the expiry must be pushed forward next: half the window before it runs out.
+    fn refresh_at(&self) -> Option<SystemTime> {
+        match (&self.last, self.expiry) {
+            (Some((_, Some(at))), Some(window)) => Some(*at - window / 2),
+            _ => None,
         }
     }
 
     /// Whether a write is due: the labels changed, or less than half the expiry window is left.
     fn due(&self, labels: &Labels, now: SystemTime) -> bool {
-        match (&self.last, self.expiry) {
-            (None, _) => true,
-            (Some((last, _)), _) if last != labels => true,
-            (Some((_, Some(at))), Some(window)) => {
-                at.duration_since(now).map_or(true, |left| left < window / 2)
-            }
-            _ => false,
+        match &self.last {
+            None => true,
+            Some((last, _)) if last != labels => true,
+            _ => self.refresh_at().is_some_and(|at| now >= at),
         }
+    }
+}
+
+/// Removes `path` if nvlabel wrote it; a missing file is fine. Returns whether it was removed.
+pub fn prune(path: &Path) -> Result<bool, PruneFileError> {
+    let io = |step: &'static str| move |source| OutputError::Write { path: path.to_path_buf(), step, source };
+    // Only the first line matters: read just enough for the marker and its newline.
+    let mut head = Vec::new();
+    match std::fs::File::open(path) {
+        Ok(f) => {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, MARKER.len() as u64 + 1), &mut head)
+                .map_err(io("read"))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io("open")(e).into()),
+    }
+    if head != format!("{MARKER}\n").as_bytes() {
+        return Err(PruneFileError::NotOurs { path: path.to_path_buf() });
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io("remove")(e).into()),
     }
 }
 
@@ -54,7 +114,7 @@ impl Writer for FeatureFile {
 
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
-            let now = SystemTime::now();
+            let now = (self.clock)();
             if !self.due(labels, now) {
                 return Ok(false);
             }
@@ -67,36 +127,84 @@ impl Writer for FeatureFile {
             Ok(changed)
         })
     }
+
+    fn refresh_in(&self) -> Option<Duration> {
+        let at = self.refresh_at()?;
+        Some(at.duration_since((self.clock)()).unwrap_or(Duration::ZERO))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     fn labels(v: &str) -> Labels {
         Labels::from([("nvidia.com/gpu.count".to_string(), v.to_string())])
     }
 
-    #[test]
-    fn expiry_line_comes_first() {
-        let w = FeatureFile::new("/x".into(), Some(Duration::from_secs(3600)));
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
-        let (text, _) = w.render(&labels("8"), now);
-        assert_eq!(text, "# +expiry-time=2026-11-18T12:06:40Z\nnvidia.com/gpu.count=8\n");
+    /// A clock the test moves by hand.
+    fn manual(start: SystemTime) -> (Arc<Mutex<SystemTime>>, Clock) {
+        let t = Arc::new(Mutex::new(start));
+        let read = t.clone();
+        (t, Arc::new(move || *read.lock().unwrap()))
+    }
+
+    fn expiry_of(path: &Path) -> SystemTime {
+        let text = std::fs::read_to_string(path).unwrap();
+        let line = text.lines().find_map(|l| l.strip_prefix("# +expiry-time=")).expect("an expiry line");
+        humantime::parse_rfc3339(line).unwrap()
     }
 
     #[test]
-    fn rewrites_when_labels_change_or_expiry_runs_low() {
-        let mut w = FeatureFile::new("/x".into(), Some(Duration::from_secs(100)));
-        let t0 = SystemTime::now();
-        assert!(w.due(&labels("1"), t0));
-        w.last = Some((labels("1"), Some(t0 + Duration::from_secs(100))));
-        assert!(!w.due(&labels("1"), t0 + Duration::from_secs(10)));
-        assert!(w.due(&labels("2"), t0 + Duration::from_secs(10)));
-        assert!(w.due(&labels("1"), t0 + Duration::from_secs(60)), "refresh past half the window");
-        let mut plain = FeatureFile::new("/x".into(), None);
-        plain.last = Some((labels("1"), None));
-        assert!(!plain.due(&labels("1"), t0 + Duration::from_secs(1_000_000)));
+    fn marker_then_expiry_line_come_first() {
+        let w = FeatureFile::new("/x".into(), Some(Duration::from_secs(3600)));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let (text, _) = w.render(&labels("8"), now);
+        assert_eq!(text, format!("{MARKER}\n# +expiry-time=2026-11-18T12:06:40Z\nnvidia.com/gpu.count=8\n"));
+    }
+
+    #[tokio::test]
+    async fn publish_keeps_the_expiry_in_the_future_as_time_advances() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfd");
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (time, clock) = manual(t0);
+        let mut w = FeatureFile::with_clock(path.clone(), Some(Duration::from_secs(100)), clock);
+        assert!(w.publish(&labels("1")).await.unwrap());
+        assert_eq!(expiry_of(&path), t0 + Duration::from_secs(100));
+        assert_eq!(w.refresh_in(), Some(Duration::from_secs(50)), "the daemon is told when to refresh");
+        // Every 10 s of a labeler whose passes are far apart: the file never expires.
+        for step in 1..=100u64 {
+            *time.lock().unwrap() = t0 + Duration::from_secs(step * 10);
+            if w.refresh_in() == Some(Duration::ZERO) {
+                assert!(w.publish(&labels("1")).await.unwrap(), "a due refresh rewrites the file");
+            }
+            let now = *time.lock().unwrap();
+            assert!(expiry_of(&path) > now, "at +{}s the file has expired", step * 10);
+            assert!(w.refresh_in().unwrap() <= Duration::from_secs(50));
+        }
+        assert_eq!(
+            expiry_of(&path),
+            t0 + Duration::from_secs(1000 + 100),
+            "refreshed every 50 s, last at +1000 s"
+        );
+    }
+
+    #[tokio::test]
+    async fn unchanged_labels_are_not_rewritten_before_the_refresh_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfd");
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (time, clock) = manual(t0);
+        let mut w = FeatureFile::with_clock(path.clone(), Some(Duration::from_secs(100)), clock);
+        assert!(w.publish(&labels("1")).await.unwrap());
+        *time.lock().unwrap() = t0 + Duration::from_secs(49);
+        assert!(!w.publish(&labels("1")).await.unwrap());
+        assert!(w.publish(&labels("2")).await.unwrap(), "changed labels are written at once");
+        let mut plain = FeatureFile::new(dir.path().join("plain"), None);
+        assert!(plain.publish(&labels("1")).await.unwrap());
+        assert_eq!(plain.refresh_in(), None, "without --expiry there is nothing to refresh");
     }
 
     #[tokio::test]
@@ -106,6 +214,24 @@ mod tests {
         let mut w = FeatureFile::new(path.clone(), None);
         assert!(w.publish(&labels("1")).await.unwrap());
         assert!(!w.publish(&labels("1")).await.unwrap());
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "nvidia.com/gpu.count=1\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{MARKER}\nnvidia.com/gpu.count=1\n"));
+    }
+
+    #[tokio::test]
+    async fn prune_removes_only_a_file_nvlabel_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("nvlabel");
+        FeatureFile::new(ours.clone(), Some(Duration::from_secs(60))).publish(&labels("1")).await.unwrap();
+        assert!(prune(&ours).unwrap());
+        assert!(!ours.exists());
+        assert!(!prune(&ours).unwrap(), "a missing file is already pruned");
+        let theirs = dir.path().join("gfd");
+        std::fs::write(&theirs, "nvidia.com/gpu.count=1\n").unwrap();
+        let err = prune(&theirs).unwrap_err().to_string();
+        assert!(
+            err.contains(&theirs.display().to_string()) && err.contains("not written by nvlabel"),
+            "{err}"
+        );
+        assert!(theirs.exists(), "someone else's file stays");
     }
 }

@@ -7,7 +7,8 @@ pub mod nodefeature;
 pub mod retry;
 mod stdout;
 
-pub use file::FeatureFile;
+pub use file::prune as prune_file;
+pub use file::{FeatureFile, PruneFileError, MARKER};
 pub use node::NodeLabels;
 pub use nodefeature::NodeFeature;
 pub use stdout::Stdout;
@@ -36,6 +37,10 @@ pub enum PublishError {
     #[error("node {0:?} not found; its labels are not written (a deleted Node is never re-created)")]
     NodeMissing(String),
 }
+
+/// Every value [`PublishError::reason`] can take, plus `setup` (no writer could be built).
+pub const FAILURE_REASONS: &[&str] =
+    &["file", "stdout", "conflict", "throttled", "server", "refused", "connection", "node-missing", "setup"];
 
 impl PublishError {
     /// A short, stable reason for the publish-failure metric.
@@ -130,6 +135,16 @@ impl Target {
         })
     }
 
+    /// The name its writer has in logs and metrics.
+    pub fn writer_name(&self) -> &'static str {
+        match self {
+            Target::Stdout(_) => "stdout",
+            Target::File(..) => "feature-file",
+            Target::NodeFeature { .. } => "nodefeature",
+            Target::Node(_) => "node",
+        }
+    }
+
     /// Whether this target talks to the Kubernetes API.
     pub fn needs_client(&self) -> bool {
         matches!(self, Target::NodeFeature { .. } | Target::Node(_))
@@ -178,4 +193,10 @@ pub trait Writer: Send + Sync {
 
     /// Publishes `labels`; `Ok(true)` when something was written.
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>>;
+
+    /// How long until what was published must be written again even if nothing changed (the
+    /// feature file's expiry); `None` when never.
+    fn refresh_in(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

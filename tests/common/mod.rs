@@ -67,11 +67,17 @@ pub fn ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Whether `UPDATE_GOLDEN` asks for goldens to be rewritten: `1` or `true`; unset, empty, `0`
+/// or `false` compare.
+pub fn update_golden() -> bool {
+    matches!(std::env::var("UPDATE_GOLDEN").as_deref(), Ok("1" | "true"))
+}
+
 /// Compares with `testdata/golden/<name>`, or rewrites it when `UPDATE_GOLDEN` is set.
 /// Returns a description of the mismatch, if any.
 pub fn golden(name: &str, actual: &str) -> Option<String> {
     let path = repo().join("testdata/golden").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+    if update_golden() {
         std::fs::write(&path, actual).unwrap();
         return None;
     }
@@ -99,3 +105,4 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
     }
     Some(format!("{} differs:\n{diff}", path.display()))
 }
+pub mod manifests;

@@ -209,7 +209,9 @@ async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
     // The config changes before the daemon watches anything, so no file event can report it:
     // only the reload signal, sent while the first pass runs, can make the daemon see TS4.
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
+    // Its own directory: writes of the feature file next to it would wake the directory watch.
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    let config = dir.path().join("config/config.yaml");
     std::fs::write(&config, TS2).unwrap();
     let output = dir.path().join("gfd");
     let snapshot = t4_snapshot(dir.path());

@@ -190,19 +190,18 @@ impl ConfigFile {
     /// Parses the bytes of the file at `path` (named in errors).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<ConfigFile, ConfigError> {
         // A binary file would end up quoted in the parser's message and printed to the terminal.
+        if let Some(offset) = bytes.iter().position(|b| b.is_ascii_control() && !b"\t\n\r".contains(b)) {
+            return Err(ConfigError::NotText {
+                path: path.into(),
+                offset,
+                what: format!("is the control character U+{:04X}", bytes[offset]),
+            });
+        }
         let text = std::str::from_utf8(bytes).map_err(|e| ConfigError::NotText {
             path: path.into(),
             offset: e.valid_up_to(),
             what: "is not UTF-8".into(),
         })?;
-        if let Some(offset) = text.find(|c: char| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
-            let code = text[offset..].chars().next().map_or(0, u32::from);
-            return Err(ConfigError::NotText {
-                path: path.into(),
-                offset,
-                what: format!("is the control character U+{code:04X}"),
-            });
-        }
         Self::parse(text).map_err(|e| match e {
             ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
             ParseError::Invalid((field, message)) => {

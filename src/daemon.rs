@@ -430,6 +430,7 @@ impl Daemon {
                 self.metrics.publish_failed(name, e.reason());
             }
         }
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
     }
 
@@ -509,9 +510,6 @@ impl Daemon {
             }
         })?;
         let mut watching = self.rewatch(&mut watcher, Vec::new());
-        if let Ok(target) = self.target() {
-            self.metrics.zero(target.writer_name());
-        }
         self.pass().await?;
         let mut floor_noted = None;
         loop {

@@ -53,6 +53,9 @@ async fn real_main(
     let publishes = matches!(command, None | Some(CommandKind::Prune));
     // A command that publishes needs a target that can be set up: say so before anything runs.
     let target = if publishes { Some(daemon.target()?) } else { None };
+    if let Some(target) = &target {
+        metrics.zero(target.writer_name());
+    }
     let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
     let client =
         if needs_api { Some(nvlabel::publish::client(settings.kubeconfig.as_deref()).await?) } else { None };

@@ -360,7 +360,8 @@ export! {
         info.domain = domain;
         info.bus = bus;
         info.device = dev;
-        info.pciDeviceId = 0x10de;
+        // NVML packs the device id above NVIDIA's vendor id; 0 means the fixture does not say.
+        info.pciDeviceId = gpu(m, g).pci_device_id.map_or(0, |d| (u32::from(d) << 16) | 0x10de);
         out(pci, info)
     }
     fn nvmlDeviceGetBrand(device: nvmlDevice_t, kind: *mut nvmlBrandType_t) |c| {

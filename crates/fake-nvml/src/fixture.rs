@@ -29,6 +29,8 @@ pub struct Gpu {
     pub uuid: Option<String>,
     /// PCI bus id; `00000000:<index+1>:00.0` when absent.
     pub pci_bus_id: Option<String>,
+    /// PCI device id (16 bits); `pciDeviceId` is `(id << 16) | 0x10de`, or 0 (unknown) when absent.
+    pub pci_device_id: Option<u16>,
     /// Total memory in MiB.
     pub memory_mib: u64,
     /// `[major, minor]`.

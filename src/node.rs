@@ -8,9 +8,9 @@ use kube::{Api, Client};
 
 /// The requests the config-label watch makes: one get at start, then the watcher's list and watch.
 pub const API_CALLS: &[crate::publish::ApiCall] = &[
-    crate::publish::ApiCall { group: "", resource: "nodes", verb: "get" },
-    crate::publish::ApiCall { group: "", resource: "nodes", verb: "list" },
-    crate::publish::ApiCall { group: "", resource: "nodes", verb: "watch" },
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "watch" },
 ];
 
 /// The label's value on a node object.

@@ -43,6 +43,7 @@ async fn expect(
         .expect("client alive");
     assert_eq!(request.method(), method, "{}", request.uri());
     assert_eq!(request.uri().path_and_query().unwrap().as_str(), path_and_query);
+    assert_declared(request.method(), request.uri());
     let content_type = request.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
     let bytes = request.into_body().collect_bytes().await.unwrap();
     let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
@@ -55,6 +56,49 @@ async fn expect(
         .unwrap();
     send.send_response(response);
     body
+}
+
+/// What RBAC must grant for a request: (namespaced, group, resource, verb), read from its path
+/// the way the API server's authorizer reads it.
+fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, String) {
+    let parts: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
+        _ => panic!("not a resource path: {uri}"),
+    };
+    let (namespaced, rest) = match rest {
+        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => (true, rest),
+        rest => (false, rest),
+    };
+    let named = rest.len() > 1;
+    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
+    let verb = match *method {
+        Method::GET if watch => "watch",
+        Method::GET if named => "get",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => panic!("unexpected method {method}"),
+    };
+    (namespaced, group, rest[0].to_string(), verb.to_string())
+}
+
+/// Every request a writer sends must be in the list RBAC is checked against (tests/deploy.rs);
+/// `delete` is `nvlabel prune`'s, run with an admin's credentials, and is listed as such.
+fn assert_declared(method: &Method, uri: &http::Uri) {
+    let observed = rbac_of(method, uri);
+    let declared = nvlabel::publish::node::API_CALLS
+        .iter()
+        .chain(nvlabel::publish::nodefeature::API_CALLS)
+        .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
+        .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
+    assert!(
+        declared.into_iter().any(|d| d == observed),
+        "{method} {uri} needs {observed:?}, which no writer declares: RBAC would refuse it"
+    );
 }
 
 /// After the writer (and its client) is dropped, no request may be pending.

@@ -290,7 +290,10 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
 }
 
 /// The (group, resource, verb) triples a set of rules grants.
-fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+/// (scope, group, resource, verb): scope is `cluster` or the namespace a grant or call is in.
+type Grant = (String, String, String, String);
+
+fn grants(scope: &str, rules: &[PolicyRule]) -> BTreeSet<Grant> {
     let mut out = BTreeSet::new();
     for rule in rules {
         assert!(rule.resource_names.is_none(), "name-scoped rules are not expected");
@@ -298,7 +301,7 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
             for r in rule.resources.iter().flatten() {
                 for v in &rule.verbs {
                     assert_ne!(v, "*", "no wildcard verbs");
-                    out.insert((g.clone(), r.clone(), v.clone()));
+                    out.insert((scope.to_string(), g.clone(), r.clone(), v.clone()));
                 }
             }
         }
@@ -306,19 +309,26 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
     out
 }
 
-fn calls(list: &[ApiCall]) -> BTreeSet<(String, String, String)> {
-    list.iter().map(|c| (c.group.to_string(), c.resource.to_string(), c.verb.to_string())).collect()
+/// What the code calls, a namespaced call placed in `namespace`.
+fn calls(list: &[ApiCall], namespace: &str) -> BTreeSet<Grant> {
+    list.iter()
+        .map(|c| {
+            let scope = if c.namespaced { namespace } else { "cluster" };
+            (scope.to_string(), c.group.to_string(), c.resource.to_string(), c.verb.to_string())
+        })
+        .collect()
 }
 
 #[test]
-fn rbac_grants_exactly_what_the_code_calls() {
+fn rbac_grants_exactly_what_the_code_calls_in_the_right_scope() {
     for mode in MODES {
         let r = typed(mode);
         let (what, pod) = &r.pods[0];
         let settings = settings_of(what, &pod.containers[0]);
-        let mut needed = calls(Target::of(&settings).unwrap().api_calls());
+        let ns = settings.namespace.as_str();
+        let mut needed = calls(Target::of(&settings).unwrap().api_calls(), ns);
         if settings.config_dir.is_some() && !settings.oneshot {
-            needed.extend(calls(nvlabel::node::API_CALLS));
+            needed.extend(calls(nvlabel::node::API_CALLS, ns));
         }
         let sa = "ServiceAccount/nvlabel/nvlabel".to_string();
         let mut granted = BTreeSet::new();
@@ -331,20 +341,24 @@ fn rbac_grants_exactly_what_the_code_calls() {
             let (_, role_ns, rules) = r
                 .rules
                 .iter()
-                .find(|(n, _, _)| n == role)
-                .unwrap_or_else(|| panic!("{mode}: no role {role}"));
+                .find(|(n, ns, _)| n == role && (kind == "ClusterRole" || ns == namespace))
+                .unwrap_or_else(|| panic!("{mode}: no {kind} {role}"));
+            // A ClusterRoleBinding grants everywhere; a RoleBinding only in its namespace, even
+            // when it refers to a ClusterRole.
+            let scope = match namespace {
+                None => "cluster".to_string(),
+                Some(ns) => ns.clone(),
+            };
             if kind == "Role" {
-                assert_eq!(role_ns, namespace);
-                assert_eq!(
-                    role_ns.as_deref(),
-                    Some(settings.namespace.as_str()),
-                    "{mode}: a Role in the NodeFeature namespace"
-                );
+                assert_eq!(role_ns, namespace, "{mode}: a Role is bound in its own namespace");
             }
-            granted.extend(grants(rules));
+            granted.extend(grants(&scope, rules));
         }
         assert_eq!(r.rules.len(), r.bindings.len(), "{mode}: every role is bound");
-        assert_eq!(granted, needed, "{mode}: RBAC must grant exactly the calls the code makes");
+        assert_eq!(
+            granted, needed,
+            "{mode}: RBAC must grant exactly the calls the code makes, in their scope"
+        );
     }
 }
 

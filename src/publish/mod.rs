@@ -61,6 +61,9 @@ impl PublishError {
 /// One kind of Kubernetes API request a mode makes, for checking RBAC against the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ApiCall {
+    /// Whether the request is made in one namespace (the NodeFeature namespace); otherwise it
+    /// is cluster-scoped, and only a ClusterRole can grant it.
+    pub namespaced: bool,
     /// API group (`""` for core).
     pub group: &'static str,
     /// Resource (plural).

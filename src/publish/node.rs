@@ -12,8 +12,8 @@ use serde_json::json;
 
 /// The requests this writer (and `prune`) makes: read the Node, apply its labels.
 pub const API_CALLS: &[super::ApiCall] = &[
-    super::ApiCall { group: "", resource: "nodes", verb: "get" },
-    super::ApiCall { group: "", resource: "nodes", verb: "patch" },
+    super::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
+    super::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "patch" },
 ];
 
 /// Field manager of our apply requests.

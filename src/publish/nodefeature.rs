@@ -22,11 +22,20 @@ pub const FIELD_MANAGER: &str = "nvlabel";
 /// The requests this writer makes: the owner lookup (`pods` get) and get/create/update of the
 /// object (`publish`). Keep in step with the calls below.
 pub const API_CALLS: &[super::ApiCall] = &[
-    super::ApiCall { group: "", resource: "pods", verb: "get" },
-    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
-    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
-    super::ApiCall { group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
+    super::ApiCall { namespaced: true, group: "", resource: "pods", verb: "get" },
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
 ];
+
+/// What `nvlabel prune` adds in NodeFeature mode (run by an administrator, not granted to the
+/// DaemonSet): deleting the object.
+pub const PRUNE_API_CALLS: &[super::ApiCall] = &[super::ApiCall {
+    namespaced: true,
+    group: "nfd.k8s-sigs.io",
+    resource: "nodefeatures",
+    verb: "delete",
+}];
 
 /// The NodeFeature API resource.
 pub fn api_resource() -> ApiResource {

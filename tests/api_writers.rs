@@ -392,22 +392,3 @@ async fn prune_removes_everything_we_applied() {
     drop(writer);
     no_more_requests(handle).await;
 }
-
-/// The same scenarios against a real cluster: `KUBECONFIG=... NVLABEL_TEST_NODE=<node>
-/// cargo test --test api_writers -- --ignored`. It writes and then prunes `nvidia.com/*` labels.
-#[tokio::test]
-#[ignore = "needs a cluster: set KUBECONFIG and NVLABEL_TEST_NODE"]
-async fn real_cluster_node_labels_round_trip() {
-    let node = std::env::var("NVLABEL_TEST_NODE").expect("NVLABEL_TEST_NODE");
-    let client = Client::try_default().await.unwrap();
-    let mut writer = NodeLabels::new(client.clone(), &node);
-    let want = labels(&[("nvidia.com/nvlabel-test", "1")]);
-    assert!(writer.publish(&want).await.unwrap());
-    assert!(!writer.publish(&want).await.unwrap());
-    writer.prune().await.unwrap();
-    let ns = std::env::var("NVLABEL_TEST_NAMESPACE").unwrap_or_else(|_| "default".into());
-    let mut nf = NodeFeature::new(client, &ns, &node, None);
-    assert!(nf.publish(&want).await.unwrap());
-    assert!(!nf.publish(&want).await.unwrap());
-    assert!(nf.delete().await.unwrap());
-}

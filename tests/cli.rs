@@ -357,3 +357,22 @@ fn it_runs_under_gfds_name_with_gfds_environment() {
         std::fs::read_to_string(repo().join("testdata/golden/a100-mig-mixed.mixed.labels")).unwrap();
     assert_eq!(ok(&mut cmd), expected);
 }
+
+#[test]
+fn prune_removes_nvlabels_feature_file_and_refuses_anyone_elses() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("nvlabel");
+    ok(nvlabel(Some("t4")).args(["--oneshot", "--use-node-feature-api=false", "-o"]).arg(&ours));
+    ok(nvlabel(None).args(["prune", "--use-node-feature-api=false", "-o"]).arg(&ours));
+    assert!(!ours.exists(), "nvlabel's own file is removed");
+    let gfds = dir.path().join("gfd");
+    std::fs::write(&gfds, "nvidia.com/gpu.count=1\n").unwrap();
+    let (code, _, stderr) =
+        run(nvlabel(None).args(["prune", "--use-node-feature-api=false", "-o"]).arg(&gfds));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(&format!("feature file {} was not written by nvlabel", gfds.display())),
+        "{stderr}"
+    );
+    assert!(gfds.exists(), "someone else's file stays");
+}

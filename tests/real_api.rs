@@ -286,8 +286,13 @@ async fn node_mode_server_side_apply_owns_exactly_its_labels() {
     assert_eq!(err.reason(), "node-missing", "{err}");
     assert!(Api::<Node>::all(admin.clone()).get_opt("node-gone").await.unwrap().is_none());
 
-    // prune (an administrator's) removes exactly ours.
-    NodeLabels::new(admin.clone(), "node-a").prune().await.unwrap();
+    // `nvlabel prune` (an administrator's) removes exactly ours.
+    let out = nvlabel(None)
+        .args(["prune", "--sink", "node", "--node-name", "node-a", "--kubeconfig"])
+        .arg(server.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let a = node_labels(&admin, "node-a").await;
     assert!(!a.keys().any(|k| k == "nvidia.com/gpu.count" || k == "nvidia.com/gpu.product"), "{a:?}");
     assert_eq!(a.get("nvidia.com/gpu.deploy.gpu-feature-discovery").map(String::as_str), Some("true"));
@@ -356,8 +361,14 @@ async fn nodefeature_mode_does_its_job_in_its_namespace_and_nothing_elsewhere() 
         403
     );
     assert_eq!(refused(Api::<Pod>::namespaced(sa.clone(), "elsewhere").get("x").await).code, 403);
-    // prune, as an administrator, deletes it.
-    assert!(NodeFeature::new(admin.clone(), "nvlabel", "nf-node", None).delete().await.unwrap());
+    // `nvlabel prune`, as an administrator, deletes it.
+    let out = nvlabel(None)
+        .args(["prune", "--namespace", "nvlabel", "--node-name", "nf-node", "--kubeconfig"])
+        .arg(server.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(api.get_opt("nvidia-features-for-nf-node").await.unwrap().is_none(), "pruned");
 }
 
 #[tokio::test]

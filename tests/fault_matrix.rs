@@ -219,7 +219,7 @@ fn every_error_in_every_function() {
             let got = labels(&stdout);
             for (k, v) in &got {
                 let key = format!("nvidia.com/{k}");
-                if !nvlabel::labels::value::is_valid_key(&key) || !nvlabel::labels::value::is_valid_value(v) {
+                if !common::label_rules::key_ok(&key) || !common::label_rules::value_ok(v) {
                     failures.push(format!("{case}: invalid label {k}={v}"));
                 }
             }

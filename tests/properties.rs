@@ -1,7 +1,12 @@
-//! Property tests: whatever the hardware reports, every published key and value is valid.
+//! Property tests: whatever the hardware reports, every key and value a labeler emits is valid
+//! by an independent reading of Kubernetes' rules (tests/common/label_rules.rs), checked before
+//! nvlabel's own final filter, so the filter cannot hide a labeler's mistake.
 
-use nvlabel::labels::value::{is_valid_key, is_valid_value, product, sanitise};
-use nvlabel::labels::{compute, LabelConfig, MigStrategy};
+mod common;
+
+use common::label_rules::{key_ok, value_ok};
+use nvlabel::labels::value::{product, sanitise};
+use nvlabel::labels::{compute, merge, LabelConfig, MigStrategy};
 use nvlabel::probe::profile::profile_name;
 use nvlabel::sharing::Sharing;
 use nvlabel::snapshot::{Fabric, Gpu, MachineType, Mig, MigDevice, Snapshot, VgpuDevice};
@@ -126,12 +131,15 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn every_label_is_valid(snap in snapshot(), config in config()) {
-        let out = compute(&snap, &config);
-        for (k, v) in &out.labels {
-            prop_assert!(is_valid_key(k), "invalid key {k:?}");
-            prop_assert!(is_valid_value(v), "invalid value {k}={v:?}");
+    fn every_label_is_valid_before_the_final_filter(snap in snapshot(), config in config()) {
+        let merged = merge(&snap, &config);
+        for (k, v) in &merged.labels {
+            prop_assert!(key_ok(k), "a labeler emitted the invalid key {k:?}");
+            prop_assert!(value_ok(v), "a labeler emitted the invalid value {k}={v:?}");
         }
+        // So the safety net never has to catch anything, and what is published is what was merged.
+        let out = compute(&snap, &config);
+        prop_assert_eq!(&out.labels, &merged.labels);
         if !snap.gpus.is_empty() {
             prop_assert!(out.labels.contains_key("nvidia.com/gpu.count"));
         }
@@ -149,9 +157,9 @@ proptest! {
             suffix.push("SHARED");
         }
         let p = product(&model, &suffix).expect("a MIG product always has a value");
-        prop_assert!(is_valid_value(&p), "{p:?}");
+        prop_assert!(value_ok(&p), "{p:?}");
         prop_assert!(p.ends_with(&suffix.join("-")), "{p:?} lost its suffix");
-        if sanitise(&model).len() + suffix.join("-").len() < 63 && is_valid_value(&sanitise(&model)) && !sanitise(&model).is_empty() {
+        if sanitise(&model).len() + suffix.join("-").len() < 63 && value_ok(&sanitise(&model)) && !sanitise(&model).is_empty() {
             prop_assert_eq!(p, format!("{}-{}", sanitise(&model), suffix.join("-")), "GFD's value where it is valid");
         }
     }
@@ -164,15 +172,54 @@ proptest! {
             ..Snapshot::default()
         };
         let config = LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None };
-        if let Some(v) = compute(&snap, &config).labels.get("nvidia.com/gpu.machine") {
-            prop_assert!(is_valid_value(v) && !v.is_empty());
+        if let Some(v) = merge(&snap, &config).labels.get("nvidia.com/gpu.machine") {
+            prop_assert!(value_ok(v) && !v.is_empty(), "{v:?}");
         }
     }
 
     #[test]
-    fn mig_profile_names_never_panic(gi in 0u32..20, ci in 0u32..10, mib in any::<u64>(), parent in any::<u64>()) {
-        if let Ok(name) = profile_name(gi, ci, mib, parent) {
-            prop_assert!(name.contains('g'));
+    fn mig_profile_names_follow_the_documented_grammar(gi in 0u32..20, ci in 0u32..10, mib in any::<u64>(), parent in any::<u64>()) {
+        match profile_name(gi, ci, mib, parent) {
+            Ok(name) => {
+                prop_assert!(grammar(&name), "{name:?} (gi {gi}, ci {ci})");
+                prop_assert!(value_ok(&name), "{name:?}");
+            }
+            // Only profile ids outside NVML's tables, an unknown parent memory, or a compute
+            // instance larger than its GPU instance fail.
+            Err(e) => prop_assert!(
+                gi > 16 || ci > 8 || parent == 0 || matches!(e, nvlabel::probe::profile::ProfileError::ComputeLargerThanGpu { .. }),
+                "gi {gi} ci {ci} parent {parent}: {e}"
+            ),
         }
+    }
+
+    #[test]
+    fn a_snapshot_survives_its_own_file_format(snap in snapshot()) {
+        let text = snap.to_yaml().unwrap();
+        let back = Snapshot::from_yaml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        prop_assert_eq!(back, snap);
+    }
+}
+
+/// GFD's MIG profile names: `[<c>c.]<g>g.<gb>gb` then nothing, `.me`, `.me.all`, `-me` or `.gfx`,
+/// where the counts are positive and `c` is below `g`.
+fn grammar(name: &str) -> bool {
+    let (base, _attr) = ["", ".me", ".me.all", "-me", ".gfx"]
+        .iter()
+        .rev()
+        .find_map(|a| name.strip_suffix(a).filter(|b| b.ends_with("gb")).map(|b| (b, *a)))
+        .unwrap_or((name, ""));
+    let Some(base) = base.strip_suffix("gb") else { return false };
+    let parts: Vec<&str> = base.split('.').collect();
+    let number =
+        |s: &str, unit: char| s.strip_suffix(unit).and_then(|n| n.parse::<u64>().ok()).filter(|n| *n > 0);
+    let gb_ok = |s: &str| s.parse::<u64>().is_ok();
+    match parts.as_slice() {
+        [g, gb] => number(g, 'g').is_some() && gb_ok(gb),
+        [c, g, gb] => match (number(c, 'c'), number(g, 'g')) {
+            (Some(c), Some(g)) => c < g && gb_ok(gb),
+            _ => false,
+        },
+        _ => false,
     }
 }

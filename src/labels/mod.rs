@@ -72,8 +72,23 @@ pub struct Outcome {
     pub mps_on_mig: bool,
 }
 
-/// Computes the full label set for one pass.
+/// Computes the full label set for one pass: [`merge`], then the final check that keeps anything
+/// invalid from being published (a safety net: the labelers themselves emit only valid labels).
 pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
+    let mut out = merge(snapshot, config);
+    let w = &mut out.warnings;
+    out.labels.retain(|k, v| {
+        let ok = value::is_valid_key(k) && value::is_valid_value(v);
+        if !ok {
+            w.push(format!("omitting invalid label {k}={v:?}"));
+        }
+        ok
+    });
+    out
+}
+
+/// Every labeler's labels merged in GFD's order, before the final validity check.
+pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
     let mut out = Outcome::default();
     let mut merged = Labels::new();
     merged.extend(timestamp::labels(config.timestamp));
@@ -94,16 +109,7 @@ pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
         merged.extend(clique::labels(&snapshot.gpus, w));
     }
     merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));
-    out.labels = merged
-        .into_iter()
-        .filter(|(k, v)| {
-            let ok = value::is_valid_key(k) && value::is_valid_value(v);
-            if !ok {
-                w.push(format!("omitting invalid label {k}={v:?}"));
-            }
-            ok
-        })
-        .collect();
+    out.labels = merged;
     out
 }
 

@@ -6,7 +6,9 @@ use crate::snapshot::Snapshot;
 /// Splits a driver version: major, minor, and the rest (empty for `X.Y`, `Z.W` for 4 parts).
 pub fn split_driver(v: &str) -> Option<(&str, &str, String)> {
     let parts: Vec<&str> = v.split('.').collect();
-    if parts.len() < 2 {
+    // Every part a run of letters and digits, so every label built from them is a valid value.
+    let part_ok = |p: &&str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric());
+    if parts.len() < 2 || v.len() > 63 || !parts.iter().all(part_ok) {
         return None;
     }
     Some((parts[0], parts[1], parts[2..].join(".")))
@@ -35,7 +37,19 @@ pub fn labels(snap: &Snapshot, warnings: &mut Vec<String>) -> Labels {
             )),
         }
     }
-    if let Some(cuda) = snap.cuda_driver_version {
+    match snap.cuda_driver_version {
+        // NVML's integer is 1000 * major + 10 * minor; a negative one is no version at all.
+        Some(cuda) if cuda < 0 => {
+            warnings.push(format!("omitting CUDA version labels: NVML reported CUDA version {cuda}"));
+        }
+        Some(cuda) => cuda_labels(cuda, &mut l),
+        None => {}
+    }
+    l
+}
+
+fn cuda_labels(cuda: i32, l: &mut Labels) {
+    {
         let (major, minor) = (cuda / 1000, (cuda % 1000) / 10);
         for (k, v) in [
             ("cuda.runtime.major", major.to_string()),
@@ -47,7 +61,6 @@ pub fn labels(snap: &Snapshot, warnings: &mut Vec<String>) -> Labels {
             l.insert(key(k), v);
         }
     }
-    l
 }
 
 #[cfg(test)]
@@ -86,6 +99,14 @@ mod tests {
             ("cuda.runtime.minor", "0"),
         ];
         assert_eq!(l, want.iter().map(|(k, v)| (key(k), v.to_string())).collect::<Labels>());
+    }
+
+    #[test]
+    fn a_negative_cuda_version_is_no_version() {
+        let snap = Snapshot { cuda_driver_version: Some(-10), ..Default::default() };
+        let mut w = Vec::new();
+        assert!(labels(&snap, &mut w).keys().all(|k| !k.contains("cuda.runtime")));
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 
     #[test]

@@ -13,6 +13,14 @@ pub enum ProfileError {
     /// The parent GPU's memory is unknown or zero, so the size in GB cannot be computed.
     #[error("parent GPU memory is unknown")]
     ParentMemory,
+    /// A compute instance larger than its GPU instance, which NVML cannot create.
+    #[error("compute instance of {compute} slices in a GPU instance of {gpu}")]
+    ComputeLargerThanGpu {
+        /// Compute-instance slices.
+        compute: u32,
+        /// GPU-instance slices.
+        gpu: u32,
+    },
 }
 
 /// Slice count G of a GPU-instance profile index.
@@ -62,6 +70,9 @@ pub fn profile_name(
     let c = compute_instance_slices(ci)?;
     if parent_total_bytes == 0 {
         return Err(ProfileError::ParentMemory);
+    }
+    if c > g {
+        return Err(ProfileError::ComputeLargerThanGpu { compute: c, gpu: g });
     }
     let gb = memory_gb(memory_mib, parent_total_bytes);
     let mut name = if c == g { format!("{g}g.{gb}gb") } else { format!("{c}c.{g}g.{gb}gb") };

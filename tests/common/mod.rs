@@ -106,4 +106,5 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
     Some(format!("{} differs:\n{diff}", path.display()))
 }
 pub mod apiserver;
+pub mod label_rules;
 pub mod manifests;

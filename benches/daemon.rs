@@ -5,9 +5,9 @@
 //! writes equal the real label changes (no write in a pass that changes nothing), and CPU time
 //! per pass. RSS is reported too. Appends to benches/RESULTS.md.
 
-use clap::Parser;
-use nvlabel::cli::Cli;
-use nvlabel::daemon::{ConfigSource, Daemon, Metrics};
+use nvlabel::config::Cli;
+use nvlabel::config::{ConfigSource, ConfigState};
+use nvlabel::daemon::{Daemon, Metrics};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -85,8 +85,8 @@ fn main() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (client, node) = mock_node::spawn("bench-node", 0);
-        let cli = Cli::try_parse_from([
+        let (client, node) = mock_node::spawn("bench-node", 0, false);
+        let cli = Cli::try_from_args([
             "nvlabel",
             "--sink=node",
             "--node-name=bench-node",
@@ -100,7 +100,7 @@ fn main() {
         ])
         .unwrap();
         let metrics = Arc::new(Metrics::default());
-        let mut daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, metrics).unwrap();
+        let mut daemon = Daemon::new(ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap(), metrics);
         daemon.set_client(Some(client));
         let (mut rss_warm, mut heap_warm, mut changes) = (0, 0i64, 0u64);
         let mut samples = Vec::new();
@@ -110,7 +110,7 @@ fn main() {
                 std::fs::write(&fixture, if (pass / CHANGE_EVERY).is_multiple_of(2) { &a } else { &b }).unwrap();
                 changes += 1;
             }
-            daemon.pass().await.unwrap();
+            daemon.run_pass().await.unwrap();
             if pass == WARM {
                 (rss_warm, heap_warm) = (mock_node::rss_kib(), live_bytes());
             }

@@ -68,6 +68,12 @@ pub fn handle(path: &str, health: &Health, registry: &Registry) -> Response<Full
     }
 }
 
+/// Parses `host:port`, or Go's `:port` for every address.
+pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+    let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
+    full.parse().map_err(|e| format!("invalid listen address {text:?}: {e} (use host:port or :port)"))
+}
+
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 #[error(

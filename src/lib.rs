@@ -4,21 +4,18 @@
 //! The flow is probe (NVML → [`snapshot::Snapshot`]) → labels (pure functions) → output.
 #![deny(unsafe_code)]
 
-pub mod cli;
 pub mod conditions;
 pub mod config;
+pub mod config_label;
 pub mod daemon;
 pub mod duration;
 pub mod http;
 pub mod labels;
 pub mod limits;
 pub mod logging;
-pub mod node;
-pub mod output;
+pub mod pass;
 pub mod probe;
 pub mod publish;
-pub mod run;
-pub mod select;
 pub mod sharing;
 pub mod snapshot;
 

@@ -1,7 +1,26 @@
 //! tracing setup: logs go to stderr (stdout carries labels), text or JSON, `RUST_LOG` filters.
 
-use crate::cli::LogFormat;
 use tracing_subscriber::EnvFilter;
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormat {
+    /// From its flag spelling (`text`, `json`).
+    pub fn parse(s: &str) -> Option<LogFormat> {
+        match s {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
+}
 
 /// Installs the global subscriber; default level `info`.
 pub fn init(format: LogFormat) {

@@ -1,22 +1,24 @@
 //! The nvlabel binary: parse, resolve, log, wire the API client, signals and watches, dispatch.
 //! Everything else is library code.
 
-use clap::{Parser, ValueEnum};
 use futures::StreamExt;
-use nvlabel::cli::{Cli, CommandKind, LogFormat, Settings};
-use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
+use nvlabel::daemon::{Control, Daemon, Metrics};
+use nvlabel::logging::LogFormat;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 fn main() {
     let runtime = nvlabel::runtime().expect("a tokio runtime");
-    let (command, cli) = Cli::parse().split();
+    let (command, cli) = Cli::from_args().split();
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli
         .source
         .log_format
-        .or_else(|| env.get("NVLABEL_LOG_FORMAT").and_then(|v| LogFormat::from_str(v, false).ok()))
+        .clone()
+        .or_else(|| env.get("NVLABEL_LOG_FORMAT").cloned())
+        .and_then(|v| LogFormat::parse(&v))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
@@ -30,26 +32,18 @@ async fn real_main(
     cli: Cli,
     env: HashMap<String, String>,
 ) -> anyhow::Result<()> {
-    let lookup = |name: &str| env.get(name).cloned();
-
-    // Flags alone decide where the config comes from and who we are.
-    let bootstrap = Settings::resolve(&cli, &lookup)?;
-    let source = match (&bootstrap.config_file, &bootstrap.config_dir) {
-        (Some(_), Some(_)) => anyhow::bail!("--config-file and --config-dir exclude each other"),
-        (Some(file), None) => ConfigSource::File(file.clone()),
-        (None, Some(dir)) => {
-            ConfigSource::Dir { dir: dir.clone(), default_key: bootstrap.config_default.clone() }
-        }
-        (None, None) => ConfigSource::None,
-    };
-    let label_node = match (&source, &bootstrap.node_name, command) {
-        (ConfigSource::Dir { .. }, Some(node), None | Some(CommandKind::Hook)) => Some(node.clone()),
+    let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
+    let dir_source = matches!(source, ConfigSource::Dir { .. });
+    // The one resolution of the settings (again only when the configuration changes).
+    let config = ConfigState::load(cli, env, source, None)?;
+    let settings = config.loaded().settings.clone();
+    let label_node = match (dir_source, &settings.node_name, command) {
+        (true, Some(node), None | Some(CommandKind::Hook)) => Some(node.clone()),
         _ => None,
     };
 
     let metrics = Arc::new(Metrics::default());
-    let mut daemon = Daemon::start(cli, env.clone(), source, None, metrics.clone())?;
-    let settings = daemon.settings().clone();
+    let mut daemon = Daemon::new(config, metrics.clone());
     let publishes = matches!(command, None | Some(CommandKind::Prune));
     // A command that publishes needs a target that can be set up: say so before anything runs.
     let target = if publishes { Some(daemon.target()?) } else { None };
@@ -60,7 +54,7 @@ async fn real_main(
     let client =
         if needs_api { Some(nvlabel::publish::client(settings.kubeconfig.as_deref()).await?) } else { None };
     if let (Some(node), Some(client)) = (&label_node, &client) {
-        match nvlabel::node::get_config_label(client.clone(), node).await {
+        match nvlabel::config_label::get_config_label(client.clone(), node).await {
             Ok(label) => {
                 if daemon.set_label(label) {
                     daemon.reload(false);
@@ -76,25 +70,25 @@ async fn real_main(
     let settings = daemon.settings().clone();
 
     match command {
-        Some(CommandKind::Probe) => print!("{}", nvlabel::run::snapshot(&settings)?.to_yaml()?),
-        Some(CommandKind::Hook) => print!("{}", nvlabel::run::hook(&settings, daemon.sharing())?),
+        Some(CommandKind::Probe) => print!("{}", nvlabel::pass::snapshot(&settings)?.to_yaml()?),
+        Some(CommandKind::Hook) => print!("{}", nvlabel::pass::hook(&settings, daemon.sharing())?),
         Some(CommandKind::Prune) => daemon.prune().await?,
         None if settings.oneshot => daemon.oneshot().await?,
         None => {
             let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
             if !addr.is_empty() {
-                let addr = nvlabel::cli::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
+                let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
                 let mut registry = prometheus_client::registry::Registry::default();
                 metrics.register(&mut registry);
                 nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
             }
             let labels = match (label_node, client) {
                 (Some(node), Some(client)) => {
-                    Some(nvlabel::node::config_label_changes(client, &node).boxed())
+                    Some(nvlabel::config_label::config_label_changes(client, &node).boxed())
                 }
                 _ => None,
             };
-            daemon.run(labels, signals()?).await?;
+            daemon.serve(labels, signals()?).await?;
         }
     }
     Ok(())

@@ -4,11 +4,11 @@
 
 mod common;
 
-use clap::Parser;
 use common::*;
 use futures::StreamExt;
-use nvlabel::cli::Cli;
-use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use nvlabel::config::Cli;
+use nvlabel::config::{ConfigSource, ConfigState};
+use nvlabel::daemon::{Control, Daemon, Metrics};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,7 @@ fn start_writing(
     watch_labels: bool,
 ) -> Running {
     let snapshot = t4_snapshot(dir.path());
-    let cli = Cli::try_parse_from([
+    let cli = Cli::try_from_args([
         "nvlabel",
         "--no-timestamp",
         "--use-node-feature-api=false",
@@ -61,8 +61,10 @@ fn start_writing(
     ])
     .unwrap();
     let metrics = Arc::new(Metrics::default());
-    let daemon =
-        Daemon::start(cli, Default::default(), source, label.map(String::from), metrics.clone()).unwrap();
+    let daemon = Daemon::new(
+        ConfigState::load(cli, Default::default(), source, label.map(String::from)).unwrap(),
+        metrics.clone(),
+    );
     let (control, control_rx) = mpsc::channel(4);
     let (labels, stream) = if watch_labels {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -70,7 +72,7 @@ fn start_writing(
     } else {
         (None, None)
     };
-    let task = tokio::spawn(async move { daemon.run(stream, control_rx).await.unwrap() });
+    let task = tokio::spawn(async move { daemon.serve(stream, control_rx).await.unwrap() });
     Running { dir, output, control, labels, metrics, task }
 }
 
@@ -215,7 +217,7 @@ async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
     std::fs::write(&config, TS2).unwrap();
     let output = dir.path().join("gfd");
     let snapshot = t4_snapshot(dir.path());
-    let cli = Cli::try_parse_from([
+    let cli = Cli::try_from_args([
         "nvlabel",
         "--no-timestamp",
         "--use-node-feature-api=false",
@@ -227,12 +229,14 @@ async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
     ])
     .unwrap();
     let metrics = Arc::new(Metrics::default());
-    let daemon =
-        Daemon::start(cli, Default::default(), ConfigSource::File(config.clone()), None, metrics).unwrap();
+    let daemon = Daemon::new(
+        ConfigState::load(cli, Default::default(), ConfigSource::File(config.clone()), None).unwrap(),
+        metrics,
+    );
     std::fs::write(&config, TS4).unwrap();
     let (control, control_rx) = mpsc::channel(4);
     control.send(Control::Reload).await.unwrap();
-    let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+    let task = tokio::spawn(async move { daemon.serve(None, control_rx).await.unwrap() });
     let r = Running { dir, output, control, labels: None, metrics: Arc::new(Metrics::default()), task };
     until_published(&r, "nvidia.com/gpu.replicas=4").await;
     stop(r).await;
@@ -243,8 +247,8 @@ fn an_invalid_config_at_start_up_is_an_error_with_the_same_message() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, BAD).unwrap();
-    let cli = Cli::try_parse_from(["nvlabel", "--use-node-feature-api=false"]).unwrap();
-    let err = Daemon::start(cli, Default::default(), ConfigSource::File(config), None, Default::default())
+    let cli = Cli::try_from_args(["nvlabel", "--use-node-feature-api=false"]).unwrap();
+    let err = ConfigState::load(cli, Default::default(), ConfigSource::File(config), None)
         .err()
         .expect("rejected")
         .to_string();

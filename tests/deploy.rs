@@ -6,7 +6,6 @@
 
 mod common;
 
-use clap::Parser;
 use common::manifests::{deploy, render, MODES};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -15,8 +14,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
-use nvlabel::cli::{Cli, Settings, ENV_VARS};
-use nvlabel::publish::{ApiCall, Target};
+use nvlabel::config::{Cli, Settings};
+use nvlabel::publish::ApiCall;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -262,11 +261,11 @@ fn daemonsets_probe_health_and_run_on_gpu_nodes_only() {
 fn settings_of(what: &str, c: &Container) -> Settings {
     let args = std::iter::once("nvlabel".to_string()).chain(c.args.clone().unwrap_or_default());
     assert!(c.command.is_none(), "{what}: the image's entrypoint runs nvlabel");
-    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{what}: nvlabel rejects its args: {e}"));
+    let cli = Cli::try_from_args(args).unwrap_or_else(|e| panic!("{what}: nvlabel rejects its args: {e}"));
     let env = container_env(c);
     for name in env.keys() {
         assert!(
-            ENV_VARS.contains(&name.as_str()) || RUNTIME_ENV.contains(&name.as_str()),
+            nvlabel::config::flags::env_vars().any(|v| v == name) || RUNTIME_ENV.contains(&name.as_str()),
             "{what}: nvlabel does not read env {name}"
         );
     }
@@ -280,7 +279,7 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
     for (mode, kind) in expect {
         for (what, pod) in typed(mode).pods {
             let settings = settings_of(&what, &pod.containers[0]);
-            let target = Target::of(&settings).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let target = settings.target().unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(format!("{target:?}").starts_with(kind), "{what}: {target:?}");
             if mode == "nfd-nodefeature" {
                 assert_eq!(settings.namespace, "nvlabel", "{what}: the pod's own namespace");
@@ -326,9 +325,9 @@ fn rbac_grants_exactly_what_the_code_calls_in_the_right_scope() {
         let (what, pod) = &r.pods[0];
         let settings = settings_of(what, &pod.containers[0]);
         let ns = settings.namespace.as_str();
-        let mut needed = calls(Target::of(&settings).unwrap().api_calls(), ns);
+        let mut needed = calls(settings.target().unwrap().api_calls(), ns);
         if settings.config_dir.is_some() && !settings.oneshot {
-            needed.extend(calls(nvlabel::node::API_CALLS, ns));
+            needed.extend(calls(nvlabel::config_label::API_CALLS, ns));
         }
         let sa = "ServiceAccount/nvlabel/nvlabel".to_string();
         let mut granted = BTreeSet::new();

@@ -41,7 +41,7 @@ async fn label_added_changed_and_removed() {
         send.send_response(Response::new(Body::from(body.into_bytes())));
         handle
     });
-    let labels = nvlabel::node::config_label_changes(client, "gpu-node-1");
+    let labels = nvlabel::config_label::config_label_changes(client, "gpu-node-1");
     let mut collect =
         Box::pin(tokio::time::timeout(Duration::from_secs(10), labels.take(4).collect::<Vec<_>>()));
     // The mock server's own assertions fail its task: surface them as they are, not as a timeout.
@@ -65,7 +65,7 @@ async fn one_shot_reads_the_label_once() {
         let n = node(json!({"nvidia.com/device-plugin.config": "t4-mps"}), "9");
         send.send_response(Response::new(Body::from(serde_json::to_vec(&n).unwrap())));
     });
-    let label = nvlabel::node::get_config_label(client, "gpu-node-1").await.unwrap();
+    let label = nvlabel::config_label::get_config_label(client, "gpu-node-1").await.unwrap();
     assert_eq!(label.as_deref(), Some("t4-mps"));
     server.await.unwrap();
 }

@@ -5,12 +5,11 @@
 
 mod common;
 
-use clap::Parser;
 use common::manifests::yaml_docs;
 use common::*;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
-use nvlabel::cli::{Cli, Settings, ENV_VARS};
+use nvlabel::config::{Cli, Settings};
 use nvlabel::labels::MigStrategy;
 use nvlabel::publish::Target;
 use std::collections::{BTreeSet, HashMap};
@@ -61,11 +60,11 @@ fn resolve(env: &HashMap<String, String>, c: &Container) -> Settings {
     let argv: Vec<String> =
         c.command.clone().unwrap().into_iter().chain(c.args.clone().unwrap_or_default()).collect();
     assert_eq!(argv, ["gpu-feature-discovery"], "the Operator runs GFD's name with no args");
-    let (command, cli) = Cli::try_parse_from(&argv).unwrap().split();
+    let (command, cli) = Cli::try_from_args(&argv).unwrap().split();
     assert!(command.is_none(), "it labels the node");
     for name in env.keys() {
         assert!(
-            ENV_VARS.contains(&name.as_str()) || name.starts_with("NVIDIA_"),
+            nvlabel::config::flags::env_vars().any(|v| v == name) || name.starts_with("NVIDIA_"),
             "nvlabel does not read the Operator's env {name}"
         );
     }
@@ -89,7 +88,7 @@ fn the_operators_env_resolves_as_gfd_reads_it_in_both_modes() {
     assert!(s.config_dir.is_none(), "the sidecar chooses the key, not nvlabel");
     assert!(!s.oneshot);
     assert_eq!(
-        Target::of(&s).unwrap(),
+        s.target().unwrap(),
         Target::NodeFeature {
             namespace: "gpu-operator".into(),
             node: NODE.into(),
@@ -102,12 +101,12 @@ fn the_operators_env_resolves_as_gfd_reads_it_in_both_modes() {
     env.insert("USE_NODE_FEATURE_API".into(), "false".into());
     let s = resolve(&env, &c);
     assert_eq!(
-        Target::of(&s).unwrap(),
-        Target::File(nvlabel::cli::DEFAULT_OUTPUT_FILE.into(), None),
+        s.target().unwrap(),
+        Target::File(nvlabel::config::settings::DEFAULT_OUTPUT_FILE.into(), None),
         "GFD's feature file, inside the output-dir mount"
     );
     let mount = c.volume_mounts.iter().flatten().find(|m| m.name == "output-dir").unwrap();
-    assert!(nvlabel::cli::DEFAULT_OUTPUT_FILE.starts_with(&format!("{}/", mount.mount_path)));
+    assert!(nvlabel::config::settings::DEFAULT_OUTPUT_FILE.starts_with(&format!("{}/", mount.mount_path)));
 }
 
 /// (group, resource, verb) triples a Role or ClusterRole grants.
@@ -144,11 +143,11 @@ fn the_operators_rbac_covers_every_call_nvlabel_makes_there() {
     // The NodeFeature writer works in the Operator's namespace.
     let pod = pod();
     let s = resolve(&env_of(&pod, &gfd_container(&pod)), &gfd_container(&pod));
-    for call in Target::of(&s).unwrap().api_calls() {
+    for call in s.target().unwrap().api_calls() {
         assert!(namespaced.contains(&triple(call)), "the Operator's Role lacks {call:?}");
     }
     // The node watch (only with --config-dir, never in the Operator's pod) would fit too.
-    for call in nvlabel::node::API_CALLS {
+    for call in nvlabel::config_label::API_CALLS {
         assert!(cluster.contains(&triple(call)), "the Operator's ClusterRole lacks {call:?}");
     }
     // Not granted there, so never needed by a drop-in: node patch, NodeFeature delete.

@@ -425,7 +425,7 @@ async fn the_gpu_operators_pod_is_admitted_and_its_rbac_is_enough() {
     assert!(writer.publish(&labels(&[("nvidia.com/gpu.count", "8")])).await.unwrap());
     assert!(writer.publish(&labels(&[("nvidia.com/gpu.count", "4")])).await.unwrap());
     // And the config-label read, were --config-dir used.
-    assert!(nvlabel::node::get_config_label(sa.clone(), "op-node").await.is_ok());
+    assert!(nvlabel::config_label::get_config_label(sa.clone(), "op-node").await.is_ok());
     // Not granted: patching nodes.
     let nodes: Api<Node> = Api::all(sa.clone());
     let patch = json!({"metadata": {"labels": {"nvidia.com/x": "1"}}});

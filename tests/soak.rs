@@ -3,9 +3,9 @@
 //! API server that fails 10 % of requests. At the end every label change was published, memory
 //! is flat, and every injected failure is in the log.
 
-use clap::Parser;
-use nvlabel::cli::Cli;
-use nvlabel::daemon::{ConfigSource, Control, Daemon, Metrics};
+use nvlabel::config::Cli;
+use nvlabel::config::{ConfigSource, ConfigState};
+use nvlabel::daemon::{Control, Daemon, Metrics};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -62,8 +62,8 @@ fn soak() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (client, state) = mock_node::spawn("soak-node", 10);
-        let cli = Cli::try_parse_from([
+        let (client, state) = mock_node::spawn("soak-node", 10, true);
+        let cli = Cli::try_from_args([
             "nvlabel",
             "--sink=node",
             "--node-name=soak-node",
@@ -76,10 +76,10 @@ fn soak() {
             root.join("testdata/sysfs").to_str().unwrap(),
         ])
         .unwrap();
-        let mut daemon = Daemon::start(cli, Default::default(), ConfigSource::None, None, Arc::new(Metrics::default())).unwrap();
+        let mut daemon = Daemon::new(ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap(), Arc::new(Metrics::default()));
         daemon.set_client(Some(client));
         let (control, control_rx) = tokio::sync::mpsc::channel(4);
-        let task = tokio::spawn(async move { daemon.run(None, control_rx).await.unwrap() });
+        let task = tokio::spawn(async move { daemon.serve(None, control_rx).await.unwrap() });
 
         // The machine changes every 30 s (every 3 s in short runs): a new driver version each time.
         let change_every = if seconds >= 300 { 30 } else { 3 };

@@ -65,7 +65,8 @@ async fn a_reader_never_sees_a_partial_feature_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gfd");
     let [a, b] = sets();
-    let marked = |l: &Labels| format!("{}\n{}", nvlabel::publish::MARKER, nvlabel::output::render_text(l));
+    let marked =
+        |l: &Labels| format!("{}\n{}", nvlabel::publish::MARKER, nvlabel::publish::render::render_text(l));
     let expected = [marked(&a), marked(&b)];
     let mut writer = FeatureFile::new(path.clone(), None);
     writer.publish(&a).await.unwrap();

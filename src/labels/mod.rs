@@ -28,7 +28,7 @@ pub const TIMESTAMP_KEY: &str = "nvidia.com/gfd.timestamp";
 pub const PREFIX: &str = "nvidia.com/";
 
 /// How MIG devices are exposed (`--mig-strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MigStrategy {
     /// Only full-GPU labels.
     None,
@@ -39,6 +39,16 @@ pub enum MigStrategy {
 }
 
 impl MigStrategy {
+    /// From its flag spelling (`none`, `single`, `mixed`).
+    pub fn parse(s: &str) -> Option<MigStrategy> {
+        match s {
+            "none" => Some(MigStrategy::None),
+            "single" => Some(MigStrategy::Single),
+            "mixed" => Some(MigStrategy::Mixed),
+            _ => None,
+        }
+    }
+
     /// The flag and label spelling.
     pub fn as_str(self) -> &'static str {
         match self {

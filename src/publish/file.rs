@@ -2,9 +2,9 @@
 //! refreshing), never removed when the process stops. Its first line marks it as nvlabel's, so
 //! `nvlabel prune` removes only a file nvlabel wrote.
 
+use super::render::{self as output, OutputError};
 use super::{PublishError, Writer};
 use crate::labels::Labels;
-use crate::output::{self, OutputError};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -125,6 +125,15 @@ impl Writer for FeatureFile {
                 tracing::debug!(path = %self.path.display(), labels = labels.len(), "wrote feature file");
             }
             Ok(changed)
+        })
+    }
+
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async move {
+            if prune(&self.path)? {
+                tracing::info!(path = %self.path.display(), "removed feature file");
+            }
+            Ok(())
         })
     }
 

@@ -1,11 +1,52 @@
 //! Where labels go. One small trait; one file per writer. A writer publishes only what changed
-//! and never removes what it published when the process stops.
+//! and never removes what it published when the process stops; `prune` removes it on request.
 
 mod file;
 pub mod node;
 pub mod nodefeature;
+pub mod render;
 pub mod retry;
 mod stdout;
+
+/// Where labels are published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    /// As GFD: a NodeFeature object with `--use-node-feature-api`, else the feature file or stdout.
+    Gfd,
+    /// This Node's labels, by server-side apply.
+    Node,
+}
+
+impl Sink {
+    /// From its flag spelling (`gfd`, `node`).
+    pub fn parse(s: &str) -> Option<Sink> {
+        match s {
+            "gfd" => Some(Sink::Gfd),
+            "node" => Some(Sink::Node),
+            _ => None,
+        }
+    }
+}
+
+/// How printed labels look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `key=value` lines, NFD's feature-file format.
+    Text,
+    /// One JSON object, keys sorted.
+    Json,
+}
+
+impl Format {
+    /// From its flag spelling (`text`, `json`).
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "text" => Some(Format::Text),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
 
 pub use file::prune as prune_file;
 pub use file::{FeatureFile, PruneFileError, MARKER};
@@ -21,7 +62,7 @@ use futures::future::BoxFuture;
 pub enum PublishError {
     /// Writing the feature file failed.
     #[error(transparent)]
-    File(#[from] crate::output::OutputError),
+    File(#[from] render::OutputError),
     /// Writing stdout failed.
     #[error("cannot write labels to stdout: {0}")]
     Stdout(std::io::Error),
@@ -33,6 +74,9 @@ pub enum PublishError {
         /// The API error.
         source: kube::Error,
     },
+    /// `nvlabel prune` left a feature file in place (someone else's) or could not remove it.
+    #[error(transparent)]
+    Prune(#[from] PruneFileError),
     /// Our Node does not exist; it is never created by us.
     #[error("node {0:?} not found; its labels are not written (a deleted Node is never re-created)")]
     NodeMissing(String),
@@ -54,6 +98,7 @@ impl PublishError {
             PublishError::Api { source: kube::Error::Api(_), .. } => "refused",
             PublishError::Api { .. } => "connection",
             PublishError::NodeMissing(_) => "node-missing",
+            PublishError::Prune(_) => "file",
         }
     }
 }
@@ -101,7 +146,7 @@ pub enum SetupError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// stdout (`--output-file ""`).
-    Stdout(crate::cli::Format),
+    Stdout(Format),
     /// The feature file.
     File(std::path::PathBuf, Option<std::time::Duration>),
     /// A NodeFeature object.
@@ -118,26 +163,6 @@ pub enum Target {
 }
 
 impl Target {
-    /// The target `settings` ask for.
-    pub fn of(settings: &crate::cli::Settings) -> Result<Target, SetupError> {
-        let node = || settings.node_name.clone().ok_or(SetupError::NodeName);
-        Ok(match settings.sink {
-            crate::cli::Sink::Node => Target::Node(node()?),
-            crate::cli::Sink::Gfd if settings.use_node_feature_api => {
-                if settings.namespace.is_empty() {
-                    return Err(SetupError::Namespace);
-                }
-                Target::NodeFeature {
-                    namespace: settings.namespace.clone(),
-                    node: node()?,
-                    pod: settings.pod_name.clone(),
-                }
-            }
-            crate::cli::Sink::Gfd if settings.output_file.is_empty() => Target::Stdout(settings.format),
-            crate::cli::Sink::Gfd => Target::File(settings.output_file.clone().into(), settings.expiry),
-        })
-    }
-
     /// The name its writer has in logs and metrics.
     pub fn writer_name(&self) -> &'static str {
         match self {
@@ -201,5 +226,10 @@ pub trait Writer: Send + Sync {
     /// feature file's expiry); `None` when never.
     fn refresh_in(&self) -> Option<std::time::Duration> {
         None
+    }
+
+    /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async { Ok(()) })
     }
 }

@@ -90,6 +90,14 @@ impl Writer for NodeLabels {
         "node"
     }
 
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async move {
+            NodeLabels::prune(self).await?;
+            tracing::info!(node = %self.node, "removed nvlabel's node labels");
+            Ok(())
+        })
+    }
+
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
             let step = self.apply(labels, true).await?;

@@ -157,6 +157,15 @@ impl Writer for NodeFeature {
         "nodefeature"
     }
 
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async move {
+            if self.delete().await? {
+                tracing::info!(name = %self.name, "deleted NodeFeature object");
+            }
+            Ok(())
+        })
+    }
+
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
             let this = &*self;

@@ -1,9 +1,9 @@
 //! stdout: NFD's `key=value` lines or JSON, for the one-shot CLI and hooks.
 
+use super::render as output;
+use super::Format;
 use super::{PublishError, Writer};
-use crate::cli::Format;
 use crate::labels::Labels;
-use crate::output;
 use futures::future::BoxFuture;
 use std::io::Write;
 

@@ -23,8 +23,10 @@ pub struct NodeServer {
     pub failures: u64,
 }
 
-/// A client wired to a mocked API server for Node `name`; `fail_every` 0 never fails.
-pub fn spawn(name: &'static str, fail_every: u64) -> (kube::Client, Arc<Mutex<NodeServer>>) {
+/// A client wired to a mocked API server for Node `name`; `fail_every` 0 never fails. With
+/// `record`, the driver version of each apply is kept (the soak's check); without, the server
+/// keeps nothing that grows, so the daemon bench's heap count measures nvlabel alone.
+pub fn spawn(name: &'static str, fail_every: u64, record: bool) -> (kube::Client, Arc<Mutex<NodeServer>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let state = Arc::new(Mutex::new(NodeServer { labels: json!({}), ..NodeServer::default() }));
     let server = state.clone();
@@ -49,7 +51,9 @@ pub fn spawn(name: &'static str, fail_every: u64) -> (kube::Client, Arc<Mutex<No
                 s.patches += 1;
                 let version =
                     s.labels["nvidia.com/cuda.driver-version.full"].as_str().unwrap_or_default().to_string();
-                s.applied_versions.push(version);
+                if record {
+                    s.applied_versions.push(version);
+                }
             }
             let answer = json!({"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "uid": "uid-1", "labels": s.labels}});

@@ -1,44 +1,30 @@
-//! One labelling pass end to end: snapshot (NVML or file) → labels → stdout or feature file.
+//! One labelling pass: the snapshot (NVML, or a snapshot file), then the labels, with what went
+//! wrong along the way. Publishing is the caller's.
 
-use crate::cli::Settings;
 use crate::conditions::{Condition, Conditions};
+use crate::config::Settings;
 use crate::labels::{self, LabelConfig, Labels};
-use crate::output::OutputError;
-use crate::probe::{self, ProbeError, ProbeOptions};
+use crate::probe::{self, ProbeError};
 use crate::sharing::Sharing;
 use crate::snapshot::{Snapshot, SnapshotError};
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum PassError {
     /// NVML could not be used.
     #[error(transparent)]
     Probe(#[from] ProbeError),
     /// The `--snapshot` file is unusable.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    /// The feature file could not be written.
-    #[error(transparent)]
-    Output(#[from] OutputError),
     /// The labelling pass itself failed (a panic in the blocking task).
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl Settings {
-    /// Where the probe reads.
-    pub fn probe_options(&self) -> ProbeOptions {
-        ProbeOptions {
-            library: self.nvml_library.clone(),
-            sysfs_root: self.sysfs_root.clone(),
-            machine_type_file: self.machine_type_file.clone(),
-        }
-    }
+    #[error("labelling pass panicked: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
 }
 
 /// The node's snapshot: from `--snapshot`, or probed. An NVML init failure with
 /// `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
-pub fn snapshot(settings: &Settings) -> Result<Snapshot, RunError> {
+pub fn snapshot(settings: &Settings) -> Result<Snapshot, PassError> {
     if let Some(path) = &settings.snapshot {
         return Ok(Snapshot::load(path)?);
     }
@@ -104,8 +90,8 @@ impl Pass {
 }
 
 /// One pass: the snapshot, then the labels.
-pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Pass, RunError> {
-    let config = LabelConfig { mig_strategy: settings.mig_strategy, sharing, timestamp };
+pub fn run(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Pass, PassError> {
+    let config = settings.label_config(sharing, timestamp);
     let snap = snapshot(settings)?;
     let outcome = label(&snap, &config);
     Ok(Pass {
@@ -118,14 +104,14 @@ pub fn compute(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) ->
 
 /// The NFD hook (`nvlabel hook`): feature-file lines without a timestamp (NFD runs hooks on every
 /// rescan, so one would change every run); nothing at all when there is no driver.
-pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, RunError> {
+pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, PassError> {
     let strict = Settings { fail_on_init_error: true, ..settings.clone() };
-    match compute(&strict, sharing, None) {
+    match run(&strict, sharing, None) {
         Ok(pass) => {
             Conditions::default().update(pass.conditions());
-            Ok(crate::output::render_text(&pass.labels))
+            Ok(crate::publish::render::render_text(&pass.labels))
         }
-        Err(RunError::Probe(e)) if e.is_init() => {
+        Err(PassError::Probe(e)) if e.is_init() => {
             tracing::info!(error = %e, "no NVIDIA driver; the hook reports nothing");
             Ok(String::new())
         }

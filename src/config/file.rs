@@ -500,4 +500,5 @@ fn devices_spec(v: &Value) -> Result<bool, String> {
 }
 
 #[cfg(test)]
+#[path = "file_tests.rs"]
 mod tests;

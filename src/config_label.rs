@@ -1,6 +1,6 @@
 //! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
 
-use crate::select::CONFIG_LABEL;
+use crate::config::select::CONFIG_LABEL;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::{watcher, WatchStreamExt};

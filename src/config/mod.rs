@@ -1,0 +1,15 @@
+//! Configuration, all of it in one place: the command line ([`flags`]), its resolution with env,
+//! the config file and defaults into one [`Settings`] value ([`settings`]), the device-plugin
+//! config file ([`file`]), which key of a ConfigMap directory a node uses ([`select`]), and where
+//! the file comes from and how it is (re)loaded ([`source`]).
+
+pub mod file;
+pub mod flags;
+pub mod select;
+pub mod settings;
+pub mod source;
+
+pub use file::{ConfigError, ConfigFile, FileFlags};
+pub use flags::{Cli, CommandKind};
+pub use settings::{CliError, Settings};
+pub use source::{ConfigSource, ConfigState, Loaded, ReloadError};

@@ -1,0 +1,503 @@
+//! Settings: the command line, env, the config file's `flags` and defaults resolved into one
+//! value (GFD's precedence: command line > env > config file > default), which every command and
+//! the daemon receive. Env is read through a lookup function, so tests never touch the process
+//! environment.
+
+use super::file::FileFlags;
+use super::flags::{env_names, parse_bool, Cli};
+use crate::duration::{parse_interval, DurationError, Interval};
+use crate::labels::MigStrategy;
+use crate::logging::LogFormat;
+use crate::publish::{Format, Sink};
+use std::path::{Path, PathBuf};
+
+/// GFD's default feature file.
+pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
+/// Where the DMI product name lives under sysfs.
+const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
+
+/// `--device-discovery-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryStrategy {
+    /// NVML when it loads.
+    Auto,
+    /// NVML.
+    Nvml,
+}
+
+/// Everything resolved: command line over env over defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `--mig-strategy`.
+    pub mig_strategy: MigStrategy,
+    /// `--fail-on-init-error`.
+    pub fail_on_init_error: bool,
+    /// `--oneshot`.
+    pub oneshot: bool,
+    /// `--no-timestamp`.
+    pub no_timestamp: bool,
+    /// `--sleep-interval`.
+    pub sleep_interval: Interval,
+    /// `--output-file`; empty means stdout.
+    pub output_file: String,
+    /// `--expiry`.
+    pub expiry: Option<std::time::Duration>,
+    /// `--machine-type-file`; empty means none.
+    pub machine_type_file: PathBuf,
+    /// `--config-file`.
+    pub config_file: Option<PathBuf>,
+    /// `--config-dir`.
+    pub config_dir: Option<PathBuf>,
+    /// `--config-default`.
+    pub config_default: Option<String>,
+    /// `--use-node-feature-api`.
+    pub use_node_feature_api: bool,
+    /// `--device-discovery-strategy`.
+    pub device_discovery_strategy: DiscoveryStrategy,
+    /// `--namespace`.
+    pub namespace: String,
+    /// `--node-name`.
+    pub node_name: Option<String>,
+    /// `--pod-name`.
+    pub pod_name: Option<String>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<String>,
+    /// `--kube-api-qps`.
+    pub kube_api_qps: f64,
+    /// `--kube-api-burst`.
+    pub kube_api_burst: u32,
+    /// `--format`.
+    pub format: Format,
+    /// `--sink`.
+    pub sink: Sink,
+    /// `--metrics-addr` as given (`None`: not given).
+    pub metrics_addr: Option<String>,
+    /// `--nvml-library`.
+    pub nvml_library: PathBuf,
+    /// `--sysfs-root`.
+    pub sysfs_root: PathBuf,
+    /// `--snapshot`.
+    pub snapshot: Option<PathBuf>,
+    /// `--log-format`.
+    pub log_format: LogFormat,
+    /// Notes for the log about how values were read (bare-number durations).
+    pub notes: Vec<String>,
+}
+
+/// A flag or env value that is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CliError {
+    /// A bad value, from the command line or from an env var.
+    #[error("invalid value {value:?} for {origin}: {reason}")]
+    Invalid {
+        /// `flag --x` or `environment variable "X" (flag --x)`.
+        origin: String,
+        /// The value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One flag's value and where it came from.
+struct Found {
+    value: String,
+    origin: String,
+}
+
+/// The env lookup used by [`Settings::resolve`].
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn from_env(env: Env, flag: &str) -> Option<Found> {
+    // urfave/cli: the first *defined* variable wins, even when it is empty.
+    env_names(flag).iter().find_map(|n| {
+        env(n).map(|value| Found { value, origin: format!("environment variable {n:?} (flag --{flag})") })
+    })
+}
+
+fn invalid(found: &Found, reason: impl ToString) -> CliError {
+    CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
+}
+
+/// A boolean from the command line or env; `None` when neither sets it.
+fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
+    if let Some(v) = cli {
+        return Ok(Some(v));
+    }
+    match from_env(env, flag) {
+        // urfave: an empty boolean env var means false.
+        Some(f) if f.value.is_empty() => Ok(Some(false)),
+        Some(f) => parse_bool(&f.value).map(Some).map_err(|e| invalid(&f, e)),
+        None => Ok(None),
+    }
+}
+
+fn string_flag(cli: Option<String>, env: Env, flag: &str) -> Option<String> {
+    cli.or_else(|| from_env(env, flag).map(|f| f.value))
+}
+
+/// A string flag as a [`Found`], remembering where it came from for error messages.
+fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
+    cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag))
+}
+
+/// A path flag from the command line or env; empty means unset.
+fn path_flag(cli: Option<PathBuf>, env: Env, flag: &str) -> Option<PathBuf> {
+    cli.or_else(|| from_env(env, flag).filter(|f| !f.value.is_empty()).map(|f| PathBuf::from(f.value)))
+}
+
+/// A flag with a fixed set of values, from the command line or env, parsed by `parse`.
+fn choice<T>(
+    cli: Option<String>,
+    env: Env,
+    flag: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<Option<T>, CliError> {
+    match found_flag(cli, env, flag) {
+        None => Ok(None),
+        Some(f) => parse(&f.value).map(Some).ok_or_else(|| invalid(&f, format!("use {choices}"))),
+    }
+}
+
+fn number_flag<T: std::str::FromStr>(cli: Option<T>, env: Env, flag: &str, default: T) -> Result<T, CliError>
+where
+    T::Err: std::fmt::Display,
+{
+    if let Some(v) = cli {
+        return Ok(v);
+    }
+    match from_env(env, flag) {
+        // urfave ignores empty numeric env vars.
+        Some(f) if f.value.is_empty() => Ok(default),
+        Some(f) => f.value.parse().map_err(|e| invalid(&f, e)),
+        None => Ok(default),
+    }
+}
+
+/// The flags section of a config file and where it came from.
+pub type FileLayer<'a> = Option<(&'a Path, &'a FileFlags)>;
+
+impl Settings {
+    /// `--config-file` from the command line or env (`GFD_CONFIG_FILE`, `CONFIG_FILE`).
+    pub fn config_file_path(cli: &Cli, env: Env) -> Option<PathBuf> {
+        string_flag(cli.label.config.config_file.clone(), env, "config-file")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }
+
+    /// `--config-dir` from the command line or env (`NVLABEL_CONFIG_DIR`).
+    pub fn config_dir_path(cli: &Cli, env: Env) -> Option<PathBuf> {
+        path_flag(cli.label.config.config_dir.clone(), env, "config-dir")
+    }
+
+    /// Resolves the command line against an env lookup (`std::env::var(..).ok()` in `main`).
+    pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, CliError> {
+        Self::resolve_with(cli, env, None)
+    }
+
+    /// Resolves command line > env > config file `flags` > default.
+    pub fn resolve_with(cli: &Cli, env: Env, file: FileLayer) -> Result<Settings, CliError> {
+        let a = &cli.label;
+        let s = &cli.source;
+        let mut notes = Vec::new();
+        let empty = FileFlags::default();
+        let (file_path, ff) = match file {
+            Some((p, f)) => (p.display().to_string(), f),
+            None => (String::new(), &empty),
+        };
+        let gfd = ff.gfd.clone().unwrap_or_default();
+        let in_file = |field: &str, value: &str| Found {
+            value: value.to_string(),
+            origin: format!("{field} in config file {file_path}"),
+        };
+
+        let mig_strategy = match found_flag(a.config.mig_strategy.clone(), env, "mig-strategy")
+            .or_else(|| ff.mig_strategy.as_deref().map(|v| in_file("flags.migStrategy", v)))
+        {
+            Some(f) => {
+                MigStrategy::parse(&f.value).ok_or_else(|| invalid(&f, "use none, single or mixed"))?
+            }
+            None => MigStrategy::None,
+        };
+
+        let sleep = match found_flag(a.daemon.sleep_interval.clone(), env, "sleep-interval") {
+            // urfave ignores an empty env value for this flag.
+            Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
+            other => other,
+        };
+        let sleep_interval = match (sleep, gfd.sleep_interval) {
+            (Some(f), _) => {
+                let (interval, bare) = parse_interval(&f.value).map_err(|e: DurationError| invalid(&f, e))?;
+                if bare {
+                    notes.push(format!("sleep interval {:?} from {} read as {interval}", f.value, f.origin));
+                }
+                interval
+            }
+            (None, Some(interval)) => interval,
+            (None, None) => Interval::Every(std::time::Duration::from_secs(60)),
+        };
+
+        let discovery = found_flag(
+            a.facts.device_discovery_strategy.clone(),
+            env,
+            "device-discovery-strategy",
+        )
+        .or_else(|| {
+            ff.device_discovery_strategy.as_deref().map(|v| in_file("flags.deviceDiscoveryStrategy", v))
+        });
+        let device_discovery_strategy = match discovery {
+            None => DiscoveryStrategy::Auto,
+            Some(f) => match f.value.as_str() {
+                "auto" => DiscoveryStrategy::Auto,
+                "nvml" => DiscoveryStrategy::Nvml,
+                "tegra" | "vfio" => {
+                    return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
+                }
+                _ => {
+                    return Err(invalid(
+                        &f,
+                        format!("invalid --device-discovery-strategy option {}", f.value),
+                    ))
+                }
+            },
+        };
+
+        let sysfs_root =
+            path_flag(s.sysfs_root.clone(), env, "sysfs-root").unwrap_or_else(|| PathBuf::from("/sys"));
+        let machine_type_file = string_flag(a.facts.machine_type_file.clone(), env, "machine-type-file")
+            .or(gfd.machine_type_file.clone())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
+        let format = choice(a.target.format.clone(), env, "format", Format::parse, "text or json")?
+            .unwrap_or(Format::Text);
+        let log_format = choice(s.log_format.clone(), env, "log-format", LogFormat::parse, "text or json")?
+            .unwrap_or(LogFormat::Text);
+        let sink =
+            choice(a.target.sink.clone(), env, "sink", Sink::parse, "gfd or node")?.unwrap_or(Sink::Gfd);
+        let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
+        let expiry = match found_flag(a.target.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty())
+        {
+            None => None,
+            Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
+                (Interval::Every(d), _) if !d.is_zero() => Some(d),
+                _ => return Err(invalid(&f, "use a positive duration such as 1h")),
+            },
+        };
+
+        Ok(Settings {
+            mig_strategy,
+            fail_on_init_error: bool_flag(a.facts.fail_on_init_error, env, "fail-on-init-error")?
+                .or(ff.fail_on_init_error)
+                .unwrap_or(true),
+            oneshot: bool_flag(a.daemon.oneshot, env, "oneshot")?.or(gfd.oneshot).unwrap_or(false),
+            no_timestamp: bool_flag(a.config.no_timestamp, env, "no-timestamp")?
+                .or(gfd.no_timestamp)
+                .unwrap_or(false),
+            sleep_interval,
+            output_file: string_flag(a.target.output_file.clone(), env, "output-file")
+                .or(gfd.output_file.clone())
+                .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
+            expiry,
+            machine_type_file,
+            config_file: Self::config_file_path(cli, env),
+            config_dir: path_flag(a.config.config_dir.clone(), env, "config-dir"),
+            config_default: non_empty(string_flag(a.config.config_default.clone(), env, "config-default")),
+            use_node_feature_api: bool_flag(a.target.use_node_feature_api, env, "use-node-feature-api")?
+                .or(ff.use_node_feature_api)
+                .unwrap_or(true),
+            device_discovery_strategy,
+            namespace: string_flag(a.api.namespace.clone(), env, "namespace")
+                .unwrap_or_else(|| "default".into()),
+            node_name: non_empty(string_flag(a.api.node_name.clone(), env, "node-name")),
+            pod_name: non_empty(string_flag(a.api.pod_name.clone(), env, "pod-name")),
+            kubeconfig: non_empty(string_flag(a.api.kubeconfig.clone(), env, "kubeconfig")),
+            kube_api_qps: number_flag(a.api.kube_api_qps, env, "kube-api-qps", 5.0)?,
+            kube_api_burst: number_flag(a.api.kube_api_burst, env, "kube-api-burst", 10)?,
+            format,
+            sink,
+            // Empty is meaningful here: no endpoint.
+            metrics_addr: string_flag(a.daemon.metrics_addr.clone(), env, "metrics-addr"),
+            nvml_library: path_flag(s.nvml_library.clone(), env, "nvml-library")
+                .unwrap_or_else(|| PathBuf::from(crate::probe::DEFAULT_LIBRARY)),
+            sysfs_root,
+            snapshot: path_flag(s.snapshot.clone(), env, "snapshot"),
+            log_format,
+            notes,
+        })
+    }
+
+    /// Where the probe reads.
+    pub fn probe_options(&self) -> crate::probe::ProbeOptions {
+        crate::probe::ProbeOptions {
+            library: self.nvml_library.clone(),
+            sysfs_root: self.sysfs_root.clone(),
+            machine_type_file: self.machine_type_file.clone(),
+        }
+    }
+
+    /// Where labels go, as these settings ask.
+    pub fn target(&self) -> Result<crate::publish::Target, crate::publish::SetupError> {
+        use crate::publish::{SetupError, Target};
+        let node = || self.node_name.clone().ok_or(SetupError::NodeName);
+        Ok(match self.sink {
+            Sink::Node => Target::Node(node()?),
+            Sink::Gfd if self.use_node_feature_api => {
+                if self.namespace.is_empty() {
+                    return Err(SetupError::Namespace);
+                }
+                Target::NodeFeature {
+                    namespace: self.namespace.clone(),
+                    node: node()?,
+                    pod: self.pod_name.clone(),
+                }
+            }
+            Sink::Gfd if self.output_file.is_empty() => Target::Stdout(self.format),
+            Sink::Gfd => Target::File(self.output_file.clone().into(), self.expiry),
+        })
+    }
+
+    /// The labelers' configuration for `sharing` and a config-load `timestamp`.
+    pub fn label_config(
+        &self,
+        sharing: crate::sharing::Sharing,
+        timestamp: Option<u64>,
+    ) -> crate::labels::LabelConfig {
+        crate::labels::LabelConfig { mig_strategy: self.mig_strategy, sharing, timestamp }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {
+        let cli = Cli::try_from_args(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::resolve(&cli, &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn gfd_defaults() {
+        let s = resolve(&[], &[]).unwrap();
+        assert_eq!(s.mig_strategy, MigStrategy::None);
+        assert!(s.fail_on_init_error);
+        assert!(!s.oneshot);
+        assert!(!s.no_timestamp);
+        assert!(s.use_node_feature_api);
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)));
+        assert_eq!(s.output_file, DEFAULT_OUTPUT_FILE);
+        assert_eq!(s.machine_type_file, PathBuf::from("/sys/class/dmi/id/product_name"));
+        assert_eq!(s.namespace, "default");
+        assert_eq!((s.kube_api_qps, s.kube_api_burst), (5.0, 10));
+        assert_eq!(s.nvml_library, PathBuf::from("libnvidia-ml.so.1"));
+    }
+
+    #[test]
+    fn command_line_beats_env_beats_default() {
+        let env = [("GFD_MIG_STRATEGY", "single"), ("MIG_STRATEGY", "mixed")];
+        assert_eq!(resolve(&[], &env).unwrap().mig_strategy, MigStrategy::Single);
+        assert_eq!(resolve(&[], &env[1..]).unwrap().mig_strategy, MigStrategy::Mixed);
+        assert_eq!(resolve(&["--mig-strategy", "none"], &env).unwrap().mig_strategy, MigStrategy::None);
+        assert!(!resolve(&["--oneshot=false"], &[("GFD_ONESHOT", "true")]).unwrap().oneshot);
+    }
+
+    #[test]
+    fn the_first_defined_env_var_wins_even_when_empty() {
+        let s = resolve(&[], &[("GFD_FAIL_ON_INIT_ERROR", ""), ("FAIL_ON_INIT_ERROR", "true")]).unwrap();
+        assert!(!s.fail_on_init_error, "an empty boolean env var is false");
+        let s = resolve(&[], &[("GFD_OUTPUT_FILE", "")]).unwrap();
+        assert_eq!(s.output_file, "", "an empty string env var is used verbatim");
+    }
+
+    #[test]
+    fn booleans_take_flag_and_equals_forms() {
+        assert!(resolve(&["--oneshot"], &[]).unwrap().oneshot);
+        assert!(resolve(&["--oneshot=True"], &[]).unwrap().oneshot);
+        assert!(!resolve(&["--use-node-feature-api=false"], &[]).unwrap().use_node_feature_api);
+        assert!(!resolve(&["--fail-on-init-error=0"], &[]).unwrap().fail_on_init_error);
+        assert!(resolve(&[], &[("GFD_ONESHOT", "T")]).unwrap().oneshot);
+        let err = resolve(&[], &[("GFD_ONESHOT", "yes")]).unwrap_err().to_string();
+        assert!(err.contains("GFD_ONESHOT") && err.contains("\"yes\""), "{err}");
+    }
+
+    #[test]
+    fn output_file_empty_means_stdout() {
+        assert_eq!(resolve(&["--output-file", ""], &[]).unwrap().output_file, "");
+        assert_eq!(resolve(&["--output-file="], &[]).unwrap().output_file, "");
+        assert_eq!(resolve(&["-o", "/tmp/x"], &[]).unwrap().output_file, "/tmp/x");
+        assert_eq!(resolve(&["--output", "/tmp/y"], &[]).unwrap().output_file, "/tmp/y");
+    }
+
+    #[test]
+    fn sleep_interval_syntax() {
+        let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "90")]).unwrap();
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(90)));
+        assert_eq!(s.notes.len(), 1, "a bare number is logged as seconds");
+        assert_eq!(
+            resolve(&["--sleep-interval", "infinite"], &[]).unwrap().sleep_interval,
+            Interval::Infinite
+        );
+        let err = resolve(&[], &[("GFD_SLEEP_INTERVAL", "1d")]).unwrap_err().to_string();
+        assert!(err.contains("GFD_SLEEP_INTERVAL") && err.contains("\"1d\""), "{err}");
+        let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "")]).unwrap();
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)), "empty is ignored");
+    }
+
+    #[test]
+    fn bad_values_name_the_source() {
+        let err = resolve(&[], &[("MIG_STRATEGY", "bogus")]).unwrap_err().to_string();
+        assert!(err.contains("\"MIG_STRATEGY\"") && err.contains("\"bogus\""), "{err}");
+        let err = resolve(&["--device-discovery-strategy", "foo"], &[]).unwrap_err().to_string();
+        assert!(err.contains("invalid --device-discovery-strategy option foo"), "{err}");
+        assert!(resolve(&[], &[("KUBE_API_QPS", "")]).is_ok(), "empty numbers are ignored");
+        assert!(resolve(&[], &[("KUBE_API_QPS", "fast")]).is_err());
+    }
+
+    #[test]
+    fn machine_type_follows_sysfs_root_unless_set() {
+        let s = resolve(&["--sysfs-root", "/fake/sys"], &[]).unwrap();
+        assert_eq!(s.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
+        let s = resolve(&["--machine-type-file", ""], &[]).unwrap();
+        assert_eq!(s.machine_type_file, PathBuf::from(""));
+    }
+
+    #[test]
+    fn config_file_flags_sit_between_env_and_default() {
+        let file = crate::config::ConfigFile::parse(
+            "flags:\n  migStrategy: mixed\n  failOnInitError: false\n  gfd:\n    oneshot: true\n    sleepInterval: 5s\n    outputFile: /x\n",
+        )
+        .unwrap();
+        let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+        let path = Path::new("/etc/cfg.yaml");
+        let with = |env: &[(&str, &str)]| {
+            let env: HashMap<String, String> =
+                env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            Settings::resolve_with(&cli, &|k| env.get(k).cloned(), Some((path, &file.flags))).unwrap()
+        };
+        let s = with(&[]);
+        assert_eq!(s.mig_strategy, MigStrategy::Mixed);
+        assert!(!s.fail_on_init_error);
+        assert!(s.oneshot);
+        assert_eq!(s.output_file, "/x");
+        assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(5)));
+        assert_eq!(with(&[("MIG_STRATEGY", "single")]).mig_strategy, MigStrategy::Single, "env beats file");
+        let cli = Cli::try_from_args(["nvlabel", "--mig-strategy", "none"]).unwrap();
+        let s = Settings::resolve_with(&cli, &|_| None, Some((path, &file.flags))).unwrap();
+        assert_eq!(s.mig_strategy, MigStrategy::None, "command line beats file");
+        let bad = crate::config::ConfigFile::parse("flags:\n  migStrategy: yes\n").unwrap();
+        let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+        let err = Settings::resolve_with(&cli, &|_| None, Some((path, &bad.flags))).unwrap_err().to_string();
+        assert!(
+            err.contains("flags.migStrategy in config file /etc/cfg.yaml") && err.contains("\"true\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_command_line_values_are_rejected_by_the_parser() {
+        assert!(Cli::try_from_args(["nvlabel", "--mig-strategy", "bogus"]).is_err());
+        assert!(Cli::try_from_args(["nvlabel", "--oneshot=maybe"]).is_err());
+    }
+}

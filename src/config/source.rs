@@ -1,0 +1,260 @@
+//! Where the device-plugin config comes from (nothing, a file, or a ConfigMap directory keyed by
+//! the node label) and the configuration in force: loaded once at start-up, reloaded when the
+//! file, the directory or the node label changes, or on SIGHUP. A rejected reload keeps the last
+//! good configuration; each distinct bad input is reported once.
+
+use super::file::ConfigFile;
+use super::flags::Cli;
+use super::select::{self, SelectError};
+use super::settings::Settings;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Where the configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// No config file: flags and env only.
+    None,
+    /// `--config-file`.
+    File(PathBuf),
+    /// `--config-dir` (a mounted ConfigMap), keyed by the node label.
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// `--config-default`.
+        default_key: Option<String>,
+    },
+}
+
+impl ConfigSource {
+    /// The source the command line and env name (a config file cannot name another source);
+    /// `--config-file` and `--config-dir` exclude each other.
+    pub fn of(cli: &Cli, env: super::settings::Env) -> Result<ConfigSource, ReloadError> {
+        let default_key = || {
+            cli.label.config.config_default.clone().or_else(|| {
+                super::flags::env_names("config-default")
+                    .iter()
+                    .find_map(|n| env(n))
+                    .filter(|v| !v.is_empty())
+            })
+        };
+        Ok(match (Settings::config_file_path(cli, env), Settings::config_dir_path(cli, env)) {
+            (Some(_), Some(_)) => return Err(ReloadError::BothSources),
+            (Some(file), None) => ConfigSource::File(file),
+            (None, Some(dir)) => ConfigSource::Dir { dir, default_key: default_key() },
+            (None, None) => ConfigSource::None,
+        })
+    }
+}
+
+/// Why a (re)load was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// Both a file and a directory were named.
+    #[error("--config-file and --config-dir exclude each other")]
+    BothSources,
+    /// No key could be selected.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The file is invalid.
+    #[error(transparent)]
+    Config(#[from] super::file::ConfigError),
+    /// Its flags are invalid.
+    #[error(transparent)]
+    Flags(#[from] super::settings::CliError),
+}
+
+/// The configuration in force.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The file it came from.
+    pub path: Option<PathBuf>,
+    bytes: Option<Vec<u8>>,
+    /// The parsed file (defaults without one).
+    pub config: ConfigFile,
+    /// The settings it resolves to.
+    pub settings: Settings,
+    /// `gfd.timestamp`: when it was loaded (`None` with `--no-timestamp`).
+    pub timestamp: Option<u64>,
+}
+
+/// The inputs of the configuration and the configuration they gave.
+pub struct ConfigState {
+    cli: Cli,
+    env: HashMap<String, String>,
+    source: ConfigSource,
+    label: Option<String>,
+    loaded: Loaded,
+    /// The last rejected (path, bytes), so one bad edit is reported and counted once.
+    rejected: Option<Input>,
+}
+
+impl ConfigState {
+    /// Resolves the command line and env, and loads the config the source points to; an invalid
+    /// one is an error (at start-up nvlabel exits with it).
+    pub fn load(
+        cli: Cli,
+        env: HashMap<String, String>,
+        source: ConfigSource,
+        label: Option<String>,
+    ) -> Result<ConfigState, ReloadError> {
+        let loaded = load(&cli, &env, &source, label.as_deref(), None)
+            .map_err(|rejected| rejected.1)?
+            .expect("a load without a previous config always yields one");
+        Ok(ConfigState { cli, env, source, label, loaded, rejected: None })
+    }
+
+    /// The configuration in force.
+    pub fn loaded(&self) -> &Loaded {
+        &self.loaded
+    }
+
+    /// Where the configuration comes from.
+    pub fn source(&self) -> &ConfigSource {
+        &self.source
+    }
+
+    /// Re-reads the configuration (`force`: even if the bytes are the same, as SIGHUP asks).
+    /// `Ok(true)` when a new configuration is in force; `Err` only for an input not rejected
+    /// before, so the caller reports and counts each bad edit once.
+    pub fn reload(&mut self, force: bool) -> Result<bool, ReloadError> {
+        let previous = if force { None } else { Some(&self.loaded) };
+        match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous) {
+            Ok(Some(loaded)) => {
+                self.rejected = None;
+                tracing::info!(config = ?loaded.path, "configuration loaded");
+                self.loaded = loaded;
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(rejected) => {
+                let (input, e) = *rejected;
+                let attempt = Some(input);
+                let repeat = !force && self.rejected == attempt;
+                self.rejected = attempt;
+                if repeat {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Sets the node's config label; returns whether it differs from the one in force.
+    pub fn set_label(&mut self, label: Option<String>) -> bool {
+        if self.label == label {
+            return false;
+        }
+        tracing::info!(label = ?label, "node config label changed");
+        self.label = label;
+        true
+    }
+
+    /// Directories whose changes may change the config in force: the directory of every hop of
+    /// the file's symlink chain and of its final target (a ConfigMap mount swaps `..data` in the
+    /// mount directory, which a link into the mount reaches only indirectly).
+    pub fn watched_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut add = |d: &Path| {
+            if d.is_dir() && !dirs.iter().any(|x| x == d) {
+                dirs.push(d.to_path_buf());
+            }
+        };
+        if let ConfigSource::Dir { dir, .. } = &self.source {
+            add(dir);
+        }
+        let file = match &self.source {
+            ConfigSource::File(path) => Some(path.clone()),
+            _ => self.loaded.path.clone(),
+        };
+        if let Some(mut hop) = file {
+            // Bounded: a symlink loop must not hang the daemon.
+            for _ in 0..16 {
+                if let Some(parent) = hop.parent() {
+                    add(parent);
+                }
+                match std::fs::read_link(&hop) {
+                    Ok(target) if target.is_absolute() => hop = target,
+                    Ok(target) => hop = hop.parent().map(|p| p.join(&target)).unwrap_or(target),
+                    Err(_) => break,
+                }
+            }
+            if let Some(parent) = std::fs::canonicalize(&hop).ok().as_deref().and_then(Path::parent) {
+                add(parent);
+            }
+        }
+        dirs
+    }
+}
+
+/// What a load read: the selected path and its bytes.
+type Input = (Option<PathBuf>, Option<Vec<u8>>);
+
+/// Loads the configuration for `label`. `Ok(None)` when it is byte-for-byte what `previous` has.
+/// A rejection comes with what was read, so a repeat of the same bad input is recognised.
+fn load(
+    cli: &Cli,
+    env: &HashMap<String, String>,
+    source: &ConfigSource,
+    label: Option<&str>,
+    previous: Option<&Loaded>,
+) -> Result<Option<Loaded>, Box<(Input, ReloadError)>> {
+    // Nothing was read when selection or reading failed: the error itself identifies the attempt.
+    let (path, bytes) =
+        read_input(source, label).map_err(|e| Box::new(((None, Some(e.to_string().into_bytes())), e)))?;
+    if let Some(prev) = previous {
+        if prev.path == path && prev.bytes == bytes {
+            return Ok(None);
+        }
+    }
+    match parse_input(cli, env, &path, &bytes) {
+        Ok(loaded) => Ok(Some(loaded)),
+        Err(e) => Err(Box::new(((path, bytes), e))),
+    }
+}
+
+/// Selects the config file and reads it.
+fn read_input(source: &ConfigSource, label: Option<&str>) -> Result<Input, ReloadError> {
+    let path = match source {
+        ConfigSource::None => None,
+        ConfigSource::File(p) => Some(p.clone()),
+        ConfigSource::Dir { dir, default_key } => {
+            let chosen = select::select(dir, label, default_key.as_deref())?;
+            if chosen.is_none() {
+                tracing::warn!(dir = %dir.display(), "no config key selected: no label, no default, several keys; no sharing");
+            }
+            chosen
+        }
+    };
+    let bytes = match &path {
+        Some(p) => Some(
+            crate::limits::read(p, crate::limits::CONFIG_FILE)
+                .map_err(|source| super::file::ConfigError::Read { path: p.clone(), source })?,
+        ),
+        None => None,
+    };
+    Ok((path, bytes))
+}
+
+/// Parses what was read and resolves the settings it implies.
+fn parse_input(
+    cli: &Cli,
+    env: &HashMap<String, String>,
+    path: &Option<PathBuf>,
+    bytes: &Option<Vec<u8>>,
+) -> Result<Loaded, ReloadError> {
+    let config = match (path, bytes) {
+        (Some(p), Some(b)) => ConfigFile::from_bytes(p, b)?,
+        _ => ConfigFile::default(),
+    };
+    if let Some(p) = path {
+        for warning in &config.warnings {
+            tracing::warn!(file = %p.display(), "{warning}");
+        }
+    }
+    let lookup = |k: &str| env.get(k).cloned();
+    let settings = Settings::resolve_with(cli, &lookup, path.as_deref().map(|p| (p, &config.flags)))?;
+    let timestamp = (!settings.no_timestamp).then(crate::pass::now);
+    Ok(Loaded { path: path.clone(), bytes: bytes.clone(), config, settings, timestamp })
+}

@@ -1,0 +1,130 @@
+//! The daemon's Prometheus metrics and readiness, every series present from the start.
+
+use crate::http::Health;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// A publish failure, by writer and reason.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublishFailure {
+    /// The writer.
+    pub writer: String,
+    /// Why (`conflict`, `throttled`, `server`, `connection`, `file`, ...).
+    pub reason: String,
+}
+
+/// An NVML function that failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NvmlFunction {
+    /// The function (or `nvmlInit`).
+    pub function: String,
+}
+
+/// The daemon's metrics and health.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Labelling passes.
+    pub passes: Counter,
+    /// Time a pass takes (probe and labels).
+    pub pass_duration: Histogram,
+    /// Publishes that failed.
+    pub publish_failures: Family<PublishFailure, Counter>,
+    /// NVML calls that failed, by function.
+    pub nvml_errors: Family<NvmlFunction, Counter>,
+    /// Config reloads rejected (invalid file, missing key).
+    pub config_reload_failures: Counter,
+    /// Labels in the last successful publish.
+    pub labels_published: Gauge,
+    /// Unix time of the last successful publish.
+    pub last_success: Gauge<f64, AtomicU64>,
+    /// 1 while MPS is configured on a node with MIG enabled (no sharing is labelled).
+    pub mps_on_mig: Gauge,
+    /// Readiness.
+    pub health: Arc<Health>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            passes: Counter::default(),
+            pass_duration: Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]),
+            publish_failures: Family::default(),
+            nvml_errors: Family::default(),
+            config_reload_failures: Counter::default(),
+            labels_published: Gauge::default(),
+            last_success: Gauge::default(),
+            mps_on_mig: Gauge::default(),
+            health: Arc::new(Health::default()),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers the metrics.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register("nvlabel_passes", "Labelling passes", self.passes.clone());
+        registry.register(
+            "nvlabel_pass_duration_seconds",
+            "Time to probe and compute labels",
+            self.pass_duration.clone(),
+        );
+        registry.register(
+            "nvlabel_publish_failures",
+            "Publishes that failed, by writer and reason",
+            self.publish_failures.clone(),
+        );
+        registry.register(
+            "nvlabel_nvml_errors",
+            "NVML calls that failed, by function",
+            self.nvml_errors.clone(),
+        );
+        registry.register(
+            "nvlabel_config_reload_failures",
+            "Configuration reloads rejected; the last good configuration stayed in use",
+            self.config_reload_failures.clone(),
+        );
+        registry.register(
+            "nvlabel_labels_published",
+            "Labels in the last successful publish",
+            self.labels_published.clone(),
+        );
+        registry.register(
+            "nvlabel_last_success_timestamp_seconds",
+            "Unix time of the last successful publish",
+            self.last_success.clone(),
+        );
+        registry.register(
+            "nvlabel_mps_on_mig",
+            "1 while MPS is configured on a node with MIG enabled: the device plugin cannot share such GPUs, so no sharing is labelled",
+            self.mps_on_mig.clone(),
+        );
+    }
+
+    /// Creates every labelled series a fresh process can know of at zero, so that alerts see 0
+    /// rather than no data: failures of `writer` for each reason, and errors of every NVML
+    /// function the probe calls.
+    pub fn zero(&self, writer: &str) {
+        for reason in crate::publish::FAILURE_REASONS {
+            let _ = self
+                .publish_failures
+                .get_or_create(&PublishFailure { writer: writer.into(), reason: (*reason).into() });
+        }
+        for function in crate::probe::NVML_FUNCTIONS {
+            let _ = self.nvml_errors.get_or_create(&NvmlFunction { function: (*function).into() });
+        }
+    }
+
+    /// Counts a failed publish of `writer` and marks the labeler not ready.
+    pub fn publish_failed(&self, writer: &str, reason: &str) {
+        self.publish_failures
+            .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.into() })
+            .inc();
+        self.health.record(false);
+    }
+}

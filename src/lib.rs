@@ -3,6 +3,7 @@
 //!
 //! The flow is probe (NVML → [`snapshot::Snapshot`]) → labels (pure functions) → output.
 #![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod conditions;
 pub mod config;

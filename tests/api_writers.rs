@@ -1,6 +1,9 @@
 //! The NodeFeature and Node writers against a mocked API server (kube `Client` over tower-test):
 //! exact method, path, query and body of every request, and that no other request is made.
 
+mod common;
+
+use common::labels;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use kube::Client;
@@ -19,10 +22,6 @@ fn mock() -> (Client, Handle) {
 
 fn quick() -> Backoff {
     Backoff { attempts: 4, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn status(code: u16, reason: &str) -> Value {

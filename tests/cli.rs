@@ -6,15 +6,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 /// Writes a fixture into a temporary directory and returns a command using it.
 fn with_fixture(dir: &tempfile::TempDir, yaml: &str) -> Command {
     let path = dir.path().join("machine.yaml");
@@ -272,20 +263,6 @@ fn the_command_line_beats_the_config_file() {
         .arg("--config-file")
         .arg(config("time-slicing-mig-mixed")));
     assert!(out.contains("nvidia.com/mig.strategy=mixed\n"), "{out}");
-}
-
-fn wait_for_line(path: &std::path::Path, line: &str) {
-    for _ in 0..400 {
-        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
-}
-
-fn signal(child: &std::process::Child, sig: &str) {
-    assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
 }
 
 #[test]

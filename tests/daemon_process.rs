@@ -9,16 +9,6 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-fn wait_for(path: &Path, line: &str) {
-    for _ in 0..600 {
-        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
-}
-
 fn terminate(mut child: Child) -> std::process::ExitStatus {
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -55,15 +45,15 @@ fn a_changed_machine_is_relabelled_within_an_interval() {
     let out = dir.path().join("gfd");
     std::fs::copy(fixture("h100-x8"), &machine).unwrap();
     let child = daemon(&machine, &out, &["--mig-strategy", "mixed"]);
-    wait_for(&out, "nvidia.com/gpu.count=8");
+    wait_for_line(&out, "nvidia.com/gpu.count=8");
     // A GPU is added.
     std::fs::copy(fixture("rtx4090-x10"), &machine).unwrap();
-    wait_for(&out, "nvidia.com/gpu.count=10");
+    wait_for_line(&out, "nvidia.com/gpu.count=10");
     // The MIG layout changes.
     std::fs::copy(fixture("a100-mig-mixed"), &machine).unwrap();
-    wait_for(&out, "nvidia.com/mig-1c.3g.20gb.count=3");
+    wait_for_line(&out, "nvidia.com/mig-1c.3g.20gb.count=3");
     std::fs::copy(fixture("a100-mig-single"), &machine).unwrap();
-    wait_for(&out, "nvidia.com/mig-1g.5gb.count=56");
+    wait_for_line(&out, "nvidia.com/mig-1g.5gb.count=56");
     assert!(!std::fs::read_to_string(&out).unwrap().contains("mig-1c.3g.20gb"), "stale MIG labels are gone");
     let status = terminate(child);
     assert_eq!(status.code(), Some(0));
@@ -90,11 +80,11 @@ fn labels_appear_when_the_driver_appears() {
         cmd.spawn().unwrap()
     };
     // No driver yet: the node-level labels only.
-    wait_for(&out, "nvidia.com/vgpu.present=false");
+    wait_for_line(&out, "nvidia.com/vgpu.present=false");
     assert!(!std::fs::read_to_string(&out).unwrap().contains("gpu.count"));
     // The driver is installed: even with an infinite interval, NVML is retried (with backoff).
     std::os::unix::fs::symlink(fake_nvml(), &lib).unwrap();
-    wait_for(&out, "nvidia.com/gpu.count=1");
+    wait_for_line(&out, "nvidia.com/gpu.count=1");
     assert_eq!(terminate(child).code(), Some(0));
 }
 
@@ -129,7 +119,7 @@ fn the_http_endpoint_reports_health_readiness_and_metrics() {
         assert_ne!(v["message"], "published labels", "the address is logged before the first publish");
     };
     std::thread::spawn(move || for _ in lines {});
-    wait_for(&out, "nvidia.com/gpu.count=3");
+    wait_for_line(&out, "nvidia.com/gpu.count=3");
     let get = |path: &str| {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         std::io::Write::write_all(
@@ -177,7 +167,7 @@ fn the_expiry_stays_in_the_future_when_passes_are_an_hour_apart() {
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     let child = cmd.spawn().unwrap();
-    wait_for(&out, "nvidia.com/gpu.count=1");
+    wait_for_line(&out, "nvidia.com/gpu.count=1");
     let started = Instant::now();
     let mut refreshed = std::collections::BTreeSet::new();
     while started.elapsed() < Duration::from_secs(7) {

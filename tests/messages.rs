@@ -9,15 +9,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn print(machine: &str) -> Command {
     let mut cmd = nvlabel(Some(machine));
     cmd.args(PRINT);

@@ -15,7 +15,7 @@ use nvlabel::publish::Target;
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const NODE: &str = "gpu-node-7";
@@ -179,22 +179,6 @@ fn pids_named(name: &str) -> Vec<u32> {
         .collect()
 }
 
-fn wait_for(path: &Path, line: &str) -> String {
-    for _ in 0..400 {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.lines().any(|l| l == line) {
-                return text;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
-}
-
-fn signal(child: &Child, sig: &str) {
-    assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
-}
-
 #[test]
 fn the_binary_runs_as_gpu_feature_discovery_and_takes_the_config_managers_sighup() {
     let dir = tempfile::tempdir().unwrap();
@@ -223,7 +207,7 @@ fn the_binary_runs_as_gpu_feature_discovery_and_takes_the_config_managers_sighup
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let first = wait_for(&out, "nvidia.com/mig-1g.5gb.replicas=1");
+    let first = wait_for_line(&out, "nvidia.com/mig-1g.5gb.replicas=1");
     assert!(first.contains("nvidia.com/mig.strategy=mixed\n"), "MIG_STRATEGY=mixed: {first}");
     assert!(pids_named("gpu-feature-discovery").contains(&child.id()), "the sidecar finds it by argv[0]");
 
@@ -234,7 +218,7 @@ fn the_binary_runs_as_gpu_feature_discovery_and_takes_the_config_managers_sighup
     )
     .unwrap();
     signal(&child, "-HUP");
-    let after = wait_for(&out, "nvidia.com/mig-1g.5gb.replicas=4");
+    let after = wait_for_line(&out, "nvidia.com/mig-1g.5gb.replicas=4");
     assert!(after.contains("nvidia.com/mig-1g.5gb.sharing-strategy=time-slicing\n"), "{after}");
     signal(&child, "-TERM");
     assert_eq!(child.wait().unwrap().code(), Some(0));

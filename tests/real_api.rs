@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::Client;
-use nvlabel::labels::Labels;
 use nvlabel::publish::{NodeFeature, NodeLabels, Writer};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -27,10 +26,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn begin(test: &str) -> Option<(&'static Server, tokio::sync::MutexGuard<'static, ()>)> {
     let server = apiserver::server(test)?;
     Some((server, SERIAL.lock().await))
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Cluster-wide objects a GPU cluster has: the NVIDIA runtime class, NFD's NodeFeature kind.

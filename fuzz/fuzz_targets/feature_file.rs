@@ -15,8 +15,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             timestamp: None,
         };
         let labels = compute(&snapshot, &config).labels;
-        let file = nvlabel::output::render_text(&labels);
-        assert!(file.len() <= nvlabel::output::NFD_MAX_FILE || labels.len() > 500);
+        let file = nvlabel::publish::render::render_text(&labels);
+        assert!(file.len() <= nvlabel::publish::render::NFD_MAX_FILE || labels.len() > 500);
         for line in file.lines() {
             let (k, v) = line.split_once('=').expect("key=value");
             assert!(value::is_valid_key(k) && value::is_valid_value(v), "{line}");

@@ -1,7 +1,10 @@
 //! The NVML calls nvml-wrapper does not wrap (GPU/compute instances, profile info, fabric info),
-//! made through its raw bindings, and keeping the library loaded. This is the crate's only `unsafe`: each call passes handles that
-//! NVML itself returned and out-pointers to zeroed structs of the bindings' own (nvml.h) layout.
+//! made through its raw bindings, and keeping the library loaded. This is the crate's only
+//! `unsafe`: each call passes handles that NVML itself returned and out-pointers to zeroed
+//! structs of the bindings' own (nvml.h) layout. Every block says why it is sound
+//! (`clippy::undocumented_unsafe_blocks` is denied).
 #![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
@@ -32,6 +35,8 @@ fn lib(nvml: &Nvml) -> &NvmlLib {
 pub fn gpu_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceId.as_ref())?;
     let mut id = 0;
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(mig.handle(), &mut id))? };
     Ok(id)
 }
@@ -40,6 +45,8 @@ pub fn gpu_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> {
 pub fn compute_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlDeviceGetComputeInstanceId.as_ref())?;
     let mut id = 0;
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(mig.handle(), &mut id))? };
     Ok(id)
 }
@@ -48,6 +55,8 @@ pub fn compute_instance_id(nvml: &Nvml, mig: &Device) -> Result<u32, NvmlError> 
 pub fn gpu_instance_by_id(nvml: &Nvml, gpu: &Device, id: u32) -> Result<GpuInstance, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceById.as_ref())?;
     let mut gi: nvmlGpuInstance_t = std::ptr::null_mut();
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(gpu.handle(), id, &mut gi))? };
     Ok(GpuInstance(gi))
 }
@@ -55,7 +64,10 @@ pub fn gpu_instance_by_id(nvml: &Nvml, gpu: &Device, id: u32) -> Result<GpuInsta
 /// The profile id from `nvmlGpuInstanceGetInfo`.
 pub fn gpu_instance_profile_id(nvml: &Nvml, gi: GpuInstance) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetInfo.as_ref())?;
+    // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
     let mut info: nvmlGpuInstanceInfo_t = unsafe { zeroed() };
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(gi.0, &mut info))? };
     Ok(info.profileId)
 }
@@ -68,6 +80,8 @@ pub struct ComputeInstance(nvmlComputeInstance_t);
 pub fn compute_instance_by_id(nvml: &Nvml, gi: GpuInstance, id: u32) -> Result<ComputeInstance, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
     let mut ci: nvmlComputeInstance_t = std::ptr::null_mut();
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(gi.0, id, &mut ci))? };
     Ok(ComputeInstance(ci))
 }
@@ -75,7 +89,10 @@ pub fn compute_instance_by_id(nvml: &Nvml, gi: GpuInstance, id: u32) -> Result<C
 /// The profile id from `nvmlComputeInstanceGetInfo_v2`.
 pub fn compute_instance_profile_id(nvml: &Nvml, ci: ComputeInstance) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlComputeInstanceGetInfo_v2.as_ref())?;
+    // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
     let mut info: nvmlComputeInstanceInfo_t = unsafe { zeroed() };
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(ci.0, &mut info))? };
     Ok(info.profileId)
 }
@@ -83,7 +100,10 @@ pub fn compute_instance_profile_id(nvml: &Nvml, ci: ComputeInstance) -> Result<u
 /// The `id` field of `nvmlDeviceGetGpuInstanceProfileInfo(profile)`.
 pub fn gpu_instance_profile_info_id(nvml: &Nvml, gpu: &Device, profile: u32) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuInstanceProfileInfo.as_ref())?;
+    // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
     let mut info: nvmlGpuInstanceProfileInfo_t = unsafe { zeroed() };
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(gpu.handle(), profile, &mut info))? };
     Ok(info.id)
 }
@@ -95,7 +115,10 @@ pub fn compute_instance_profile_info_id(
     profile: u32,
 ) -> Result<u32, NvmlError> {
     let sym = nvml_sym(lib(nvml).nvmlGpuInstanceGetComputeInstanceProfileInfo.as_ref())?;
+    // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
     let mut info: nvmlComputeInstanceProfileInfo_t = unsafe { zeroed() };
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the pass); the out-pointer is to a local of the type nvml.h declares for it.
     unsafe { nvml_try(sym(gi.0, profile, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &mut info))? };
     Ok(info.id)
 }
@@ -104,7 +127,10 @@ pub fn compute_instance_profile_info_id(
 /// (v2, as go-nvlib does). `Ok(None)` means NOT_SUPPORTED.
 pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, NvmlError> {
     let result = if let Ok(sym) = lib(nvml).nvmlDeviceGetGpuFabricInfo.as_ref() {
+        // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
         let mut info: nvmlGpuFabricInfo_t = unsafe { zeroed() };
+        // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+        // the pass); the out-pointer is to a local of the type nvml.h declares for it.
         unsafe { nvml_try(sym(gpu.handle(), &mut info)) }.map(|()| FabricInfo {
             cluster_uuid: info.clusterUuid,
             clique_id: info.cliqueId,
@@ -113,9 +139,12 @@ pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, Nvml
         })
     } else {
         let sym = nvml_sym(lib(nvml).nvmlDeviceGetGpuFabricInfoV.as_ref())?;
+        // SAFETY: an nvml.h info struct of integers and arrays, for which all zeroes is a valid value.
         let mut info: nvmlGpuFabricInfo_v2_t = unsafe { zeroed() };
         info.version = std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as u32 | (2 << 24);
         // The v2 struct is a prefix of the V type the symbol is declared with.
+        // SAFETY: a GPU handle NVML returned; `info` is a versioned v2 struct, a prefix of the
+        // declared type, whose version word tells NVML how much it may write.
         unsafe { nvml_try(sym(gpu.handle(), (&mut info as *mut nvmlGpuFabricInfo_v2_t).cast())) }.map(|()| {
             FabricInfo {
                 cluster_uuid: info.clusterUuid,

@@ -137,9 +137,23 @@ pub enum SetupError {
     /// The NodeFeature writer needs a namespace.
     #[error("required flag namespace not set (--namespace or NAMESPACE)")]
     Namespace,
-    /// An API writer needs a client.
+    /// The kubeconfig could not be read or used.
+    #[error("cannot create a Kubernetes client from {path}: {source}")]
+    Kubeconfig {
+        /// The `--kubeconfig` file.
+        path: String,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig and no in-cluster configuration.
     #[error("cannot create a Kubernetes client: {0}")]
-    Client(String),
+    Infer(#[source] kube::config::InferConfigError),
+    /// The configuration was found but no client could be built from it.
+    #[error("cannot create a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    /// An API writer was built without a client (a caller's mistake, not the user's).
+    #[error("no Kubernetes client was configured for the {0} writer")]
+    NoClient(&'static str),
 }
 
 /// Which writer the settings ask for.
@@ -180,7 +194,7 @@ impl Target {
 
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        let client = || client.cloned().ok_or_else(|| SetupError::Client("no client configured".into()));
+        let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
             Target::Stdout(format) => Box::new(Stdout::new(*format)),
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
@@ -203,15 +217,15 @@ impl Target {
 pub async fn client(kubeconfig: Option<&str>) -> Result<kube::Client, SetupError> {
     let config = match kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| SetupError::Client(format!("{path}: {e}")))?;
+            let fail = |source| SetupError::Kubeconfig { path: path.to_string(), source };
+            let file = kube::config::Kubeconfig::read_from(path).map_err(fail)?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
-                .map_err(|e| SetupError::Client(format!("{path}: {e}")))?
+                .map_err(fail)?
         }
-        None => kube::Config::infer().await.map_err(|e| SetupError::Client(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(SetupError::Infer)?,
     };
-    kube::Client::try_from(config).map_err(|e| SetupError::Client(e.to_string()))
+    kube::Client::try_from(config).map_err(SetupError::Client)
 }
 
 /// A label sink.

@@ -51,6 +51,39 @@ pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
     cmd
 }
 
+/// A label set from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> nvlabel::labels::Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Runs to the end: exit code (-1 for a signal), stdout, stderr (lossily: some tests feed binary).
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits (bounded, 30 s) until `path` has the line `line`; returns the file's text.
+pub fn wait_for_line(path: &Path, line: &str) -> String {
+    for _ in 0..600 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.lines().any(|l| l == line) {
+                return text;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{line} never appeared in {}: {:?}", path.display(), std::fs::read_to_string(path));
+}
+
+/// Sends `sig` (`-HUP`, `-TERM`, ...) to a child.
+pub fn signal(child: &std::process::Child, sig: &str) {
+    assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+}
+
 /// The flags of the reference command, printing sorted labels to stdout.
 pub const PRINT: &[&str] =
     &["--oneshot", "--no-timestamp", "--output-file", "", "--use-node-feature-api=false"];

@@ -242,10 +242,10 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 }
 
 export! {
-    fn nvmlInit() |c| { match c.g.init("nvmlInit") { SUCCESS => Ok(()), e => Err(e) } }
-    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2") { SUCCESS => Ok(()), e => Err(e) } }
+    fn nvmlInit() |c| { match c.g.init("nvmlInit", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
+    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
     fn nvmlInitWithFlags(_flags: c_uint) |c| {
-        match c.g.init("nvmlInitWithFlags") { SUCCESS => Ok(()), e => Err(e) }
+        match c.g.init("nvmlInitWithFlags", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) }
     }
     fn nvmlShutdown() |c| { match c.g.shutdown() { SUCCESS => Ok(()), e => Err(e) } }
 

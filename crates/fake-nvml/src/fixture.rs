@@ -171,9 +171,19 @@ pub fn ci_profile_slices(profile: u32) -> Option<u32> {
     })
 }
 
+/// What a fixture is checked against: the library's own symbols and handle table (passed in, so
+/// this module depends on neither the exports nor the state).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The NVML symbols a fault may name.
+    pub symbols: &'static [&'static str],
+    /// How many device handles the library can hand out.
+    pub max_handles: usize,
+}
+
 impl Fixture {
     /// Reads and validates the fixture at `path`.
-    pub fn load(path: &str) -> Result<Fixture, String> {
+    pub fn load(path: &str, limits: &Limits) -> Result<Fixture, String> {
         // Bounded, so a wrong path (a device, a huge file) cannot exhaust memory.
         const LIMIT: u64 = 64 << 20;
         let mut bytes = Vec::new();
@@ -189,26 +199,26 @@ impl Fixture {
             return Err(format!("{path} is larger than the {LIMIT}-byte fixture limit"));
         }
         let text = String::from_utf8(bytes).map_err(|e| format!("{path} is not UTF-8: {e}"))?;
-        Fixture::parse(&text).map_err(|e| format!("invalid fixture {path}: {e}"))
+        Fixture::parse(&text, limits).map_err(|e| format!("invalid fixture {path}: {e}"))
     }
 
     /// Parses and validates fixture text.
-    pub fn parse(text: &str) -> Result<Fixture, String> {
+    pub fn parse(text: &str, limits: &Limits) -> Result<Fixture, String> {
         let fixture: Fixture = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
-        fixture.validate()?;
+        fixture.validate(limits)?;
         Ok(fixture)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, limits: &Limits) -> Result<(), String> {
         let handles: usize = self
             .gpus
             .iter()
             .map(|g| 1 + 3 * g.mig.as_ref().filter(|m| m.enabled).map_or(0, |m| m.devices.len()))
             .sum();
-        if handles > crate::state::MAX_HANDLES {
+        if handles > limits.max_handles {
             return Err(format!(
                 "gpus: {handles} device handles; the fake serves at most {}",
-                crate::state::MAX_HANDLES
+                limits.max_handles
             ));
         }
         for (g, gpu) in self.gpus.iter().enumerate() {
@@ -261,7 +271,7 @@ impl Fixture {
             }
         }
         for (i, fault) in self.faults.iter().enumerate() {
-            if !crate::exports::SYMBOLS.contains(&fault.function.as_str()) {
+            if !limits.symbols.contains(&fault.function.as_str()) {
                 return Err(format!(
                     "faults[{i}].function: {:?} is not an exported NVML symbol",
                     fault.function
@@ -331,19 +341,28 @@ pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TEST_LIMITS: Limits =
+        Limits { symbols: crate::exports::SYMBOLS, max_handles: crate::state::MAX_HANDLES };
     use proptest::prelude::*;
 
     #[test]
     fn semantic_errors_name_the_field() {
         let base = "driver_version: \"1.2\"\ncuda_driver_version: 1\n";
-        let e = Fixture::parse(&format!("{base}faults: [{{function: nvmlGetNothing, error: unknown}}]\n"))
-            .unwrap_err();
+        let e = Fixture::parse(
+            &format!("{base}faults: [{{function: nvmlGetNothing, error: unknown}}]\n"),
+            &TEST_LIMITS,
+        )
+        .unwrap_err();
         assert!(e.contains("faults[0].function"), "{e}");
-        let e =
-            Fixture::parse(&format!("{base}faults: [{{function: nvmlInit_v2, error: oops}}]\n")).unwrap_err();
+        let e = Fixture::parse(
+            &format!("{base}faults: [{{function: nvmlInit_v2, error: oops}}]\n"),
+            &TEST_LIMITS,
+        )
+        .unwrap_err();
         assert!(e.contains("faults[0].error"), "{e}");
         let gpu = "gpus: [{name: x, memory_mib: 1, compute_capability: [8, 0], mig: {enabled: true, max_devices: 1, devices: [{gi_profile: 0, ci_profile: 0, memory_mib: 1}, {gi_profile: 0, ci_profile: 0, memory_mib: 1}]}}]";
-        let e = Fixture::parse(&format!("{base}{gpu}\n")).unwrap_err();
+        let e = Fixture::parse(&format!("{base}{gpu}\n"), &TEST_LIMITS).unwrap_err();
         assert!(e.contains("gpus[0].mig.devices"), "{e}");
     }
 
@@ -356,7 +375,7 @@ mod tests {
             any::<String>(),
             "driver_version: \"[0-9.]{0,12}\"\ncuda_driver_version: -?[0-9]{0,12}\ngpus:\n  - name: [a-zA-Z ]{0,20}\n    memory_mib: -?[0-9]{0,22}\n    compute_capability: \\[-?[0-9]{1,3}, [0-9]{1,3}\\]\n    mig:\n      enabled: (true|false|maybe)\n      max_devices: [0-9]{0,5}\n      devices:\n        - \\{gi_profile: [0-9]{1,3}, ci_profile: [0-9]{1,3}, memory_mib: [0-9]{1,6}, gi_id: [0-9]{1,2}\\}\n(faults:\n  - \\{function: nvml[A-Za-z_]{0,20}, device: \"[0-9:]{0,4}\", error: [a-z_]{0,12}\\}\n)?",
         ]) {
-            let _ = Fixture::parse(&text);
+            let _ = Fixture::parse(&text, &TEST_LIMITS);
         }
     }
 }

@@ -177,12 +177,13 @@ impl Global {
     }
 
     /// `nvmlInit*`: loads the fixture on the first reference.
-    pub fn init(&mut self, function: &str) -> u32 {
+    pub fn init(&mut self, function: &str, symbols: &'static [&'static str]) -> u32 {
         if self.refcount == 0 {
             let Ok(path) = std::env::var("FAKE_NVML_FIXTURE") else {
                 return codes::DRIVER_NOT_LOADED;
             };
-            let fixture = match Fixture::load(&path) {
+            let limits = fixture::Limits { symbols, max_handles: MAX_HANDLES };
+            let fixture = match Fixture::load(&path, &limits) {
                 Ok(f) => f,
                 Err(e) => {
                     eprintln!("fake-nvml: {e}");

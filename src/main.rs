@@ -35,7 +35,7 @@ async fn real_main(
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
     let dir_source = matches!(source, ConfigSource::Dir { .. });
     // The one resolution of the settings (again only when the configuration changes).
-    let config = ConfigState::load(cli, env, source, None)?;
+    let mut config = ConfigState::load(cli, env, source, None)?;
     let settings = config.loaded().settings.clone();
     let label_node = match (dir_source, &settings.node_name, command) {
         (true, Some(node), None | Some(CommandKind::Hook)) => Some(node.clone()),
@@ -43,21 +43,20 @@ async fn real_main(
     };
 
     let metrics = Arc::new(Metrics::default());
-    let mut daemon = Daemon::new(config, metrics.clone());
     let publishes = matches!(command, None | Some(CommandKind::Prune));
     // A command that publishes needs a target that can be set up: say so before anything runs.
-    let target = if publishes { Some(daemon.target()?) } else { None };
-    if let Some(target) = &target {
-        metrics.zero(target.writer_name());
-    }
+    let target = if publishes { Some(settings.target()?) } else { None };
     let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
     let client =
         if needs_api { Some(nvlabel::publish::client(settings.kubeconfig.as_deref()).await?) } else { None };
     if let (Some(node), Some(client)) = (&label_node, &client) {
         match nvlabel::config_label::get_config_label(client.clone(), node).await {
             Ok(label) => {
-                if daemon.set_label(label) {
-                    daemon.reload(false);
+                if config.set_label(label) {
+                    if let Err(e) = config.reload(false) {
+                        metrics.config_reload_failures.inc();
+                        tracing::error!(error = %e, "configuration rejected; keeping the last good one");
+                    }
                 }
             }
             // The watch below delivers the label once the API answers.
@@ -66,15 +65,26 @@ async fn real_main(
             }
         }
     }
-    daemon.set_client(client.clone());
-    let settings = daemon.settings().clone();
+    let settings = config.loaded().settings.clone();
 
     match command {
         Some(CommandKind::Probe) => print!("{}", nvlabel::pass::snapshot(&settings)?.to_yaml()?),
-        Some(CommandKind::Hook) => print!("{}", nvlabel::pass::hook(&settings, daemon.sharing())?),
-        Some(CommandKind::Prune) => daemon.prune().await?,
-        None if settings.oneshot => daemon.oneshot().await?,
+        Some(CommandKind::Hook) => {
+            print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
+        }
+        Some(CommandKind::Prune) => {
+            let target = settings.target()?;
+            target.build(client.as_ref()).await?.prune().await?;
+        }
         None => {
+            let mut daemon = Daemon::new(config, metrics.clone());
+            daemon.set_client(client.clone());
+            if settings.oneshot {
+                return Ok(daemon.oneshot().await?);
+            }
+            if let Some(target) = &target {
+                metrics.zero(target.writer_name());
+            }
             let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
             if !addr.is_empty() {
                 let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;

@@ -39,7 +39,7 @@ pub enum DaemonError {
     /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
     #[error(transparent)]
     Pass(#[from] PassError),
-    /// Publishing (or pruning) failed in a one-shot run.
+    /// Publishing failed in a one-shot run.
     #[error(transparent)]
     Publish(#[from] PublishError),
     /// The writer could not be set up.
@@ -109,16 +109,6 @@ impl Daemon {
             self.writer = Some((target, writer));
         }
         Ok(&mut self.writer.as_mut().expect("just built").1)
-    }
-
-    /// Removes what this labeler published (`nvlabel prune`): each target prunes itself.
-    pub async fn prune(&mut self) -> Result<(), DaemonError> {
-        Ok(self.writer().await?.prune().await?)
-    }
-
-    /// The sharing config in force.
-    pub fn sharing(&self) -> crate::sharing::Sharing {
-        self.config.loaded().config.sharing.clone()
     }
 
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,

@@ -3,6 +3,7 @@
 //! The fixture schema and symbol list are fixed by `shared/spec/fake-nvml.md`.
 #![allow(non_snake_case)]
 
+mod answers;
 mod codes;
 pub mod exports;
 mod fixture;

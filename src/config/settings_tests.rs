@@ -1,0 +1,128 @@
+//! The resolver: GFD's defaults, precedence, env quirks, value syntax and error origins.
+use super::*;
+use std::collections::HashMap;
+
+fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {
+    let cli = Cli::try_from_args(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
+    let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Settings::resolve(&cli, &|k| env.get(k).cloned())
+}
+
+#[test]
+fn gfd_defaults() {
+    let s = resolve(&[], &[]).unwrap();
+    assert_eq!(s.mig_strategy, MigStrategy::None);
+    assert!(s.fail_on_init_error);
+    assert!(!s.oneshot);
+    assert!(!s.no_timestamp);
+    assert!(s.use_node_feature_api);
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)));
+    assert_eq!(s.output_file, DEFAULT_OUTPUT_FILE);
+    assert_eq!(s.machine_type_file, PathBuf::from("/sys/class/dmi/id/product_name"));
+    assert_eq!(s.namespace, "default");
+    assert_eq!((s.kube_api_qps, s.kube_api_burst), (5.0, 10));
+    assert_eq!(s.nvml_library, PathBuf::from("libnvidia-ml.so.1"));
+}
+
+#[test]
+fn command_line_beats_env_beats_default() {
+    let env = [("GFD_MIG_STRATEGY", "single"), ("MIG_STRATEGY", "mixed")];
+    assert_eq!(resolve(&[], &env).unwrap().mig_strategy, MigStrategy::Single);
+    assert_eq!(resolve(&[], &env[1..]).unwrap().mig_strategy, MigStrategy::Mixed);
+    assert_eq!(resolve(&["--mig-strategy", "none"], &env).unwrap().mig_strategy, MigStrategy::None);
+    assert!(!resolve(&["--oneshot=false"], &[("GFD_ONESHOT", "true")]).unwrap().oneshot);
+}
+
+#[test]
+fn the_first_defined_env_var_wins_even_when_empty() {
+    let s = resolve(&[], &[("GFD_FAIL_ON_INIT_ERROR", ""), ("FAIL_ON_INIT_ERROR", "true")]).unwrap();
+    assert!(!s.fail_on_init_error, "an empty boolean env var is false");
+    let s = resolve(&[], &[("GFD_OUTPUT_FILE", "")]).unwrap();
+    assert_eq!(s.output_file, "", "an empty string env var is used verbatim");
+}
+
+#[test]
+fn booleans_take_flag_and_equals_forms() {
+    assert!(resolve(&["--oneshot"], &[]).unwrap().oneshot);
+    assert!(resolve(&["--oneshot=True"], &[]).unwrap().oneshot);
+    assert!(!resolve(&["--use-node-feature-api=false"], &[]).unwrap().use_node_feature_api);
+    assert!(!resolve(&["--fail-on-init-error=0"], &[]).unwrap().fail_on_init_error);
+    assert!(resolve(&[], &[("GFD_ONESHOT", "T")]).unwrap().oneshot);
+    let err = resolve(&[], &[("GFD_ONESHOT", "yes")]).unwrap_err().to_string();
+    assert!(err.contains("GFD_ONESHOT") && err.contains("\"yes\""), "{err}");
+}
+
+#[test]
+fn output_file_empty_means_stdout() {
+    assert_eq!(resolve(&["--output-file", ""], &[]).unwrap().output_file, "");
+    assert_eq!(resolve(&["--output-file="], &[]).unwrap().output_file, "");
+    assert_eq!(resolve(&["-o", "/tmp/x"], &[]).unwrap().output_file, "/tmp/x");
+    assert_eq!(resolve(&["--output", "/tmp/y"], &[]).unwrap().output_file, "/tmp/y");
+}
+
+#[test]
+fn sleep_interval_syntax() {
+    let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "90")]).unwrap();
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(90)));
+    assert_eq!(s.notes.len(), 1, "a bare number is logged as seconds");
+    assert_eq!(resolve(&["--sleep-interval", "infinite"], &[]).unwrap().sleep_interval, Interval::Infinite);
+    let err = resolve(&[], &[("GFD_SLEEP_INTERVAL", "1d")]).unwrap_err().to_string();
+    assert!(err.contains("GFD_SLEEP_INTERVAL") && err.contains("\"1d\""), "{err}");
+    let s = resolve(&[], &[("GFD_SLEEP_INTERVAL", "")]).unwrap();
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)), "empty is ignored");
+}
+
+#[test]
+fn bad_values_name_the_source() {
+    let err = resolve(&[], &[("MIG_STRATEGY", "bogus")]).unwrap_err().to_string();
+    assert!(err.contains("\"MIG_STRATEGY\"") && err.contains("\"bogus\""), "{err}");
+    let err = resolve(&["--device-discovery-strategy", "foo"], &[]).unwrap_err().to_string();
+    assert!(err.contains("invalid --device-discovery-strategy option foo"), "{err}");
+    assert!(resolve(&[], &[("KUBE_API_QPS", "")]).is_ok(), "empty numbers are ignored");
+    assert!(resolve(&[], &[("KUBE_API_QPS", "fast")]).is_err());
+}
+
+#[test]
+fn machine_type_follows_sysfs_root_unless_set() {
+    let s = resolve(&["--sysfs-root", "/fake/sys"], &[]).unwrap();
+    assert_eq!(s.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
+    let s = resolve(&["--machine-type-file", ""], &[]).unwrap();
+    assert_eq!(s.machine_type_file, PathBuf::from(""));
+}
+
+#[test]
+fn config_file_flags_sit_between_env_and_default() {
+    let file = crate::config::ConfigFile::parse(
+        "flags:\n  migStrategy: mixed\n  failOnInitError: false\n  gfd:\n    oneshot: true\n    sleepInterval: 5s\n    outputFile: /x\n",
+    )
+    .unwrap();
+    let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+    let path = Path::new("/etc/cfg.yaml");
+    let with = |env: &[(&str, &str)]| {
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::resolve_with(&cli, &|k| env.get(k).cloned(), Some((path, &file.flags))).unwrap()
+    };
+    let s = with(&[]);
+    assert_eq!(s.mig_strategy, MigStrategy::Mixed);
+    assert!(!s.fail_on_init_error);
+    assert!(s.oneshot);
+    assert_eq!(s.output_file, "/x");
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(5)));
+    assert_eq!(with(&[("MIG_STRATEGY", "single")]).mig_strategy, MigStrategy::Single, "env beats file");
+    let cli = Cli::try_from_args(["nvlabel", "--mig-strategy", "none"]).unwrap();
+    let s = Settings::resolve_with(&cli, &|_| None, Some((path, &file.flags))).unwrap();
+    assert_eq!(s.mig_strategy, MigStrategy::None, "command line beats file");
+    let bad = crate::config::ConfigFile::parse("flags:\n  migStrategy: yes\n").unwrap();
+    let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+    let err = Settings::resolve_with(&cli, &|_| None, Some((path, &bad.flags))).unwrap_err().to_string();
+    assert!(
+        err.contains("flags.migStrategy in config file /etc/cfg.yaml") && err.contains("\"true\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_command_line_values_are_rejected_by_the_parser() {
+    assert!(Cli::try_from_args(["nvlabel", "--mig-strategy", "bogus"]).is_err());
+    assert!(Cli::try_from_args(["nvlabel", "--oneshot=maybe"]).is_err());
+}

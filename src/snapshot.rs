@@ -43,6 +43,9 @@ pub struct Gpu {
     /// PCI bus id as NVML reports it (`00000000:07:00.0`).
     #[serde(default)]
     pub pci_bus_id: Option<String>,
+    /// PCI device id (the upper 16 bits of NVML's `pciDeviceId`); `None` when NVML reports 0.
+    #[serde(default)]
+    pub pci_device_id: Option<u16>,
     /// PCI class from sysfs (`0x030200` is a 3D controller); `None` when unreadable.
     #[serde(default)]
     pub pci_class: Option<u32>,

@@ -71,3 +71,61 @@ fn no_driver_without_fail_on_init_error_gives_node_labels_only() {
     let out = ok(nvlabel_in(None, "testdata/sysfs-vgpu").args(PRINT).arg("--fail-on-init-error=false"));
     assert_all(golden("no-driver.vgpu.labels", &out).into_iter().collect());
 }
+
+/// The extended labels of every fixture (mixed strategy), exactly.
+#[test]
+fn extended_labels_of_every_fixture() {
+    let mut failures = Vec::new();
+    for machine in fixtures() {
+        let out =
+            ok(nvlabel(Some(&machine)).args(PRINT).args(["--mig-strategy", "mixed", "--extended-labels"]));
+        failures.extend(golden(&format!("{machine}.extended.labels"), &out));
+    }
+    assert_all(failures);
+}
+
+/// The extended labels on a fixture are the same under every MIG strategy and sharing config:
+/// that is what they are for. Without the flag the output is GFD's, byte for byte.
+#[test]
+fn extended_labels_never_change_with_strategy_or_sharing() {
+    let is_extended = |l: &str| {
+        ["nvidia.com/gpu.model", "nvidia.com/gpu.physical.", "nvidia.com/gpu.pci-device-id"]
+            .iter()
+            .any(|p| l.starts_with(p))
+    };
+    let extended =
+        |out: &str| -> Vec<String> { out.lines().filter(|l| is_extended(l)).map(String::from).collect() };
+    for (machine, configs) in [
+        ("a100-mig-single", &["time-slicing-mig-single", "mps-gpu-10"][..]),
+        ("a100-mig-mixed", &["time-slicing-mig-mixed"][..]),
+        ("t4", &["time-slicing-gpu-4", "mps-gpu-10"][..]),
+        ("mixed-models", &["time-slicing-gpu-2"][..]),
+    ] {
+        let base = ok(nvlabel(Some(machine)).args(PRINT).arg("--extended-labels"));
+        let want = extended(&base);
+        assert!(want.iter().any(|l| l.starts_with("nvidia.com/gpu.model=")), "{machine}: {base}");
+        for strategy in ["none", "single", "mixed"] {
+            for config in configs.iter().map(Some).chain([None]) {
+                let mut cmd = nvlabel(Some(machine));
+                cmd.args(PRINT).args(["--extended-labels", "--mig-strategy", strategy]);
+                if let Some(c) = config {
+                    cmd.arg("--config-file").arg(repo().join("testdata/configs").join(format!("{c}.yaml")));
+                }
+                let out = ok(&mut cmd);
+                assert_eq!(extended(&out), want, "{machine} {strategy} {config:?}");
+                let mut plain = nvlabel(Some(machine));
+                plain.args(PRINT).args(["--mig-strategy", strategy]);
+                if let Some(c) = config {
+                    plain.arg("--config-file").arg(repo().join("testdata/configs").join(format!("{c}.yaml")));
+                }
+                let gfd = ok(&mut plain);
+                let without: Vec<&str> = out.lines().filter(|l| !is_extended(l)).collect();
+                assert_eq!(
+                    without.join("\n") + "\n",
+                    gfd,
+                    "{machine} {strategy} {config:?}: GFD's labels unchanged"
+                );
+            }
+        }
+    }
+}

@@ -55,12 +55,14 @@ fn gpu() -> impl Strategy<Value = Gpu> {
         proptest::option::of((any::<bool>(), proptest::collection::vec(mig_device(), 0..4))),
         proptest::option::of((any::<[u8; 4]>(), any::<u32>(), 0u8..5, prop_oneof![Just(0u32), Just(999u32)])),
         proptest::option::of(prop_oneof![Just(0x030200u32), Just(0x030000), any::<u32>()]),
+        any::<Option<u16>>(),
     )
-        .prop_map(|(name, memory_bytes, (major, minor), mig, fabric, pci_class)| Gpu {
+        .prop_map(|(name, memory_bytes, (major, minor), mig, fabric, pci_class, pci_device_id)| Gpu {
             index: 0,
             name,
             uuid: None,
             pci_bus_id: None,
+            pci_device_id,
             pci_class,
             memory_bytes,
             compute_capability: [major, minor],
@@ -115,8 +117,9 @@ fn config() -> impl Strategy<Value = LabelConfig> {
         "nvidia.com/(gpu|mig-1g.5gb|mig-3g.20gb)",
         any::<bool>(),
         any::<Option<u64>>(),
+        any::<bool>(),
     )
-        .prop_map(|(mig_strategy, replicas, resource, mps, timestamp)| LabelConfig {
+        .prop_map(|(mig_strategy, replicas, resource, mps, timestamp, extended)| LabelConfig {
             mig_strategy,
             sharing: if mps {
                 Sharing::mps(&[(&resource, replicas)])
@@ -124,6 +127,7 @@ fn config() -> impl Strategy<Value = LabelConfig> {
                 Sharing::time_slicing(&[(&resource, replicas)])
             },
             timestamp,
+            extended,
         })
 }
 
@@ -167,11 +171,11 @@ proptest! {
     #[test]
     fn machine_types_are_valid_or_absent(content in name()) {
         let snap = Snapshot {
-            gpus: vec![Gpu { index: 0, name: "X".into(), uuid: None, pci_bus_id: None, pci_class: None, memory_bytes: None, compute_capability: [8, 0], mig: None, fabric: None }],
+            gpus: vec![Gpu { index: 0, name: "X".into(), uuid: None, pci_bus_id: None, pci_device_id: None, pci_class: None, memory_bytes: None, compute_capability: [8, 0], mig: None, fabric: None }],
             machine_type: MachineType { path: "/m".into(), content: Some(content), error: None },
             ..Snapshot::default()
         };
-        let config = LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None };
+        let config = LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None, extended: false };
         if let Some(v) = merge(&snap, &config).labels.get("nvidia.com/gpu.machine") {
             prop_assert!(value_ok(v) && !v.is_empty(), "{v:?}");
         }

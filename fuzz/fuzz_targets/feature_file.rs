@@ -13,6 +13,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             mig_strategy,
             sharing: Sharing::time_slicing(&[("nvidia.com/gpu", 2)]),
             timestamp: None,
+            extended: true,
         };
         let labels = compute(&snapshot, &config).labels;
         let file = nvlabel::publish::render::render_text(&labels);

@@ -60,6 +60,9 @@ pub struct FileFlags {
     /// `gfd`.
     #[serde(default)]
     pub gfd: Option<GfdFlags>,
+    /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
+    #[serde(default, deserialize_with = "boolean")]
+    pub extended_labels: Option<bool>,
 }
 
 /// `flags.gfd`.

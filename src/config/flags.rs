@@ -38,6 +38,7 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("sysfs-root", &["NVLABEL_SYSFS_ROOT"]),
     ("snapshot", &["NVLABEL_SNAPSHOT"]),
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
+    ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
 ];
 
 /// The env names of `flag` (its long name).
@@ -255,6 +256,10 @@ pub struct ConfigArgs {
     /// Key of --config-dir to use when the node has no label
     #[arg(long)]
     pub config_default: Option<String>,
+    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
+    /// inventory) to GFD's [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub extended_labels: Option<bool>,
 }
 
 /// Who this labeler is, and how it reaches the Kubernetes API.

@@ -36,6 +36,8 @@ pub struct Settings {
     pub oneshot: bool,
     /// `--no-timestamp`.
     pub no_timestamp: bool,
+    /// `--extended-labels`.
+    pub extended_labels: bool,
     /// `--sleep-interval`.
     pub sleep_interval: Interval,
     /// `--output-file`; empty means stdout.
@@ -294,6 +296,9 @@ impl Settings {
             no_timestamp: bool_flag(a.config.no_timestamp, env, "no-timestamp")?
                 .or(gfd.no_timestamp)
                 .unwrap_or(false),
+            extended_labels: bool_flag(a.config.extended_labels, env, "extended-labels")?
+                .or(ff.extended_labels)
+                .unwrap_or(false),
             sleep_interval,
             output_file: string_flag(a.target.output_file.clone(), env, "output-file")
                 .or(gfd.output_file.clone())
@@ -363,7 +368,12 @@ impl Settings {
         sharing: crate::sharing::Sharing,
         timestamp: Option<u64>,
     ) -> crate::labels::LabelConfig {
-        crate::labels::LabelConfig { mig_strategy: self.mig_strategy, sharing, timestamp }
+        crate::labels::LabelConfig {
+            mig_strategy: self.mig_strategy,
+            sharing,
+            timestamp,
+            extended: self.extended_labels,
+        }
     }
 }
 

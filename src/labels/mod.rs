@@ -3,6 +3,7 @@
 //! checked against the Kubernetes rules so nothing invalid is ever published.
 
 mod clique;
+pub mod extended;
 mod machine;
 mod mig_capable;
 mod mig_strategy;
@@ -68,6 +69,8 @@ pub struct LabelConfig {
     pub sharing: Sharing,
     /// `gfd.timestamp` (set when the config is loaded); `None` with `--no-timestamp`.
     pub timestamp: Option<u64>,
+    /// `--extended-labels`: nvlabel's own labels on top of GFD's.
+    pub extended: bool,
 }
 
 /// Labels plus the warnings computing them raised (returned rather than logged, so tests see them).
@@ -117,6 +120,9 @@ pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
         merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, sharing, w));
         merged.extend(mode::labels(&snapshot.gpus, w));
         merged.extend(clique::labels(&snapshot.gpus, w));
+        if config.extended {
+            merged.extend(extended::labels(&snapshot.gpus, w));
+        }
     }
     merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));
     out.labels = merged;

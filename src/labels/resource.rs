@@ -101,7 +101,6 @@ fn models(gpus: &[Gpu]) -> Vec<(&str, usize)> {
 }
 
 /// The primary model: most GPUs, ties broken by the lowest index. GFD picks at random.
-#[cfg(test)]
 pub fn primary_model(gpus: &[Gpu]) -> Option<&str> {
     primary(&models(gpus))
 }

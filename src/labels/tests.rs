@@ -12,6 +12,7 @@ fn full() -> Gpu {
         name: "MOCKMODEL".into(),
         uuid: None,
         pci_bus_id: None,
+        pci_device_id: None,
         pci_class: Some(0),
         memory_bytes: Some(300 << 20),
         compute_capability: [8, 0],
@@ -395,8 +396,12 @@ fn mig_capability() {
     ];
     for (gpus, want) in cases {
         let snap = Snapshot { gpus, ..Default::default() };
-        let config =
-            LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None };
+        let config = LabelConfig {
+            mig_strategy: MigStrategy::None,
+            sharing: Sharing::default(),
+            timestamp: None,
+            extended: false,
+        };
         let got = compute(&snap, &config).labels;
         assert_eq!(got.get("nvidia.com/mig.capable").map(String::as_str), want);
     }
@@ -433,7 +438,12 @@ fn mps_on_a_mig_node_claims_no_sharing() {
     let snap = Snapshot { gpus, ..Snapshot::default() };
     let sharing = Sharing::mps(&[("nvidia.com/gpu", 10), ("nvidia.com/mig-1g.5gb", 4)]);
     for strategy in [MigStrategy::None, MigStrategy::Single, MigStrategy::Mixed] {
-        let config = LabelConfig { mig_strategy: strategy, sharing: sharing.clone(), timestamp: None };
+        let config = LabelConfig {
+            mig_strategy: strategy,
+            sharing: sharing.clone(),
+            timestamp: None,
+            extended: false,
+        };
         let out = compute(&snap, &config);
         assert!(out.mps_on_mig);
         assert_eq!(out.labels["nvidia.com/mps.capable"], "false");
@@ -450,7 +460,7 @@ fn mps_on_a_mig_node_claims_no_sharing() {
     }
     // Without MIG the same config shares.
     let snap = Snapshot { gpus: vec![full()], ..Snapshot::default() };
-    let config = LabelConfig { mig_strategy: MigStrategy::None, sharing, timestamp: None };
+    let config = LabelConfig { mig_strategy: MigStrategy::None, sharing, timestamp: None, extended: false };
     let out = compute(&snap, &config);
     assert!(!out.mps_on_mig);
     assert_eq!(out.labels["nvidia.com/gpu.sharing-strategy"], "mps");
@@ -574,6 +584,7 @@ fn gfd_run_oneshot_scenario() {
         mig_strategy: MigStrategy::None,
         sharing: Sharing::default(),
         timestamp: Some(1_700_000_000),
+        extended: false,
     };
     let got = compute(&snap, &config).labels;
     assert_eq!(got.len(), 28);
@@ -600,8 +611,12 @@ fn gfd_run_oneshot_scenario() {
 #[test]
 fn no_gpus_gives_only_node_labels() {
     let snap = Snapshot { vgpu: Some(vec![]), ..Default::default() };
-    let config =
-        LabelConfig { mig_strategy: MigStrategy::Single, sharing: Sharing::default(), timestamp: Some(1) };
+    let config = LabelConfig {
+        mig_strategy: MigStrategy::Single,
+        sharing: Sharing::default(),
+        timestamp: Some(1),
+        extended: false,
+    };
     assert_eq!(compute(&snap, &config).labels, l(&["gfd.timestamp=1", "vgpu.present=false"]));
 }
 
@@ -623,8 +638,12 @@ fn invalid_values_never_leave_compute() {
         driver_version: Some("550.54.15-".into()),
         ..Default::default()
     };
-    let config =
-        LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None };
+    let config = LabelConfig {
+        mig_strategy: MigStrategy::None,
+        sharing: Sharing::default(),
+        timestamp: None,
+        extended: false,
+    };
     let out = compute(&snap, &config);
     for (k, v) in &out.labels {
         assert!(value::is_valid_key(k) && value::is_valid_value(v), "{k}={v}");

@@ -111,9 +111,10 @@ fn probe_gpu(
     }
     let id = index.to_string();
     let uuid = soft(dev.uuid(), id.clone(), "nvmlDeviceGetUUID", "UUID unknown", issues);
-    let pci_bus_id =
-        soft(dev.pci_info(), id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues)
-            .map(|p| p.bus_id);
+    let pci = soft(dev.pci_info(), id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues);
+    // NVML packs the device id above the vendor id; 0 means it does not know.
+    let pci_device_id = pci.as_ref().map(|p| (p.pci_device_id >> 16) as u16).filter(|d| *d != 0);
+    let pci_bus_id = pci.map(|p| p.bus_id);
     // Fatal for the device, not tolerated as GFD does: a GPU without memory would make the node
     // lose gpu.memory whenever it happens to be the model's representative.
     let memory_bytes = Some(dev.memory_info().map_err(fail("nvmlDeviceGetMemoryInfo_v2"))?.total);
@@ -152,6 +153,7 @@ fn probe_gpu(
         name,
         uuid,
         pci_bus_id,
+        pci_device_id,
         pci_class,
         memory_bytes,
         compute_capability: [cc.major, cc.minor],

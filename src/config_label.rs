@@ -5,6 +5,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use std::collections::BTreeMap;
 
 /// The requests the config-label watch makes: one get at start, then the watcher's list and watch.
 pub const API_CALLS: &[crate::publish::ApiCall] = &[
@@ -24,22 +25,46 @@ pub async fn get_config_label(client: Client, node_name: &str) -> Result<Option<
     Ok(config_label(&nodes.get(node_name).await?))
 }
 
-/// The label's value every time it changes (the first value included). API errors are retried
-/// with the watcher's default backoff and logged; a deleted node reads as no label.
-pub fn config_label_changes(
-    client: Client,
-    node_name: &str,
-) -> impl Stream<Item = Option<String>> + Send + 'static {
+/// What the daemon follows of its Node: the config label, and what the device plugin made
+/// allocatable (for the sharing cross-check).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// `nvidia.com/device-plugin.config`.
+    pub config_label: Option<String>,
+    /// `status.allocatable`, quantities as the API gives them.
+    pub allocatable: BTreeMap<String, String>,
+}
+
+impl NodeView {
+    /// The view of a Node object.
+    pub fn of(node: &Node) -> NodeView {
+        NodeView { config_label: config_label(node), allocatable: allocatable(node) }
+    }
+}
+
+/// A Node's `status.allocatable`.
+pub fn allocatable(node: &Node) -> BTreeMap<String, String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .map(|a| a.iter().map(|(k, q)| (k.clone(), q.0.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// The Node's view every time it changes (the first one included). API errors are retried with
+/// the watcher's default backoff and logged; a deleted node reads as no label and nothing
+/// allocatable.
+pub fn node_changes(client: Client, node_name: &str) -> impl Stream<Item = NodeView> + Send + 'static {
     let nodes: Api<Node> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
-    let mut last: Option<Option<String>> = None;
+    let mut last: Option<NodeView> = None;
     watcher(nodes, config).default_backoff().filter_map(move |event| {
         let value = match event {
-            Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => Some(config_label(&node)),
-            Ok(watcher::Event::Delete(_)) => Some(None),
+            Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => Some(NodeView::of(&node)),
+            Ok(watcher::Event::Delete(_)) => Some(NodeView::default()),
             Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
             Err(e) => {
-                tracing::warn!(error = %e, "watching this node's labels failed; retrying");
+                tracing::warn!(error = %e, "watching this node failed; retrying");
                 None
             }
         };

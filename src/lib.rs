@@ -18,6 +18,7 @@ pub mod pass;
 pub mod probe;
 pub mod publish;
 pub mod sharing;
+pub mod sharing_check;
 pub mod snapshot;
 
 /// The async runtime nvlabel runs on. Passes run one at a time on one long-lived blocking thread:

@@ -94,7 +94,7 @@ async fn real_main(
             }
             let labels = match (label_node, client) {
                 (Some(node), Some(client)) => {
-                    Some(nvlabel::config_label::config_label_changes(client, &node).boxed())
+                    Some(nvlabel::config_label::node_changes(client, &node).boxed())
                 }
                 _ => None,
             };

@@ -3,6 +3,8 @@
 //! so no NVML and no process environment are involved.
 
 mod common;
+#[path = "common/mock_node.rs"]
+mod mock_node;
 
 use common::*;
 use futures::StreamExt;
@@ -78,8 +80,10 @@ fn start_writing(
 
 fn tokio_stream(
     mut rx: mpsc::UnboundedReceiver<Option<String>>,
-) -> futures::stream::BoxStream<'static, Option<String>> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+) -> futures::stream::BoxStream<'static, nvlabel::config_label::NodeView> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .map(|config_label| nvlabel::config_label::NodeView { config_label, allocatable: Default::default() })
+        .boxed()
 }
 
 /// Waits (bounded, not timed) until the feature file shows `line`.
@@ -279,4 +283,47 @@ async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
     assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
     assert!(metrics.health.ready());
     stop(r).await;
+}
+
+#[tokio::test]
+async fn the_sharing_cross_check_warns_after_the_grace_period_and_clears_itself() {
+    // Node mode with a mocked API: the writer reads the Node every pass, so the check sees what
+    // the device plugin made allocatable. Time-slicing x4 on one T4 promises 4 nvidia.com/gpu.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS4).unwrap();
+    let snapshot = t4_snapshot(dir.path());
+    let cli = Cli::try_from_args([
+        "nvlabel",
+        "--sink=node",
+        "--node-name=gpu-node",
+        "--no-timestamp",
+        "--extended-labels",
+        "--sharing-check-grace=1s",
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let (client, node) = mock_node::spawn("gpu-node", 0, false);
+    node.lock().unwrap().allocatable = serde_json::json!({"nvidia.com/gpu": "1", "cpu": "8"});
+    let metrics = Arc::new(Metrics::default());
+    let state = ConfigState::load(cli, Default::default(), ConfigSource::File(config), None).unwrap();
+    let mut daemon = Daemon::new(state, metrics.clone());
+    daemon.set_client(Some(client));
+    let gauge = |m: &Metrics| {
+        let r = nvlabel::daemon::metrics::Resource { resource: "nvidia.com/gpu".into() };
+        m.sharing_mismatch.get_or_create(&r).get()
+    };
+    daemon.run_pass().await.unwrap();
+    assert_eq!(gauge(&metrics), 0, "within the grace period the plugin may lag");
+    let labels_before = node.lock().unwrap().labels.clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    daemon.run_pass().await.unwrap();
+    assert_eq!(gauge(&metrics), 1, "a lasting mismatch raises the gauge");
+    assert_eq!(node.lock().unwrap().labels, labels_before, "no label is changed by the check");
+    assert_eq!(labels_before["nvidia.com/gpu.replicas"], "4");
+    // The device plugin catches up.
+    node.lock().unwrap().allocatable = serde_json::json!({"nvidia.com/gpu": "4"});
+    daemon.run_pass().await.unwrap();
+    assert_eq!(gauge(&metrics), 0, "cleared by itself");
 }

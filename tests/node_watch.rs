@@ -41,7 +41,7 @@ async fn label_added_changed_and_removed() {
         send.send_response(Response::new(Body::from(body.into_bytes())));
         handle
     });
-    let labels = nvlabel::config_label::config_label_changes(client, "gpu-node-1");
+    let labels = nvlabel::config_label::node_changes(client, "gpu-node-1").map(|v| v.config_label);
     let mut collect =
         Box::pin(tokio::time::timeout(Duration::from_secs(10), labels.take(4).collect::<Vec<_>>()));
     // The mock server's own assertions fail its task: surface them as they are, not as a timeout.

@@ -39,6 +39,7 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("snapshot", &["NVLABEL_SNAPSHOT"]),
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
     ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
+    ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
 ];
 
 /// The env names of `flag` (its long name).
@@ -321,6 +322,10 @@ pub struct DaemonArgs {
     /// [default: :8080 when running as a daemon, none otherwise]
     #[arg(long)]
     pub metrics_addr: Option<String>,
+    /// With --extended-labels: how long the sharing labels and the Node's allocatable may
+    /// disagree (the device plugin lags a config change) before a warning [default: 5m]
+    #[arg(long)]
+    pub sharing_check_grace: Option<String>,
 }
 
 /// Where facts come from, and how logs look (every command).

@@ -38,6 +38,8 @@ pub struct Settings {
     pub no_timestamp: bool,
     /// `--extended-labels`.
     pub extended_labels: bool,
+    /// `--sharing-check-grace`.
+    pub sharing_check_grace: std::time::Duration,
     /// `--sleep-interval`.
     pub sleep_interval: Interval,
     /// `--output-file`; empty means stdout.
@@ -278,6 +280,16 @@ impl Settings {
         let sink =
             choice(a.target.sink.clone(), env, "sink", Sink::parse, "gfd or node")?.unwrap_or(Sink::Gfd);
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
+        let sharing_check_grace =
+            match found_flag(a.daemon.sharing_check_grace.clone(), env, "sharing-check-grace")
+                .filter(|f| !f.value.is_empty())
+            {
+                None => std::time::Duration::from_secs(300),
+                Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
+                    (Interval::Every(d), _) => d,
+                    _ => return Err(invalid(&f, "use a duration such as 5m")),
+                },
+            };
         let expiry = match found_flag(a.target.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty())
         {
             None => None,
@@ -299,6 +311,7 @@ impl Settings {
             extended_labels: bool_flag(a.config.extended_labels, env, "extended-labels")?
                 .or(ff.extended_labels)
                 .unwrap_or(false),
+            sharing_check_grace,
             sleep_interval,
             output_file: string_flag(a.target.output_file.clone(), env, "output-file")
                 .or(gfd.output_file.clone())

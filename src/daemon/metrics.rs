@@ -19,6 +19,13 @@ pub struct PublishFailure {
     pub reason: String,
 }
 
+/// A resource of the sharing cross-check.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Resource {
+    /// The resource name (`nvidia.com/gpu`).
+    pub resource: String,
+}
+
 /// An NVML function that failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NvmlFunction {
@@ -45,6 +52,8 @@ pub struct Metrics {
     pub last_success: Gauge<f64, AtomicU64>,
     /// 1 while MPS is configured on a node with MIG enabled (no sharing is labelled).
     pub mps_on_mig: Gauge,
+    /// 1 per resource while what the labels promise and the Node's allocatable disagree.
+    pub sharing_mismatch: Family<Resource, Gauge>,
     /// Readiness.
     pub health: Arc<Health>,
 }
@@ -60,6 +69,7 @@ impl Default for Metrics {
             labels_published: Gauge::default(),
             last_success: Gauge::default(),
             mps_on_mig: Gauge::default(),
+            sharing_mismatch: Family::default(),
             health: Arc::new(Health::default()),
         }
     }
@@ -104,6 +114,11 @@ impl Metrics {
             "1 while MPS is configured on a node with MIG enabled: the device plugin cannot share such GPUs, so no sharing is labelled",
             self.mps_on_mig.clone(),
         );
+        registry.register(
+            "nvlabel_sharing_mismatch",
+            "1 while the sharing labels promise (count x replicas) differs from the Node's allocatable for a resource, after a grace period",
+            self.sharing_mismatch.clone(),
+        );
     }
 
     /// Creates every labelled series a fresh process can know of at zero, so that alerts see 0
@@ -115,6 +130,7 @@ impl Metrics {
                 .publish_failures
                 .get_or_create(&PublishFailure { writer: writer.into(), reason: (*reason).into() });
         }
+        let _ = self.sharing_mismatch.get_or_create(&Resource { resource: "nvidia.com/gpu".into() });
         for function in crate::probe::NVML_FUNCTIONS {
             let _ = self.nvml_errors.get_or_create(&NvmlFunction { function: (*function).into() });
         }

@@ -11,12 +11,16 @@ pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
 use crate::conditions::Conditions;
 use crate::config::{ConfigState, ReloadError, Settings};
+use crate::config_label::NodeView;
 use crate::duration::Interval;
 use crate::labels::Labels;
 use crate::pass::{self, PassError};
 use crate::publish::{PublishError, SetupError, Target, Writer};
+use crate::sharing_check::{self, Finding, SharingCheck};
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use metrics::Resource;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -69,6 +73,10 @@ pub struct Daemon {
     client: Option<kube::Client>,
     /// What went wrong in the last pass, logged when it starts and when it ends.
     conditions: Conditions,
+    /// The Node's allocatable resources as the node watch last saw them.
+    watched_allocatable: Option<BTreeMap<String, String>>,
+    /// The sharing cross-check's memory (created with the grace period in force).
+    sharing_check: Option<SharingCheck>,
 }
 
 impl Daemon {
@@ -82,6 +90,8 @@ impl Daemon {
             writer: None,
             client: None,
             conditions: Conditions::default(),
+            watched_allocatable: None,
+            sharing_check: None,
         }
     }
 
@@ -199,6 +209,7 @@ impl Daemon {
                 self.metrics.labels_published.set(labels.len() as i64);
                 self.metrics.last_success.set(pass::now() as f64);
                 self.published = Some(labels);
+                self.cross_check();
             }
             Err(e) => {
                 tracing::error!(writer = name, error = %e, "publishing labels failed; will retry");
@@ -207,6 +218,45 @@ impl Daemon {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
+    }
+
+    /// With `--extended-labels`: compares what the published labels promise with the Node's
+    /// allocatable resources, from the writer's read of the Node or the node watch.
+    fn cross_check(&mut self) {
+        let settings = self.config.loaded().settings.clone();
+        if !settings.extended_labels {
+            return;
+        }
+        let from_writer = self.writer.as_ref().and_then(|(_, w)| w.node_allocatable());
+        let (Some(labels), Some(allocatable)) =
+            (&self.published, from_writer.or(self.watched_allocatable.clone()))
+        else {
+            return;
+        };
+        let promised = sharing_check::promised(labels, &self.config.loaded().config.sharing);
+        for resource in promised.keys() {
+            // Present at 0 from the first check, so alerts see the series.
+            let _ = self.metrics.sharing_mismatch.get_or_create(&Resource { resource: resource.clone() });
+        }
+        let check = self.sharing_check.get_or_insert_with(|| SharingCheck::new(settings.sharing_check_grace));
+        for finding in check.check(&promised, &allocatable, std::time::Instant::now()) {
+            match finding {
+                Finding::Mismatch { resource, promised, allocatable } => {
+                    let shown = allocatable.map_or("none".to_string(), |a| a.to_string());
+                    tracing::warn!(
+                        %resource,
+                        promised,
+                        allocatable = %shown,
+                        "the sharing labels promise {promised} {resource}, the node has {shown} allocatable; labels unchanged"
+                    );
+                    self.metrics.sharing_mismatch.get_or_create(&Resource { resource }).set(1);
+                }
+                Finding::Cleared { resource } => {
+                    tracing::info!(%resource, "resolved: the sharing labels and the node's allocatable agree");
+                    self.metrics.sharing_mismatch.get_or_create(&Resource { resource }).set(0);
+                }
+            }
+        }
     }
 
     /// Writes the last published labels again because the writer asked for it (an expiry that
@@ -259,10 +309,11 @@ impl Daemon {
         }
     }
 
-    /// Runs until `control` says stop (or closes). `labels` are node-label changes, if watched.
+    /// Runs until `control` says stop (or closes). `node` is the Node's view as it changes, if
+    /// watched.
     pub async fn serve(
         mut self,
-        mut labels: Option<BoxStream<'static, Option<String>>>,
+        mut node: Option<BoxStream<'static, NodeView>>,
         mut control: mpsc::Receiver<Control>,
     ) -> Result<(), DaemonError> {
         for note in &self.settings().notes {
@@ -282,8 +333,8 @@ impl Daemon {
                 .and_then(|(_, w)| w.refresh_in())
                 .map(|d| d.max(self.retry_soon.unwrap_or(Duration::ZERO)));
             let refresh = sleep_or_never(refresh_in);
-            let next_label = async {
-                match labels.as_mut() {
+            let next_view = async {
+                match node.as_mut() {
                     Some(s) => s.next().await,
                     None => futures::future::pending().await,
                 }
@@ -300,8 +351,10 @@ impl Daemon {
                         continue;
                     }
                 }
-                Some(label) = next_label => {
-                    if !self.set_label(label) || !self.reload(false) {
+                Some(view) = next_view => {
+                    self.watched_allocatable = Some(view.allocatable);
+                    if !self.set_label(view.config_label) || !self.reload(false) {
+                        self.cross_check();
                         continue;
                     }
                 }

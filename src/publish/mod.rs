@@ -242,6 +242,11 @@ pub trait Writer: Send + Sync {
         None
     }
 
+    /// The Node's `status.allocatable` as last read, for writers that read the Node.
+    fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        None
+    }
+
     /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async { Ok(()) })

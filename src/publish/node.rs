@@ -25,6 +25,8 @@ pub struct NodeLabels {
     node: String,
     /// What the last successful apply set.
     last: Option<Labels>,
+    /// The Node's allocatable resources at the last read.
+    allocatable: std::sync::Arc<std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>>,
     backoff: Backoff,
 }
 
@@ -37,7 +39,13 @@ enum Step {
 impl NodeLabels {
     /// A writer for `node`.
     pub fn new(client: Client, node: &str) -> NodeLabels {
-        NodeLabels { api: Api::all(client), node: node.into(), last: None, backoff: Backoff::default() }
+        NodeLabels {
+            api: Api::all(client),
+            node: node.into(),
+            last: None,
+            allocatable: Default::default(),
+            backoff: Backoff::default(),
+        }
     }
 
     /// Sets how hard one publish retries.
@@ -51,10 +59,13 @@ impl NodeLabels {
     async fn apply(&self, labels: &Labels, skip_if_current: bool) -> Result<Step, PublishError> {
         let (api, node) = (self.api.clone(), self.node.clone());
         let last = if skip_if_current { self.last.clone() } else { None };
+        let seen = self.allocatable.clone();
         let step = retry("Node labels", self.backoff, || {
-            let (api, node, last) = (api.clone(), node.clone(), last.clone());
+            let (api, node, last, seen) = (api.clone(), node.clone(), last.clone(), seen.clone());
             async move {
                 let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
+                *seen.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(crate::config_label::allocatable(&current));
                 let carried = current.metadata.labels.clone().unwrap_or_default();
                 // Drift (someone removed or changed one of ours) shows here and is repaired.
                 if last.as_ref() == Some(labels) && labels.iter().all(|(k, v)| carried.get(k) == Some(v)) {
@@ -88,6 +99,10 @@ impl NodeLabels {
 impl Writer for NodeLabels {
     fn name(&self) -> &'static str {
         "node"
+    }
+
+    fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        self.allocatable.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {

@@ -17,6 +17,8 @@ pub struct NodeServer {
     /// The driver version of each apply, in order. Only that, not whole label sets: the mock
     /// runs inside the process whose memory the benchmark measures.
     pub applied_versions: Vec<String>,
+    /// The Node's `status.allocatable` (what a device plugin advertises).
+    pub allocatable: Value,
     /// Requests received.
     pub requests: u64,
     /// Requests answered with an injected 500.
@@ -28,7 +30,11 @@ pub struct NodeServer {
 /// keeps nothing that grows, so the daemon bench's heap count measures nvlabel alone.
 pub fn spawn(name: &'static str, fail_every: u64, record: bool) -> (kube::Client, Arc<Mutex<NodeServer>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let state = Arc::new(Mutex::new(NodeServer { labels: json!({}), ..NodeServer::default() }));
+    let state = Arc::new(Mutex::new(NodeServer {
+        labels: json!({}),
+        allocatable: json!({}),
+        ..NodeServer::default()
+    }));
     let server = state.clone();
     tokio::spawn(async move {
         while let Some((request, send)) = handle.next_request().await {
@@ -56,7 +62,8 @@ pub fn spawn(name: &'static str, fail_every: u64, record: bool) -> (kube::Client
                 }
             }
             let answer = json!({"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "uid": "uid-1", "labels": s.labels}});
+                "metadata": {"name": name, "uid": "uid-1", "labels": s.labels},
+                "status": {"allocatable": s.allocatable}});
             send.send_response(Response::new(Body::from(serde_json::to_vec(&answer).unwrap())));
         }
     });

@@ -4,6 +4,7 @@
 
 mod common;
 #[path = "common/mock_node.rs"]
+#[allow(dead_code)]
 mod mock_node;
 
 use common::*;

@@ -47,8 +47,18 @@ async fn real_main(
     // A command that publishes needs a target that can be set up: say so before anything runs.
     let target = if publishes { Some(settings.target()?) } else { None };
     let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
-    let client =
-        if needs_api { Some(nvlabel::publish::client(settings.kubeconfig.as_deref()).await?) } else { None };
+    let client = if needs_api {
+        Some(
+            nvlabel::publish::client(
+                settings.kubeconfig.as_deref(),
+                settings.kube_api_qps,
+                settings.kube_api_burst,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     if let (Some(node), Some(client)) = (&label_node, &client) {
         match nvlabel::config_label::get_config_label(client.clone(), node).await {
             Ok(label) => {

@@ -4,6 +4,7 @@
 mod file;
 pub mod node;
 pub mod nodefeature;
+pub mod ratelimit;
 pub mod render;
 pub mod retry;
 mod stdout;
@@ -213,8 +214,9 @@ impl Target {
     }
 }
 
-/// A client from `--kubeconfig`, else the usual inference (KUBECONFIG, in-cluster).
-pub async fn client(kubeconfig: Option<&str>) -> Result<kube::Client, SetupError> {
+/// A client from `--kubeconfig`, else the usual inference (KUBECONFIG, in-cluster), limited to
+/// `qps` requests per second with bursts of `burst` (`--kube-api-qps`, `--kube-api-burst`).
+pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<kube::Client, SetupError> {
     let config = match kubeconfig {
         Some(path) => {
             let fail = |source| SetupError::Kubeconfig { path: path.to_string(), source };
@@ -225,7 +227,11 @@ pub async fn client(kubeconfig: Option<&str>) -> Result<kube::Client, SetupError
         }
         None => kube::Config::infer().await.map_err(SetupError::Infer)?,
     };
-    kube::Client::try_from(config).map_err(SetupError::Client)
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(SetupError::Client)?;
+    Ok(match ratelimit::RateLimitLayer::new(qps, burst) {
+        Some(limit) => builder.with_layer(&limit).build(),
+        None => builder.build(),
+    })
 }
 
 /// A label sink.

@@ -1,9 +1,9 @@
 //! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
 
 use crate::config::select::CONFIG_LABEL;
-use futures::{Stream, StreamExt};
+use crate::publish::object_watch::{ObjectWatch, Seen};
+use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 
@@ -51,31 +51,28 @@ pub fn allocatable(node: &Node) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The Node's view every time it changes (the first one included). API errors are retried with
-/// the watcher's default backoff and logged; a deleted node reads as no label and nothing
-/// allocatable.
-pub fn node_changes(client: Client, node_name: &str) -> impl Stream<Item = NodeView> + Send + 'static {
-    let nodes: Api<Node> = Api::all(client);
-    let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
-    let mut last: Option<NodeView> = None;
-    watcher(nodes, config).default_backoff().filter_map(move |event| {
-        let value = match event {
-            Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => Some(NodeView::of(&node)),
-            Ok(watcher::Event::Delete(_)) => Some(NodeView::default()),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-            Err(e) => {
-                tracing::warn!(error = %e, "watching this node failed; retrying");
-                None
+/// The Node's view every time it changes (the first one included), from one watch of the Node
+/// (shared with the Node writer in Node mode, so there is one Node watch, not two). A deleted
+/// node reads as no label and nothing allocatable.
+pub fn views(watch: ObjectWatch<Node>) -> impl Stream<Item = NodeView> + Send + 'static {
+    futures::stream::unfold((watch, None::<NodeView>), |(mut watch, mut last)| async move {
+        loop {
+            let view = match watch.seen() {
+                Seen::Unknown => None,
+                Seen::Absent => Some(NodeView::default()),
+                Seen::Present(node) => Some(NodeView::of(&node)),
+            };
+            // Only changes matter: the watch also reports unrelated updates of the node.
+            if let Some(view) = view.filter(|v| last.as_ref() != Some(v)) {
+                last = Some(view.clone());
+                return Some((view, (watch, last)));
             }
-        };
-        // Only changes matter: the watcher also reports unrelated updates of the node.
-        let changed = match value {
-            Some(v) if last.as_ref() != Some(&v) => {
-                last = Some(v.clone());
-                Some(v)
-            }
-            _ => None,
-        };
-        futures::future::ready(changed)
+            watch.changed().await;
+        }
     })
+}
+
+/// [`views`] of a watch of its own.
+pub fn node_changes(client: Client, node_name: &str) -> impl Stream<Item = NodeView> + Send + 'static {
+    views(ObjectWatch::spawn(Api::all(client), node_name))
 }

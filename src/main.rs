@@ -2,9 +2,13 @@
 //! Everything else is library code.
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
 use nvlabel::daemon::{Control, Daemon, Metrics};
 use nvlabel::logging::LogFormat;
+use nvlabel::publish::object_watch::ObjectWatch;
+use nvlabel::publish::Target;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -92,6 +96,20 @@ async fn real_main(
             if settings.oneshot {
                 return Ok(daemon.oneshot().await?);
             }
+            // One watch of this Node serves both the Node writer and the config-label watch.
+            let watched_node = match (&client, &settings.node_name) {
+                (Some(_), Some(node)) if label_node.is_some() || matches!(target, Some(Target::Node(_))) => {
+                    Some(node.clone())
+                }
+                _ => None,
+            };
+            let node_watch = match (&client, watched_node) {
+                (Some(client), Some(node)) => {
+                    Some(ObjectWatch::spawn(Api::<Node>::all(client.clone()), &node))
+                }
+                _ => None,
+            };
+            daemon.watch_objects(node_watch.clone());
             if let Some(target) = &target {
                 metrics.zero(target.writer_name());
             }
@@ -102,10 +120,8 @@ async fn real_main(
                 metrics.register(&mut registry);
                 nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
             }
-            let labels = match (label_node, client) {
-                (Some(node), Some(client)) => {
-                    Some(nvlabel::config_label::node_changes(client, &node).boxed())
-                }
+            let labels = match (label_node, node_watch) {
+                (Some(_), Some(watch)) => Some(nvlabel::config_label::views(watch).boxed()),
                 _ => None,
             };
             daemon.serve(labels, signals()?).await?;

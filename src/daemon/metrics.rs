@@ -52,6 +52,10 @@ pub struct Metrics {
     pub last_success: Gauge<f64, AtomicU64>,
     /// 1 while MPS is configured on a node with MIG enabled (no sharing is labelled).
     pub mps_on_mig: Gauge,
+    /// Published labels put back after someone else removed or changed them.
+    pub drift_repairs: Counter,
+    /// Times another writer kept changing our labels back, so repairs were slowed down.
+    pub drift_fights: Counter,
     /// 1 per resource while what the labels promise and the Node's allocatable disagree.
     pub sharing_mismatch: Family<Resource, Gauge>,
     /// Readiness.
@@ -70,6 +74,8 @@ impl Default for Metrics {
             last_success: Gauge::default(),
             mps_on_mig: Gauge::default(),
             sharing_mismatch: Family::default(),
+            drift_repairs: Counter::default(),
+            drift_fights: Counter::default(),
             health: Arc::new(Health::default()),
         }
     }
@@ -113,6 +119,16 @@ impl Metrics {
             "nvlabel_mps_on_mig",
             "1 while MPS is configured on a node with MIG enabled: the device plugin cannot share such GPUs, so no sharing is labelled",
             self.mps_on_mig.clone(),
+        );
+        registry.register(
+            "nvlabel_drift_repairs",
+            "Published labels put back after someone else removed or changed them",
+            self.drift_repairs.clone(),
+        );
+        registry.register(
+            "nvlabel_drift_fights",
+            "Times another writer kept changing nvlabel's labels back, so repairs were slowed to one a minute",
+            self.drift_fights.clone(),
         );
         registry.register(
             "nvlabel_sharing_mismatch",

@@ -4,6 +4,7 @@
 //! keeps the last good config and labels. Everything else lives in modules named for it: the
 //! configuration in `config::source`, the metrics in [`metrics`], the file watch in [`watch`].
 
+pub mod drift;
 pub mod metrics;
 pub mod watch;
 
@@ -15,10 +16,12 @@ use crate::config_label::NodeView;
 use crate::duration::Interval;
 use crate::labels::Labels;
 use crate::pass::{self, PassError};
+use crate::publish::object_watch::ObjectWatch;
 use crate::publish::{PublishError, SetupError, Target, Writer};
 use crate::sharing_check::{self, Finding, SharingCheck};
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
 use metrics::Resource;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -77,6 +80,12 @@ pub struct Daemon {
     watched_allocatable: Option<BTreeMap<String, String>>,
     /// The sharing cross-check's memory (created with the grace period in force).
     sharing_check: Option<SharingCheck>,
+    /// Whether the API writers decide from watches (the daemon), and this Node's one watch.
+    watching: Option<Option<ObjectWatch<Node>>>,
+    /// Drift repairs, so a fight with another writer does not become a hot loop.
+    drift: drift::DriftGuard,
+    /// When the next drift repair runs, if one is waiting.
+    repair_due: Option<std::time::Instant>,
 }
 
 impl Daemon {
@@ -92,6 +101,9 @@ impl Daemon {
             conditions: Conditions::default(),
             watched_allocatable: None,
             sharing_check: None,
+            watching: None,
+            drift: drift::DriftGuard::default(),
+            repair_due: None,
         }
     }
 
@@ -105,6 +117,14 @@ impl Daemon {
         self.settings().target()
     }
 
+    /// Makes the API writers decide from watches, the Node writer from `node_watch` (this Node's
+    /// one watch, shared with the config-label watch): a pass that changes nothing sends nothing,
+    /// and someone else's change to our labels is repaired at once.
+    pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
+        self.watching = Some(node_watch);
+        self.writer = None;
+    }
+
     /// Gives the API writers (and nothing else) their client.
     pub fn set_client(&mut self, client: Option<kube::Client>) {
         self.client = client;
@@ -115,7 +135,10 @@ impl Daemon {
     async fn writer(&mut self) -> Result<&mut Box<dyn Writer>, SetupError> {
         let target = self.target()?;
         if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
-            let writer = target.build(self.client.as_ref()).await?;
+            let writer = match &self.watching {
+                Some(node_watch) => target.build_watching(self.client.as_ref(), node_watch.clone()).await?,
+                None => target.build(self.client.as_ref()).await?,
+            };
             self.writer = Some((target, writer));
         }
         Ok(&mut self.writer.as_mut().expect("just built").1)
@@ -259,6 +282,34 @@ impl Daemon {
         }
     }
 
+    /// Puts the last published labels back after someone changed them (the writer's watch saw it).
+    async fn repair_drift(&mut self) {
+        let Some(labels) = self.published.clone() else { return };
+        let Some((_, writer)) = self.writer.as_mut() else { return };
+        if !writer.drifted() {
+            return;
+        }
+        let name = writer.name();
+        match writer.publish(&labels).await {
+            Ok(_) => {
+                self.metrics.drift_repairs.inc();
+                tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                if self.drift.repaired(std::time::Instant::now()) {
+                    self.metrics.drift_fights.inc();
+                    tracing::warn!(
+                        writer = name,
+                        "another writer keeps changing nvlabel's labels back; repairing at most once a minute"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::error!(writer = name, error = %e, "repairing the published labels failed; will retry");
+                self.metrics.publish_failed(name, e.reason());
+                self.back_off(true);
+            }
+        }
+    }
+
     /// Writes the last published labels again because the writer asked for it (an expiry that
     /// must move forward); no probe, no new labels.
     async fn refresh(&mut self) {
@@ -333,6 +384,17 @@ impl Daemon {
                 .and_then(|(_, w)| w.refresh_in())
                 .map(|d| d.max(self.retry_soon.unwrap_or(Duration::ZERO)));
             let refresh = sleep_or_never(refresh_in);
+            // A change of the watched object may be drift; repairs are rate-limited, and a repair
+            // that must wait is a timer here, so signals are still heard meanwhile.
+            let repair = sleep_or_never(
+                self.repair_due.map(|at| at.saturating_duration_since(std::time::Instant::now())),
+            );
+            let object_changed = async {
+                match self.writer.as_ref().and_then(|(_, w)| w.changed()) {
+                    Some(change) => change.await,
+                    None => futures::future::pending().await,
+                }
+            };
             let next_view = async {
                 match node.as_mut() {
                     Some(s) => s.next().await,
@@ -343,6 +405,21 @@ impl Daemon {
                 () = next_pass => {}
                 () = refresh => {
                     self.refresh().await;
+                    continue;
+                }
+                () = object_changed => {
+                    let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
+                    if drifted && self.repair_due.is_none() {
+                        self.repair_due = Some(self.drift.allowed_at(std::time::Instant::now()));
+                    }
+                    if self.settings().extended_labels {
+                        self.cross_check();
+                    }
+                    continue;
+                }
+                () = repair => {
+                    self.repair_due = None;
+                    self.repair_drift().await;
                     continue;
                 }
                 () = watch.changed() => {

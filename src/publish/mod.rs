@@ -4,6 +4,7 @@
 mod file;
 pub mod node;
 pub mod nodefeature;
+pub mod object_watch;
 pub mod ratelimit;
 pub mod render;
 pub mod retry;
@@ -195,11 +196,29 @@ impl Target {
 
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
+        self.build_watching(client, None).await
+    }
+
+    /// [`Target::build`] for the daemon: the API writers decide from watches instead of reads
+    /// (the Node writer from `node_watch`, the daemon's one watch of its Node; the NodeFeature
+    /// writer from a watch of its object), so a pass that changes nothing sends nothing.
+    pub async fn build_watching(
+        &self,
+        client: Option<&kube::Client>,
+        node_watch: Option<object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
+    ) -> Result<Box<dyn Writer>, SetupError> {
+        let watching = node_watch.is_some();
         let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
             Target::Stdout(format) => Box::new(Stdout::new(*format)),
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
-            Target::Node(node) => Box::new(NodeLabels::new(client()?, node)),
+            Target::Node(node) => {
+                let writer = NodeLabels::new(client()?, node);
+                Box::new(match node_watch {
+                    Some(w) => writer.with_watch(w),
+                    None => writer,
+                })
+            }
             Target::NodeFeature { namespace, node, pod } => {
                 let owner = match pod {
                     Some(pod) => nodefeature::daemonset_owner(client()?, namespace, pod).await,
@@ -208,7 +227,11 @@ impl Target {
                         None
                     }
                 };
-                Box::new(NodeFeature::new(client()?, namespace, node, owner))
+                let writer = NodeFeature::new(client()?, namespace, node, owner);
+                Box::new(match watching {
+                    true => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
+                    false => writer,
+                })
             }
         })
     }
@@ -246,6 +269,18 @@ pub trait Writer: Send + Sync {
     /// feature file's expiry); `None` when never.
     fn refresh_in(&self) -> Option<std::time::Duration> {
         None
+    }
+
+    /// A future that completes at the next change of the watched object this writer publishes
+    /// into (the Node, or its NodeFeature object); `None` when it keeps no watch.
+    fn changed(&self) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
+    /// Whether the watched object no longer carries what this writer last published there
+    /// (someone removed or changed one of our labels): drift to repair.
+    fn drifted(&self) -> bool {
+        false
     }
 
     /// The Node's `status.allocatable` as last read, for writers that read the Node.

@@ -1,6 +1,7 @@
 //! The Node object itself (no NFD): server-side apply of only `metadata.labels` under field
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
+use super::object_watch::{ObjectWatch, Seen};
 use super::retry::{retry, Backoff};
 use super::{PublishError, Writer};
 use crate::labels::Labels;
@@ -28,6 +29,8 @@ pub struct NodeLabels {
     /// The Node's allocatable resources at the last read.
     allocatable: std::sync::Arc<std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>>,
     backoff: Backoff,
+    /// The Node as its watch last reported it; without one, each publish reads the Node.
+    watch: Option<ObjectWatch<Node>>,
 }
 
 /// What one attempt did.
@@ -45,6 +48,43 @@ impl NodeLabels {
             last: None,
             allocatable: Default::default(),
             backoff: Backoff::default(),
+            watch: None,
+        }
+    }
+
+    /// Decides from `watch` (this Node's) instead of reading the Node every pass: a publish that
+    /// changes nothing sends nothing.
+    pub fn with_watch(mut self, watch: ObjectWatch<Node>) -> NodeLabels {
+        self.watch = Some(watch);
+        self
+    }
+
+    /// Whether `node` carries every label of `labels` with its value.
+    fn carries(node: &Node, labels: &Labels) -> bool {
+        let carried = node.metadata.labels.as_ref();
+        labels.iter().all(|(k, v)| carried.and_then(|c| c.get(k)) == Some(v))
+    }
+
+    /// What the watch settles without a request: `Some(Ok(step))` when nothing is to be sent (a
+    /// skip, or `None` for a missing Node); `Some(Err(uid))` to apply with that UID; `None` when
+    /// the watch knows nothing yet.
+    fn decided_by_watch(
+        &self,
+        labels: &Labels,
+        skip_if_current: bool,
+    ) -> Option<Result<Option<Step>, Option<String>>> {
+        match self.watch.as_ref()?.seen() {
+            Seen::Unknown => None,
+            Seen::Absent => Some(Ok(None)),
+            Seen::Present(node) => {
+                *self.allocatable.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(crate::config_label::allocatable(&node));
+                if skip_if_current && self.last.as_ref() == Some(labels) && Self::carries(&node, labels) {
+                    Some(Ok(Some(Step::Skipped)))
+                } else {
+                    Some(Err(node.metadata.uid.clone()))
+                }
+            }
         }
     }
 
@@ -60,9 +100,26 @@ impl NodeLabels {
         let (api, node) = (self.api.clone(), self.node.clone());
         let last = if skip_if_current { self.last.clone() } else { None };
         let seen = self.allocatable.clone();
+        let known_uid = match self.decided_by_watch(labels, skip_if_current) {
+            Some(Ok(step)) => return step.ok_or_else(|| PublishError::NodeMissing(self.node.clone())),
+            Some(Err(uid)) => Some(uid),
+            None => None,
+        };
         let step = retry("Node labels", self.backoff, || {
             let (api, node, last, seen) = (api.clone(), node.clone(), last.clone(), seen.clone());
+            let known_uid = known_uid.clone();
             async move {
+                // The watch already said what is on the Node: apply right away, no read.
+                if let Some(uid) = known_uid {
+                    let body = json!({
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {"name": node, "uid": uid, "labels": labels},
+                    });
+                    api.patch(&node, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+                        .await?;
+                    return Ok(Some(Step::Applied));
+                }
                 let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
                 *seen.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(crate::config_label::allocatable(&current));
@@ -99,6 +156,17 @@ impl NodeLabels {
 impl Writer for NodeLabels {
     fn name(&self) -> &'static str {
         "node"
+    }
+
+    fn changed(&self) -> Option<BoxFuture<'static, ()>> {
+        self.watch.as_ref().map(ObjectWatch::next_change)
+    }
+
+    fn drifted(&self) -> bool {
+        match (self.watch.as_ref().map(ObjectWatch::seen), &self.last) {
+            (Some(Seen::Present(node)), Some(last)) => !Self::carries(&node, last),
+            _ => false,
+        }
     }
 
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {

@@ -3,6 +3,7 @@
 //! (never by the pod, so a pod restart does not garbage-collect it), created or updated only
 //! when it differs.
 
+use super::object_watch::{ObjectWatch, Seen};
 use super::retry::{retry, Backoff};
 use super::{PublishError, Writer};
 use crate::labels::Labels;
@@ -26,6 +27,9 @@ pub const API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
+    // The daemon watches its object instead of reading it every pass.
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "list" },
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "watch" },
 ];
 
 /// What `nvlabel prune` adds in NodeFeature mode (run by an administrator, not granted to the
@@ -88,6 +92,10 @@ pub struct NodeFeature {
     name: String,
     owner: Option<OwnerReference>,
     backoff: Backoff,
+    /// The object as its watch last reported it; without one, each publish reads it.
+    watch: Option<ObjectWatch<DynamicObject>>,
+    /// What the last successful publish wrote, for drift detection.
+    last: Option<Labels>,
 }
 
 impl NodeFeature {
@@ -99,7 +107,21 @@ impl NodeFeature {
             name: object_name(node),
             owner,
             backoff: Backoff::default(),
+            watch: None,
+            last: None,
         }
+    }
+
+    /// Decides from `watch` (this object's) instead of reading it every pass: a publish that
+    /// changes nothing sends nothing.
+    pub fn with_watch(mut self, watch: ObjectWatch<DynamicObject>) -> NodeFeature {
+        self.watch = Some(watch);
+        self
+    }
+
+    /// Watches this node's object through `client` (list and watch of NodeFeatures by name).
+    pub fn watch(client: Client, namespace: &str, node: &str) -> ObjectWatch<DynamicObject> {
+        ObjectWatch::spawn(Api::namespaced_with(client, namespace, &api_resource()), &object_name(node))
     }
 
     /// Sets how hard one publish retries (tests make it quick).
@@ -157,6 +179,18 @@ impl Writer for NodeFeature {
         "nodefeature"
     }
 
+    fn changed(&self) -> Option<BoxFuture<'static, ()>> {
+        self.watch.as_ref().map(ObjectWatch::next_change)
+    }
+
+    fn drifted(&self) -> bool {
+        match (self.watch.as_ref().map(ObjectWatch::seen), &self.last) {
+            (Some(Seen::Present(obj)), Some(last)) => !self.up_to_date(&obj, last),
+            (Some(Seen::Absent), Some(_)) => true,
+            _ => false,
+        }
+    }
+
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async move {
             if self.delete().await? {
@@ -169,27 +203,43 @@ impl Writer for NodeFeature {
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
             let this = &*self;
-            let written = retry("NodeFeature", self.backoff, || async move {
-                let post = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
-                match this.api.get_opt(&this.name).await? {
-                    None => {
-                        tracing::info!(name = %this.name, "creating NodeFeature object");
-                        this.api.create(&post, &this.desired(labels, None)).await.map(|_| true)
-                    }
-                    Some(existing) if this.up_to_date(&existing, labels) => Ok(false),
-                    Some(existing) => {
-                        tracing::info!(name = %this.name, "updating NodeFeature object");
-                        // Replace carries the resourceVersion we read: a concurrent change is a
-                        // 409, retried from a fresh read.
-                        this.api
-                            .replace(&this.name, &post, &this.desired(labels, Some(existing.metadata)))
-                            .await
-                            .map(|_| true)
+            // The watch, where it has listed, says what the object is; a conflict (it changed
+            // under us) is retried from a fresh read.
+            let mut cached = match self.watch.as_ref().map(ObjectWatch::seen) {
+                Some(Seen::Present(obj)) => Some(Some(obj)),
+                Some(Seen::Absent) => Some(None),
+                Some(Seen::Unknown) | None => None,
+            };
+            let written = retry("NodeFeature", self.backoff, || {
+                let known = cached.take();
+                async move {
+                    let post =
+                        PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+                    let current = match known {
+                        Some(known) => known,
+                        None => this.api.get_opt(&this.name).await?,
+                    };
+                    match current {
+                        None => {
+                            tracing::info!(name = %this.name, "creating NodeFeature object");
+                            this.api.create(&post, &this.desired(labels, None)).await.map(|_| true)
+                        }
+                        Some(existing) if this.up_to_date(&existing, labels) => Ok(false),
+                        Some(existing) => {
+                            tracing::info!(name = %this.name, "updating NodeFeature object");
+                            // Replace carries the resourceVersion we read: a concurrent change is a
+                            // 409, retried from a fresh read.
+                            this.api
+                                .replace(&this.name, &post, &this.desired(labels, Some(existing.metadata)))
+                                .await
+                                .map(|_| true)
+                        }
                     }
                 }
             })
             .await
             .map_err(|source| PublishError::Api { writer: "nodefeature", source })?;
+            self.last = Some(labels.clone());
             Ok(written)
         })
     }

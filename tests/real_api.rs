@@ -529,3 +529,157 @@ async fn every_golden_label_set_is_accepted_by_the_api_server() {
     }
     assert!(checked > 40, "{checked} golden files");
 }
+
+/// A daemon as the DaemonSet runs it, labelling from a T4 snapshot, with a client that records
+/// its requests; returns what it needs to be observed and stopped.
+async fn watching_daemon(
+    kubeconfig: &std::path::Path,
+    extra: &[&str],
+    node_watch_of: Option<&str>,
+) -> (
+    apiserver::Requests,
+    tokio::sync::mpsc::Sender<nvlabel::daemon::Control>,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("t4.yaml");
+    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
+    let mut args =
+        vec!["nvlabel", "--no-timestamp", "--sleep-interval=1s", "--snapshot", snapshot.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let cli = nvlabel::config::Cli::try_from_args(args).unwrap();
+    let state = nvlabel::config::ConfigState::load(
+        cli,
+        Default::default(),
+        nvlabel::config::ConfigSource::None,
+        None,
+    )
+    .unwrap();
+    let (client, seen) = apiserver::counting_client(kubeconfig).await;
+    let mut daemon = nvlabel::daemon::Daemon::new(state, Default::default());
+    daemon.set_client(Some(client.clone()));
+    let node_watch = node_watch_of
+        .map(|n| nvlabel::publish::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), n));
+    daemon.watch_objects(node_watch);
+    let (control, rx) = tokio::sync::mpsc::channel(4);
+    let task = tokio::spawn(async move { daemon.serve(None, rx).await.unwrap() });
+    (seen, control, task, dir)
+}
+
+/// The requests other than watches (which stay open) since `from`.
+fn non_watch(seen: &apiserver::Requests, from: usize) -> Vec<(String, String)> {
+    seen.lock().unwrap()[from..].iter().filter(|(_, p)| !p.contains("watch=true")).cloned().collect()
+}
+
+async fn until<F: Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>>(
+    what: &str,
+    f: F,
+) -> Duration {
+    let start = Instant::now();
+    while !f().await {
+        assert!(start.elapsed() < Duration::from_secs(30), "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test]
+async fn node_mode_idle_passes_send_nothing_and_drift_is_repaired_from_the_watch() {
+    let Some((server, _serial)) =
+        begin("node_mode_idle_passes_send_nothing_and_drift_is_repaired_from_the_watch").await
+    else {
+        return;
+    };
+    let admin = server.admin().await;
+    let (_, kubeconfig) = node_mode(server, &admin).await;
+    let (seen, control, task, _dir) =
+        watching_daemon(&kubeconfig, &["--sink=node", "--node-name=node-a"], Some("node-a")).await;
+    let a = admin.clone();
+    until("the first publish", || {
+        let a = a.clone();
+        Box::pin(async move {
+            node_labels(&a, "node-a").await.get("nvidia.com/gpu.count").map(String::as_str) == Some("1")
+        })
+    })
+    .await;
+    // Three passes (1 s apart) that change nothing: not one request besides the open watch.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mark = seen.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    assert_eq!(non_watch(&seen, mark), vec![], "idle passes sent requests");
+    // Someone removes one of our labels: it is back within seconds, from the watch event.
+    let drop = json!({"metadata": {"labels": {"nvidia.com/gpu.count": null}}});
+    Api::<Node>::all(admin.clone())
+        .patch("node-a", &PatchParams::default(), &Patch::Merge(&drop))
+        .await
+        .unwrap();
+    let a = admin.clone();
+    let took = until("the repair", || {
+        let a = a.clone();
+        Box::pin(async move {
+            node_labels(&a, "node-a").await.get("nvidia.com/gpu.count").map(String::as_str) == Some("1")
+        })
+    })
+    .await;
+    assert!(took < Duration::from_secs(5), "repaired in {took:?}");
+    let writes: Vec<_> = non_watch(&seen, mark).into_iter().filter(|(m, _)| m == "PATCH").collect();
+    assert_eq!(writes.len(), 1, "one write repaired it: {writes:?}");
+    control.send(nvlabel::daemon::Control::Shutdown).await.unwrap();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_the_watch() {
+    let Some((server, _serial)) =
+        begin("nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_the_watch").await
+    else {
+        return;
+    };
+    let admin = server.admin().await;
+    cluster_basics(&admin).await;
+    let docs = apply_overlay(&admin, "nfd-nodefeature", "nfw-node").await;
+    node(&admin, "nfw-node", json!({})).await;
+    let ds: DaemonSet = Api::namespaced(admin.clone(), "nvlabel").get("nvlabel").await.unwrap();
+    let pod = create_pod(&admin, &pod_of(&docs, "nvlabel-nfw", "nfw-node", Some(&ds))).await.unwrap();
+    let token = pod_token(&admin, "nvlabel", "nvlabel", &pod).await;
+    let kubeconfig = server.kubeconfig_for("nvlabel-nfw", &token);
+    let api = nodefeature_api(&admin, "nvlabel");
+    let _ = api.delete("nvidia-features-for-nfw-node", &Default::default()).await;
+    let (seen, control, task, _dir) = watching_daemon(
+        &kubeconfig,
+        &["--namespace=nvlabel", "--node-name=nfw-node", "--pod-name=nvlabel-nfw"],
+        None,
+    )
+    .await;
+    let count = |api: Api<DynamicObject>| async move {
+        api.get_opt("nvidia-features-for-nfw-node")
+            .await
+            .unwrap()
+            .and_then(|o| o.data["spec"]["labels"]["nvidia.com/gpu.count"].as_str().map(String::from))
+    };
+    let a = api.clone();
+    until("the object", || {
+        let a = a.clone();
+        Box::pin(async move { count(a).await.as_deref() == Some("1") })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mark = seen.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    assert_eq!(non_watch(&seen, mark), vec![], "idle passes sent requests; all: {:?}", seen.lock().unwrap());
+    // Someone edits our object: it is put back from the watch event.
+    let mut obj = api.get("nvidia-features-for-nfw-node").await.unwrap();
+    obj.data["spec"]["labels"] = json!({"nvidia.com/gpu.count": "99"});
+    obj.metadata.managed_fields = None;
+    api.replace("nvidia-features-for-nfw-node", &PostParams::default(), &obj).await.unwrap();
+    let a = api.clone();
+    let took = until("the repair", || {
+        let a = a.clone();
+        Box::pin(async move { count(a).await.as_deref() == Some("1") })
+    })
+    .await;
+    assert!(took < Duration::from_secs(5), "repaired in {took:?}");
+    control.send(nvlabel::daemon::Control::Shutdown).await.unwrap();
+    task.await.unwrap();
+}

@@ -136,7 +136,7 @@ impl Daemon {
         let target = self.target()?;
         if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
             let writer = match &self.watching {
-                Some(node_watch) => target.build_watching(self.client.as_ref(), node_watch.clone()).await?,
+                Some(node_watch) => target.build_with(self.client.as_ref(), true, node_watch.clone()).await?,
                 None => target.build(self.client.as_ref()).await?,
             };
             self.writer = Some((target, writer));

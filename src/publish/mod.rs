@@ -196,25 +196,26 @@ impl Target {
 
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        self.build_watching(client, None).await
+        self.build_with(client, false, None).await
     }
 
-    /// [`Target::build`] for the daemon: the API writers decide from watches instead of reads
-    /// (the Node writer from `node_watch`, the daemon's one watch of its Node; the NodeFeature
-    /// writer from a watch of its object), so a pass that changes nothing sends nothing.
-    pub async fn build_watching(
+    /// [`Target::build`], for the daemon with `watching`: the API writers decide from watches
+    /// instead of reads (the Node writer from `node_watch`, the daemon's one watch of its Node;
+    /// the NodeFeature writer from a watch of its object), so a pass that changes nothing sends
+    /// nothing.
+    pub async fn build_with(
         &self,
         client: Option<&kube::Client>,
+        watching: bool,
         node_watch: Option<object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
     ) -> Result<Box<dyn Writer>, SetupError> {
-        let watching = node_watch.is_some();
         let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
             Target::Stdout(format) => Box::new(Stdout::new(*format)),
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
             Target::Node(node) => {
                 let writer = NodeLabels::new(client()?, node);
-                Box::new(match node_watch {
+                Box::new(match node_watch.filter(|_| watching) {
                     Some(w) => writer.with_watch(w),
                     None => writer,
                 })

@@ -200,3 +200,47 @@ pub fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core
         other => panic!("expected the API server to refuse, got {other:?}"),
     }
 }
+
+/// Requests a client sent: (method, path and query).
+pub type Requests = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A service wrapper that records every request.
+#[derive(Clone)]
+pub struct Counting<S> {
+    inner: S,
+    seen: Requests,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Counting<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let what = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+        self.seen.lock().unwrap().push((req.method().to_string(), what));
+        self.inner.call(req)
+    }
+}
+
+/// A client from a kubeconfig that records every request it sends.
+pub async fn counting_client(path: &Path) -> (Client, Requests) {
+    let file = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let seen = Requests::default();
+    let layer = tower::layer::layer_fn({
+        let seen = seen.clone();
+        move |inner| Counting { inner, seen: seen.clone() }
+    });
+    let client = kube::client::ClientBuilder::try_from(config).unwrap().with_layer(&layer).build();
+    (client, seen)
+}

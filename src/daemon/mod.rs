@@ -370,8 +370,8 @@ impl Daemon {
         for note in &self.settings().notes {
             tracing::info!("{note}");
         }
-        let mut watch = watch::ConfigWatch::new()?;
-        watch.follow(self.config.watched_dirs());
+        let mut watch = watch::ConfigWatch::new();
+        watch.follow(self.config.watched_dirs())?;
         self.run_pass().await?;
         let mut floor_noted = None;
         loop {
@@ -424,7 +424,7 @@ impl Daemon {
                 }
                 () = watch.changed() => {
                     if !self.reload(false) {
-                        watch.follow(self.config.watched_dirs());
+                        watch.follow(self.config.watched_dirs())?;
                         continue;
                     }
                 }
@@ -447,7 +447,7 @@ impl Daemon {
                     }
                 },
             }
-            watch.follow(self.config.watched_dirs());
+            watch.follow(self.config.watched_dirs())?;
             self.run_pass().await?;
         }
     }

@@ -227,8 +227,10 @@ async fn run() {
     let mut writes_per_change = Vec::new();
     for i in 0..CHANGES {
         let patches = cluster.lock().unwrap().verbs.get("patch").copied().unwrap_or(0);
-        let version = format!("550.54.{}", 20 + i);
-        std::fs::write(&snapshot, text.replace("550.54.15", &version)).unwrap();
+        let version = format!("550.90.{}", 20 + i);
+        let changed = text.replace("driver_version: \"550.90.07\"", &format!("driver_version: \"{version}\""));
+        assert_ne!(changed, text, "the snapshot's driver version is where the benchmark expects it");
+        std::fs::write(&snapshot, changed).unwrap();
         let want = Value::String(version.clone());
         wait_until("the change published", || {
             let c = cluster.lock().unwrap();

@@ -112,7 +112,10 @@ impl Cluster {
                 }
                 let from: u64 = field(query, "resourceVersion=").and_then(|v| v.parse().ok()).unwrap_or(0);
                 if from < self.epoch {
-                    return full(StatusCode::GONE, &status(410, "Expired"));
+                    // As the API server says it: a watch stream whose one event is a 410 error.
+                    let event = json!({"type": "ERROR", "object": status(410, "Expired")});
+                    *self.verbs.entry("gone").or_default() += 1;
+                    return Response::new(Full::new(Bytes::from(format!("{event}\n"))).boxed());
                 }
                 let (tx, rx) = mpsc::unbounded_channel();
                 if let Some(n) = self.nodes.get_mut(&name) {

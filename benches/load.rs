@@ -231,7 +231,8 @@ async fn run() {
     for i in 0..CHANGES {
         let patches = cluster.lock().unwrap().verbs.get("patch").copied().unwrap_or(0);
         let version = format!("550.90.{}", 20 + i);
-        let changed = text.replace("driver_version: \"550.90.07\"", &format!("driver_version: \"{version}\""));
+        let changed =
+            text.replace("driver_version: \"550.90.07\"", &format!("driver_version: \"{version}\""));
         assert_ne!(changed, text, "the snapshot's driver version is where the benchmark expects it");
         std::fs::write(&snapshot, changed).unwrap();
         let want = Value::String(version.clone());

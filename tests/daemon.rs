@@ -51,7 +51,22 @@ fn start_writing(
     label: Option<&str>,
     watch_labels: bool,
 ) -> Running {
-    let snapshot = t4_snapshot(dir.path());
+    let metrics = Arc::new(Metrics::default());
+    let daemon = Daemon::new(loaded(dir.path(), &output, source, label), metrics.clone());
+    let (control, control_rx) = mpsc::channel(4);
+    let (labels, stream) = if watch_labels {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Some(tx), Some(tokio_stream(rx)))
+    } else {
+        (None, None)
+    };
+    let task = tokio::spawn(async move { daemon.serve(stream, control_rx).await.unwrap() });
+    Running { dir, output, control, labels, metrics, task }
+}
+
+/// The configuration of a file-writing daemon that labels from a T4 snapshot written into `dir`.
+fn loaded(dir: &Path, output: &Path, source: ConfigSource, label: Option<&str>) -> ConfigState {
+    let snapshot = t4_snapshot(dir);
     let cli = Cli::try_from_args([
         "nvlabel",
         "--no-timestamp",
@@ -63,20 +78,7 @@ fn start_writing(
         snapshot.to_str().unwrap(),
     ])
     .unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let daemon = Daemon::new(
-        ConfigState::load(cli, Default::default(), source, label.map(String::from)).unwrap(),
-        metrics.clone(),
-    );
-    let (control, control_rx) = mpsc::channel(4);
-    let (labels, stream) = if watch_labels {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Some(tx), Some(tokio_stream(rx)))
-    } else {
-        (None, None)
-    };
-    let task = tokio::spawn(async move { daemon.serve(stream, control_rx).await.unwrap() });
-    Running { dir, output, control, labels, metrics, task }
+    ConfigState::load(cli, Default::default(), source, label.map(String::from)).unwrap()
 }
 
 fn tokio_stream(
@@ -221,23 +223,8 @@ async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
     let config = dir.path().join("config/config.yaml");
     std::fs::write(&config, TS2).unwrap();
     let output = dir.path().join("gfd");
-    let snapshot = t4_snapshot(dir.path());
-    let cli = Cli::try_from_args([
-        "nvlabel",
-        "--no-timestamp",
-        "--use-node-feature-api=false",
-        "--sleep-interval=infinite",
-        "--output-file",
-        output.to_str().unwrap(),
-        "--snapshot",
-        snapshot.to_str().unwrap(),
-    ])
-    .unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let daemon = Daemon::new(
-        ConfigState::load(cli, Default::default(), ConfigSource::File(config.clone()), None).unwrap(),
-        metrics,
-    );
+    let state = loaded(dir.path(), &output, ConfigSource::File(config.clone()), None);
+    let daemon = Daemon::new(state, Arc::new(Metrics::default()));
     std::fs::write(&config, TS4).unwrap();
     let (control, control_rx) = mpsc::channel(4);
     control.send(Control::Reload).await.unwrap();

@@ -10,20 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn terminate(mut child: Child) -> std::process::ExitStatus {
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    // Bounded generously; the check is that it stops by itself with status 0.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "the daemon did not stop after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    stop_with(&mut child, "-TERM")
 }
 
 fn daemon(machine: &Path, out: &Path, extra: &[&str]) -> Child {

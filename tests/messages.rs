@@ -178,18 +178,6 @@ fn lines_until(rx: &mpsc::Receiver<String>, until: &str, count: usize) -> Vec<St
     lines
 }
 
-fn stop(child: &mut Child, signal: &str) -> std::process::ExitStatus {
-    assert!(Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "the daemon did not stop after {signal}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_lasting_condition_is_logged_when_it_starts_and_when_it_ends() {
     let dir = tempfile::tempdir().unwrap();
@@ -213,7 +201,7 @@ fn a_lasting_condition_is_logged_when_it_starts_and_when_it_ends() {
     std::fs::copy(fixture("h100-x8"), &machine).unwrap();
     let lines = lines_until(&rx, "resolved: GPU excluded from this pass", 1);
     assert!(lines.iter().all(|l| !l.contains("WARN") || l.contains("machine type")), "{lines:#?}");
-    assert_eq!(stop(&mut child, "-TERM").code(), Some(0));
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
 }
 
 #[test]
@@ -229,7 +217,7 @@ fn a_sub_second_interval_is_raised_with_a_word() {
         line.contains("requested=100ms") && line.contains("used=\"1s\"") || line.contains("used=1s"),
         "{line}"
     );
-    assert_eq!(stop(&mut child, "-TERM").code(), Some(0));
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
 }
 
 #[test]
@@ -241,7 +229,7 @@ fn sigquit_stops_cleanly_like_sigterm() {
     cmd.args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1h", "-o"]).arg(&out);
     let (mut child, rx) = daemon_logs(&mut cmd);
     lines_until(&rx, "published labels", 1);
-    let status = stop(&mut child, "-QUIT");
+    let status = stop_with(&mut child, "-QUIT");
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(std::fs::read_to_string(&out).unwrap().contains("nvidia.com/gpu.count=1\n"), "labels stay");
 }
@@ -288,5 +276,5 @@ fn every_metric_family_has_a_sample_from_the_start() {
             "{family} has no sample:\n{metrics}"
         );
     }
-    assert_eq!(stop(&mut child, "-TERM").code(), Some(0));
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
 }

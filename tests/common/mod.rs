@@ -84,6 +84,19 @@ pub fn signal(child: &std::process::Child, sig: &str) {
     assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
 }
 
+/// Sends `sig` and waits (bounded, 10 s) until the child exits by itself; returns its status.
+pub fn stop_with(child: &mut std::process::Child, sig: &str) -> std::process::ExitStatus {
+    signal(child, sig);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the daemon did not stop after {sig}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The flags of the reference command, printing sorted labels to stdout.
 pub const PRINT: &[&str] =
     &["--oneshot", "--no-timestamp", "--output-file", "", "--use-node-feature-api=false"];

@@ -93,6 +93,8 @@ fn assert_declared(method: &Method, uri: &http::Uri) {
         .iter()
         .chain(nvlabel::publish::nodefeature::API_CALLS)
         .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
+        .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
+        .chain(nvlabel::publish::node::WATCH_API_CALLS)
         .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
     assert!(
         declared.into_iter().any(|d| d == observed),

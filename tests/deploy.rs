@@ -325,7 +325,7 @@ fn rbac_grants_exactly_what_the_code_calls_in_the_right_scope() {
         let (what, pod) = &r.pods[0];
         let settings = settings_of(what, &pod.containers[0]);
         let ns = settings.namespace.as_str();
-        let mut needed = calls(settings.target().unwrap().api_calls(), ns);
+        let mut needed = calls(&settings.target().unwrap().api_calls(!settings.oneshot), ns);
         if settings.config_dir.is_some() && !settings.oneshot {
             needed.extend(calls(nvlabel::config_label::API_CALLS, ns));
         }

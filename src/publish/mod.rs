@@ -121,12 +121,14 @@ pub struct ApiCall {
 
 impl Target {
     /// Every API request this target's writer makes (its RBAC must grant exactly these).
-    pub fn api_calls(&self) -> &'static [ApiCall] {
-        match self {
-            Target::Stdout(_) | Target::File(..) => &[],
-            Target::NodeFeature { .. } => nodefeature::API_CALLS,
-            Target::Node(_) => node::API_CALLS,
-        }
+    /// `daemon`: the long-running labeler, which also watches its object.
+    pub fn api_calls(&self, daemon: bool) -> Vec<ApiCall> {
+        let (calls, watch): (&[ApiCall], &[ApiCall]) = match self {
+            Target::Stdout(_) | Target::File(..) => (&[], &[]),
+            Target::NodeFeature { .. } => (nodefeature::API_CALLS, nodefeature::WATCH_API_CALLS),
+            Target::Node(_) => (node::API_CALLS, node::WATCH_API_CALLS),
+        };
+        calls.iter().chain(watch.iter().filter(|_| daemon)).copied().collect()
     }
 }
 

@@ -17,6 +17,12 @@ pub const API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "patch" },
 ];
 
+/// What the daemon adds: it watches its Node instead of reading it every pass.
+pub const WATCH_API_CALLS: &[super::ApiCall] = &[
+    super::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
+    super::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "watch" },
+];
+
 /// Field manager of our apply requests.
 pub const FIELD_MANAGER: &str = "nvlabel";
 

@@ -27,7 +27,10 @@ pub const API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
-    // The daemon watches its object instead of reading it every pass.
+];
+
+/// What the daemon adds: it watches its object instead of reading it every pass.
+pub const WATCH_API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "list" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "watch" },
 ];

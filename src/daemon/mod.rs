@@ -86,6 +86,8 @@ pub struct Daemon {
     drift: drift::DriftGuard,
     /// When the next drift repair runs, if one is waiting.
     repair_due: Option<std::time::Instant>,
+    /// The changes of the object the writer publishes into, kept across passes so none is missed.
+    object_changes: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Daemon {
@@ -104,6 +106,7 @@ impl Daemon {
             watching: None,
             drift: drift::DriftGuard::default(),
             repair_due: None,
+            object_changes: None,
         }
     }
 
@@ -139,6 +142,7 @@ impl Daemon {
                 Some(node_watch) => target.build_with(self.client.as_ref(), true, node_watch.clone()).await?,
                 None => target.build(self.client.as_ref()).await?,
             };
+            self.object_changes = writer.changes();
             self.writer = Some((target, writer));
         }
         Ok(&mut self.writer.as_mut().expect("just built").1)
@@ -390,8 +394,8 @@ impl Daemon {
                 self.repair_due.map(|at| at.saturating_duration_since(std::time::Instant::now())),
             );
             let object_changed = async {
-                match self.writer.as_ref().and_then(|(_, w)| w.changed()) {
-                    Some(change) => change.await,
+                match self.object_changes.as_mut() {
+                    Some(rx) => rx.changed().await.ok(),
                     None => futures::future::pending().await,
                 }
             };
@@ -407,7 +411,7 @@ impl Daemon {
                     self.refresh().await;
                     continue;
                 }
-                () = object_changed => {
+                Some(()) = object_changed => {
                     let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
                     if drifted && self.repair_due.is_none() {
                         self.repair_due = Some(self.drift.allowed_at(std::time::Instant::now()));

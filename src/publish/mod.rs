@@ -274,9 +274,9 @@ pub trait Writer: Send + Sync {
         None
     }
 
-    /// A future that completes at the next change of the watched object this writer publishes
-    /// into (the Node, or its NodeFeature object); `None` when it keeps no watch.
-    fn changed(&self) -> Option<BoxFuture<'static, ()>> {
+    /// The changes of the watched object this writer publishes into (the Node, or its
+    /// NodeFeature object); `None` when it keeps no watch.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
 

@@ -182,8 +182,8 @@ impl Writer for NodeFeature {
         "nodefeature"
     }
 
-    fn changed(&self) -> Option<BoxFuture<'static, ()>> {
-        self.watch.as_ref().map(ObjectWatch::next_change)
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.watch.as_ref().map(ObjectWatch::changes)
     }
 
     fn drifted(&self) -> bool {

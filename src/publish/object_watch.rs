@@ -26,6 +26,8 @@ pub enum Seen<K> {
 #[derive(Clone)]
 pub struct ObjectWatch<K> {
     rx: watch::Receiver<Seen<K>>,
+    /// Counts changes, in a type that does not depend on `K`, for whoever only needs "changed".
+    version: watch::Receiver<u64>,
 }
 
 impl<K> ObjectWatch<K>
@@ -35,6 +37,7 @@ where
     /// Watches `name` through `api` in a background task that ends when every handle is dropped.
     pub fn spawn(api: Api<K>, name: &str) -> ObjectWatch<K> {
         let (tx, rx) = watch::channel(Seen::Unknown);
+        let (versions, version) = watch::channel(0u64);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let mut events = watcher(api, config).backoff(FullJitter::default()).boxed();
         let name = name.to_string();
@@ -66,36 +69,25 @@ where
                 if tx.send(seen).is_err() {
                     return;
                 }
+                versions.send_modify(|v| *v += 1);
             }
         });
-        ObjectWatch { rx }
+        ObjectWatch { rx, version }
     }
 }
 
 impl<K: Clone> ObjectWatch<K> {
-    /// A watch fed by hand (tests).
-    pub fn manual() -> (watch::Sender<Seen<K>>, ObjectWatch<K>) {
-        let (tx, rx) = watch::channel(Seen::Unknown);
-        (tx, ObjectWatch { rx })
-    }
-
     /// The state now.
     pub fn seen(&self) -> Seen<K> {
         self.rx.borrow().clone()
     }
 
-    /// A future for the next change after now, independent of this handle.
-    pub fn next_change(&self) -> futures::future::BoxFuture<'static, ()>
-    where
-        K: Send + Sync + 'static,
-    {
-        let mut rx = self.rx.clone();
-        rx.borrow_and_update();
-        Box::pin(async move {
-            if rx.changed().await.is_err() {
-                futures::future::pending::<()>().await;
-            }
-        })
+    /// A receiver of every change from now on (`changed()` on it misses none: changes while
+    /// nobody waits collapse into one); independent of this handle.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        let mut version = self.version.clone();
+        version.borrow_and_update();
+        version
     }
 
     /// Waits for the next change (forever once the watch has ended).

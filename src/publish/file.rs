@@ -159,6 +159,15 @@ mod tests {
         (t, Arc::new(move || *read.lock().unwrap()))
     }
 
+    /// A writer of `dir/gfd` with a 100 s expiry and a clock the test moves, starting at t0.
+    fn expiring(dir: &Path) -> (PathBuf, SystemTime, Arc<Mutex<SystemTime>>, FeatureFile) {
+        let path = dir.join("gfd");
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (time, clock) = manual(t0);
+        let w = FeatureFile::with_clock(path.clone(), Some(Duration::from_secs(100)), clock);
+        (path, t0, time, w)
+    }
+
     fn expiry_of(path: &Path) -> SystemTime {
         let text = std::fs::read_to_string(path).unwrap();
         let line = text.lines().find_map(|l| l.strip_prefix("# +expiry-time=")).expect("an expiry line");
@@ -176,10 +185,7 @@ mod tests {
     #[tokio::test]
     async fn publish_keeps_the_expiry_in_the_future_as_time_advances() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gfd");
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let (time, clock) = manual(t0);
-        let mut w = FeatureFile::with_clock(path.clone(), Some(Duration::from_secs(100)), clock);
+        let (path, t0, time, mut w) = expiring(dir.path());
         assert!(w.publish(&labels("1")).await.unwrap());
         assert_eq!(expiry_of(&path), t0 + Duration::from_secs(100));
         assert_eq!(w.refresh_in(), Some(Duration::from_secs(50)), "the daemon is told when to refresh");
@@ -203,10 +209,7 @@ mod tests {
     #[tokio::test]
     async fn unchanged_labels_are_not_rewritten_before_the_refresh_is_due() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gfd");
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let (time, clock) = manual(t0);
-        let mut w = FeatureFile::with_clock(path.clone(), Some(Duration::from_secs(100)), clock);
+        let (_, t0, time, mut w) = expiring(dir.path());
         assert!(w.publish(&labels("1")).await.unwrap());
         *time.lock().unwrap() = t0 + Duration::from_secs(49);
         assert!(!w.publish(&labels("1")).await.unwrap());

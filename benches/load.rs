@@ -234,7 +234,11 @@ async fn run() {
         let changed =
             text.replace("driver_version: \"550.90.07\"", &format!("driver_version: \"{version}\""));
         assert_ne!(changed, text, "the snapshot's driver version is where the benchmark expects it");
-        std::fs::write(&snapshot, changed).unwrap();
+        // Atomically: 200 labelers read it every pass, and a half-written snapshot can parse as
+        // another machine (a write the benchmark would then count against nvlabel).
+        let tmp = snapshot.with_extension("tmp");
+        std::fs::write(&tmp, changed).unwrap();
+        std::fs::rename(&tmp, &snapshot).unwrap();
         let want = Value::String(version.clone());
         wait_until("the change published", || {
             let c = cluster.lock().unwrap();

@@ -572,16 +572,29 @@ fn non_watch(seen: &apiserver::Requests, from: usize) -> Vec<(String, String)> {
     seen.lock().unwrap()[from..].iter().filter(|(_, p)| !p.contains("watch=true")).cloned().collect()
 }
 
-async fn until<F: Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>>(
-    what: &str,
-    f: F,
-) -> Duration {
+/// Polls (bounded, 30 s) until `probe` gives `want`; returns how long it took.
+async fn until<F, Fut>(what: &str, probe: F, want: &str) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
     let start = Instant::now();
-    while !f().await {
+    while probe().await.as_deref() != Some(want) {
         assert!(start.elapsed() < Duration::from_secs(30), "{what} never happened");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     start.elapsed()
+}
+
+/// `nvidia.com/gpu.count` on a Node.
+async fn node_gpu_count(admin: &Client, node: &str) -> Option<String> {
+    node_labels(admin, node).await.get("nvidia.com/gpu.count").cloned()
+}
+
+/// `nvidia.com/gpu.count` in this test's NodeFeature object.
+async fn object_gpu_count(api: &Api<DynamicObject>) -> Option<String> {
+    let obj = api.get_opt("nvidia-features-for-nfw-node").await.unwrap()?;
+    obj.data["spec"]["labels"]["nvidia.com/gpu.count"].as_str().map(String::from)
 }
 
 #[tokio::test]
@@ -595,14 +608,7 @@ async fn node_mode_idle_passes_send_nothing_and_drift_is_repaired_from_the_watch
     let (_, kubeconfig) = node_mode(server, &admin).await;
     let (seen, control, task, _dir) =
         watching_daemon(&kubeconfig, &["--sink=node", "--node-name=node-a"], Some("node-a")).await;
-    let a = admin.clone();
-    until("the first publish", || {
-        let a = a.clone();
-        Box::pin(async move {
-            node_labels(&a, "node-a").await.get("nvidia.com/gpu.count").map(String::as_str) == Some("1")
-        })
-    })
-    .await;
+    until("the first publish", || node_gpu_count(&admin, "node-a"), "1").await;
     // Three passes (1 s apart) that change nothing: not one request besides the open watch.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mark = seen.lock().unwrap().len();
@@ -614,14 +620,7 @@ async fn node_mode_idle_passes_send_nothing_and_drift_is_repaired_from_the_watch
         .patch("node-a", &PatchParams::default(), &Patch::Merge(&drop))
         .await
         .unwrap();
-    let a = admin.clone();
-    let took = until("the repair", || {
-        let a = a.clone();
-        Box::pin(async move {
-            node_labels(&a, "node-a").await.get("nvidia.com/gpu.count").map(String::as_str) == Some("1")
-        })
-    })
-    .await;
+    let took = until("the repair", || node_gpu_count(&admin, "node-a"), "1").await;
     assert!(took < Duration::from_secs(5), "repaired in {took:?}");
     let writes: Vec<_> = non_watch(&seen, mark).into_iter().filter(|(m, _)| m == "PATCH").collect();
     assert_eq!(writes.len(), 1, "one write repaired it: {writes:?}");
@@ -652,18 +651,7 @@ async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_t
         None,
     )
     .await;
-    let count = |api: Api<DynamicObject>| async move {
-        api.get_opt("nvidia-features-for-nfw-node")
-            .await
-            .unwrap()
-            .and_then(|o| o.data["spec"]["labels"]["nvidia.com/gpu.count"].as_str().map(String::from))
-    };
-    let a = api.clone();
-    until("the object", || {
-        let a = a.clone();
-        Box::pin(async move { count(a).await.as_deref() == Some("1") })
-    })
-    .await;
+    until("the object", || object_gpu_count(&api), "1").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mark = seen.lock().unwrap().len();
     tokio::time::sleep(Duration::from_millis(3200)).await;
@@ -673,12 +661,7 @@ async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_t
     obj.data["spec"]["labels"] = json!({"nvidia.com/gpu.count": "99"});
     obj.metadata.managed_fields = None;
     api.replace("nvidia-features-for-nfw-node", &PostParams::default(), &obj).await.unwrap();
-    let a = api.clone();
-    let took = until("the repair", || {
-        let a = a.clone();
-        Box::pin(async move { count(a).await.as_deref() == Some("1") })
-    })
-    .await;
+    let took = until("the repair", || object_gpu_count(&api), "1").await;
     assert!(took < Duration::from_secs(5), "repaired in {took:?}");
     control.send(nvlabel::daemon::Control::Shutdown).await.unwrap();
     task.await.unwrap();

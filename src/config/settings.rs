@@ -190,6 +190,11 @@ impl Settings {
             .map(PathBuf::from)
     }
 
+    /// `--config-default` from the command line or env (`NVLABEL_CONFIG_DEFAULT`); empty is unset.
+    pub fn config_default_key(cli: &Cli, env: Env) -> Option<String> {
+        string_flag(cli.label.config.config_default.clone(), env, "config-default").filter(|v| !v.is_empty())
+    }
+
     /// `--config-dir` from the command line or env (`NVLABEL_CONFIG_DIR`).
     pub fn config_dir_path(cli: &Cli, env: Env) -> Option<PathBuf> {
         path_flag(cli.label.config.config_dir.clone(), env, "config-dir")
@@ -320,7 +325,7 @@ impl Settings {
             machine_type_file,
             config_file: Self::config_file_path(cli, env),
             config_dir: path_flag(a.config.config_dir.clone(), env, "config-dir"),
-            config_default: non_empty(string_flag(a.config.config_default.clone(), env, "config-default")),
+            config_default: Self::config_default_key(cli, env),
             use_node_feature_api: bool_flag(a.target.use_node_feature_api, env, "use-node-feature-api")?
                 .or(ff.use_node_feature_api)
                 .unwrap_or(true),

@@ -30,18 +30,12 @@ impl ConfigSource {
     /// The source the command line and env name (a config file cannot name another source);
     /// `--config-file` and `--config-dir` exclude each other.
     pub fn of(cli: &Cli, env: super::settings::Env) -> Result<ConfigSource, ReloadError> {
-        let default_key = || {
-            cli.label.config.config_default.clone().or_else(|| {
-                super::flags::env_names("config-default")
-                    .iter()
-                    .find_map(|n| env(n))
-                    .filter(|v| !v.is_empty())
-            })
-        };
         Ok(match (Settings::config_file_path(cli, env), Settings::config_dir_path(cli, env)) {
             (Some(_), Some(_)) => return Err(ReloadError::BothSources),
             (Some(file), None) => ConfigSource::File(file),
-            (None, Some(dir)) => ConfigSource::Dir { dir, default_key: default_key() },
+            (None, Some(dir)) => {
+                ConfigSource::Dir { dir, default_key: Settings::config_default_key(cli, env) }
+            }
             (None, None) => ConfigSource::None,
         })
     }

@@ -250,8 +250,11 @@ impl Daemon {
     /// With `--extended-labels`: compares what the published labels promise with the Node's
     /// allocatable resources, from the writer's read of the Node or the node watch.
     fn cross_check(&mut self) {
-        let settings = self.config.loaded().settings.clone();
-        if !settings.extended_labels {
+        let (extended, grace) = {
+            let s = self.settings();
+            (s.extended_labels, s.sharing_check_grace)
+        };
+        if !extended {
             return;
         }
         let from_writer = self.writer.as_ref().and_then(|(_, w)| w.node_allocatable());
@@ -265,7 +268,7 @@ impl Daemon {
             // Present at 0 from the first check, so alerts see the series.
             let _ = self.metrics.sharing_mismatch.get_or_create(&Resource { resource: resource.clone() });
         }
-        let check = self.sharing_check.get_or_insert_with(|| SharingCheck::new(settings.sharing_check_grace));
+        let check = self.sharing_check.get_or_insert_with(|| SharingCheck::new(grace));
         for finding in check.check(&promised, &allocatable, std::time::Instant::now()) {
             match finding {
                 Finding::Mismatch { resource, promised, allocatable } => {

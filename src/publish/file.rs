@@ -43,6 +43,9 @@ pub enum PruneFileError {
 }
 
 impl FeatureFile {
+    /// The writer's name in logs and metrics.
+    pub const NAME: &'static str = "feature-file";
+
     /// A writer for `path`; with `expiry`, NFD drops the labels that long after the last refresh.
     pub fn new(path: PathBuf, expiry: Option<Duration>) -> FeatureFile {
         FeatureFile::with_clock(path, expiry, Arc::new(SystemTime::now))
@@ -109,7 +112,7 @@ pub fn prune(path: &Path) -> Result<bool, PruneFileError> {
 
 impl Writer for FeatureFile {
     fn name(&self) -> &'static str {
-        "feature-file"
+        FeatureFile::NAME
     }
 
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {

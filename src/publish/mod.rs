@@ -184,10 +184,10 @@ impl Target {
     /// The name its writer has in logs and metrics.
     pub fn writer_name(&self) -> &'static str {
         match self {
-            Target::Stdout(_) => "stdout",
-            Target::File(..) => "feature-file",
-            Target::NodeFeature { .. } => "nodefeature",
-            Target::Node(_) => "node",
+            Target::Stdout(_) => Stdout::NAME,
+            Target::File(..) => FeatureFile::NAME,
+            Target::NodeFeature { .. } => NodeFeature::NAME,
+            Target::Node(_) => NodeLabels::NAME,
         }
     }
 

@@ -46,6 +46,9 @@ enum Step {
 }
 
 impl NodeLabels {
+    /// The writer's name in logs and metrics.
+    pub const NAME: &'static str = "node";
+
     /// A writer for `node`.
     pub fn new(client: Client, node: &str) -> NodeLabels {
         NodeLabels {
@@ -116,30 +119,25 @@ impl NodeLabels {
             let known_uid = known_uid.clone();
             async move {
                 // The watch already said what is on the Node: apply right away, no read.
-                if let Some(uid) = known_uid {
-                    let body = json!({
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "metadata": {"name": node, "uid": uid, "labels": labels},
-                    });
-                    api.patch(&node, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
-                        .await?;
-                    return Ok(Some(Step::Applied));
-                }
-                let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
-                *seen.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(crate::config_label::allocatable(&current));
-                let carried = current.metadata.labels.clone().unwrap_or_default();
-                // Drift (someone removed or changed one of ours) shows here and is repaired.
-                if last.as_ref() == Some(labels) && labels.iter().all(|(k, v)| carried.get(k) == Some(v)) {
-                    return Ok(Some(Step::Skipped));
-                }
+                let uid = match known_uid {
+                    Some(uid) => uid,
+                    None => {
+                        let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
+                        *seen.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(crate::config_label::allocatable(&current));
+                        // Drift (someone removed or changed one of ours) shows here and is repaired.
+                        if last.as_ref() == Some(labels) && Self::carries(&current, labels) {
+                            return Ok(Some(Step::Skipped));
+                        }
+                        current.metadata.uid
+                    }
+                };
                 // The UID makes the apply a precondition on this very Node: if it was deleted and
                 // re-created, or is gone, the API server refuses instead of creating one.
                 let body = json!({
                     "apiVersion": "v1",
                     "kind": "Node",
-                    "metadata": {"name": node, "uid": current.metadata.uid, "labels": labels},
+                    "metadata": {"name": node, "uid": uid, "labels": labels},
                 });
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 api.patch(&node, &params, &Patch::Apply(&body)).await?;
@@ -161,7 +159,7 @@ impl NodeLabels {
 
 impl Writer for NodeLabels {
     fn name(&self) -> &'static str {
-        "node"
+        NodeLabels::NAME
     }
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

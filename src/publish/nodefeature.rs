@@ -102,6 +102,9 @@ pub struct NodeFeature {
 }
 
 impl NodeFeature {
+    /// The writer's name in logs and metrics.
+    pub const NAME: &'static str = "nodefeature";
+
     /// A writer for `node` in `namespace`, owned by `owner`.
     pub fn new(client: Client, namespace: &str, node: &str, owner: Option<OwnerReference>) -> NodeFeature {
         NodeFeature {
@@ -179,7 +182,7 @@ impl NodeFeature {
 
 impl Writer for NodeFeature {
     fn name(&self) -> &'static str {
-        "nodefeature"
+        NodeFeature::NAME
     }
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -14,6 +14,9 @@ pub struct Stdout {
 }
 
 impl Stdout {
+    /// The writer's name in logs and metrics.
+    pub const NAME: &'static str = "stdout";
+
     /// A stdout writer in `format`.
     pub fn new(format: Format) -> Stdout {
         Stdout { format, last: None }
@@ -22,7 +25,7 @@ impl Stdout {
 
 impl Writer for Stdout {
     fn name(&self) -> &'static str {
-        "stdout"
+        Stdout::NAME
     }
 
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {

@@ -140,6 +140,10 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
             "--set",
             "extendedLabels=false",
             "--set",
+            "failOnInitError=false",
+            "--set",
+            "noTimestamp=true",
+            "--set",
             "runtimeClassName=",
             "--set-json",
             r#"affinity=null"#,
@@ -158,6 +162,8 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
     let settings = settings_of(what, ns, c);
     assert_eq!(format!("{:?}", settings.mig_strategy), "Mixed", "{what}");
     assert!(!settings.extended_labels, "{what}");
+    assert!(!settings.fail_on_init_error, "{what}");
+    assert!(settings.no_timestamp, "{what}");
     assert_eq!(settings.metrics_addr.as_deref(), Some(":9400"), "{what}");
     assert_eq!(r.services.len(), 1);
     let svc = r.services[0].spec.as_ref().unwrap();

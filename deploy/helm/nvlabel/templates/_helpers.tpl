@@ -127,6 +127,12 @@ containers:
       {{- with .Values.migStrategy }}
       - --mig-strategy={{ . }}
       {{- end }}
+      {{- if not .Values.failOnInitError }}
+      - --fail-on-init-error=false
+      {{- end }}
+      {{- if .Values.noTimestamp }}
+      - --no-timestamp
+      {{- end }}
       {{- if .Values.extendedLabels }}
       - --extended-labels
       {{- end }}

@@ -219,3 +219,28 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         assert!(err.contains(names), "{args:?}: the message should name {names}: {err}");
     }
 }
+
+#[test]
+fn without_its_namespace_the_chart_deploys_into_the_releases() {
+    let Some(helm) = helm("without_its_namespace_the_chart_deploys_into_the_releases") else { return };
+    for mode in MODES {
+        let mode_arg = format!("mode={mode}");
+        let args = [
+            "--set",
+            &mode_arg,
+            "--set",
+            "job.nodeName=gpu-node-1",
+            "--set",
+            "namespace.create=false",
+            "--set",
+            "namespace.name=",
+            "--namespace",
+            "gpu-ops",
+        ];
+        let r = checked(&helm, "nvlabel", &args);
+        assert!(r.namespaces.is_empty(), "{mode}: the chart leaves an existing namespace alone");
+        let (what, ns, pod) = &r.pods[0];
+        assert_eq!(ns, "gpu-ops", "{what}");
+        assert_eq!(settings_of(what, ns, &pod.containers[0]).namespace, "gpu-ops", "{what}");
+    }
+}

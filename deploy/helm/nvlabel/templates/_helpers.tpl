@@ -57,6 +57,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}
 {{- fail "job.nodeName: mode=job labels one node once; set job.nodeName to that node's name" -}}
 {{- end -}}
+{{- /* Health (nvlabel's GPU health Node condition) plugs in here: drop this refusal, add
+     `--health` to the container's args below when .Values.health.enabled, and add
+     templates/health.yaml guarded the same way: a ClusterRole granting nodes/status patch and
+     events create, bound to the service account, and a ValidatingAdmissionPolicy on nodes/status
+     shaped like policy.yaml (own node, that one condition type, nothing else in status). The
+     deploy checks then take the health calls from the code's list. */ -}}
 {{- if .Values.health.enabled -}}
 {{- fail "health.enabled: the GPU health Node condition is not available in this chart version" -}}
 {{- end -}}

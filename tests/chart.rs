@@ -179,6 +179,31 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
     }
     assert_eq!(r.others.len(), 1, "the ServiceMonitor");
     assert_eq!(r.others[0]["spec"]["endpoints"][0]["port"], "http");
+    // Names, pod labels, update strategy; the policy follows the renamed service account.
+    let r = checked(
+        &helm,
+        "nvlabel",
+        &[
+            "--set",
+            "mode=node",
+            "--set",
+            "fullnameOverride=gpu-labels",
+            "--set",
+            "podLabels.team=ml",
+            "--set",
+            "updateStrategy.type=OnDelete",
+        ],
+    );
+    let (what, _, pod) = &r.pods[0];
+    assert_eq!(pod.service_account_name.as_deref(), Some("gpu-labels"), "{what}");
+    assert!(what.contains("gpu-labels-node"), "{what}");
+    assert_eq!(r.policies[0].metadata.name.as_deref(), Some("gpu-labels-node-labels"));
+    let docs =
+        template(&helm, "nvlabel", &["--set", "podLabels.team=ml", "--set", "updateStrategy.type=OnDelete"])
+            .unwrap();
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    assert_eq!(ds["spec"]["template"]["metadata"]["labels"]["team"], "ml");
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], "OnDelete");
     // Defaults: GPU nodes only, the GPU taints tolerated, no ServiceMonitor.
     let r = checked(&helm, "nvlabel", &[]);
     let pod = &r.pods[0].2;
@@ -213,6 +238,8 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "imagePullSecret=regcred"], "imagePullSecret"),
         (&["--set", "metrics.serviceMonitor.enabeld=true"], "enabeld"),
         (&["--set", "health.enabled=true"], "health.enabled"),
+        (&["--set", "fullnameOverride=GPU_Labels"], "/fullnameOverride"),
+        (&["--set", "updateStrategy.type=Sometimes"], "/updateStrategy/type"),
     ];
     for (args, names) in cases {
         let err = template(&helm, "nvlabel", args).err().unwrap_or_else(|| panic!("{args:?} was accepted"));

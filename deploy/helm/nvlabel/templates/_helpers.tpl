@@ -1,6 +1,8 @@
 {{/* The objects' base name: the release name, with -nvlabel unless it already says nvlabel. */}}
 {{- define "nvlabel.fullname" -}}
-{{- if contains "nvlabel" .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains "nvlabel" .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
 {{- printf "%s-nvlabel" .Release.Name | trunc 50 | trimSuffix "-" -}}

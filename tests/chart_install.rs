@@ -41,11 +41,12 @@ async fn begin(test: &str) -> Option<(&'static Server, PathBuf, tokio::sync::Mut
 
 /// Runs helm against the server (`install`, `upgrade` or `uninstall`), insisting on success.
 fn helm_run(helm: &Path, server: &Server, args: &[&str]) {
+    // The release's own namespace is `default` unless `args` say otherwise (the last one wins).
     let out = Command::new(helm)
+        .args(["--namespace", "default"])
         .args(args)
         .arg("--kubeconfig")
         .arg(server.kubeconfig())
-        .args(["--namespace", "default"])
         .env("HELM_CACHE_HOME", server.dir.join("helm-cache"))
         .env("HELM_CONFIG_HOME", server.dir.join("helm-config"))
         .env("HELM_DATA_HOME", server.dir.join("helm-data"))
@@ -381,4 +382,31 @@ async fn upgrade_to_another_mode_and_uninstall_leave_nothing_behind() {
     let labels = Api::<Node>::all(admin.clone()).get(node_name).await.unwrap().metadata.labels.unwrap();
     assert!(!labels.keys().any(|k| k.starts_with("nvidia.com/")), "{labels:?}");
     assert_eq!(labels.get("team").map(String::as_str), Some("ml"));
+}
+
+#[tokio::test]
+async fn installed_with_its_release_in_the_namespace_it_creates() {
+    let Some((server, helm, _serial)) = begin("installed_with_its_release_in_the_namespace_it_creates").await
+    else {
+        return;
+    };
+    let admin = server.admin().await;
+    let (release, ns, node_name) = ("own", "own-ns", "own-node");
+    node(&admin, node_name, json!({})).await;
+    // `helm install -n NS --create-namespace`: Helm makes the namespace first, then applies the
+    // chart's Namespace over it, Pod Security labels included.
+    let ns_arg = format!("namespace.name={ns}");
+    install(
+        &helm,
+        server,
+        "install",
+        release,
+        &["--namespace", ns, "--create-namespace", "--set", &ns_arg, "--set", "mode=nfd-file"],
+    );
+    let labels = Api::<Namespace>::all(admin.clone()).get(ns).await.unwrap().metadata.labels.unwrap();
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("privileged"));
+    assert_eq!(labels.get("pod-security.kubernetes.io/warn").map(String::as_str), Some("restricted"));
+    workload_pod(&admin, ns, release, node_name).await;
+    helm_run(&helm, server, &["uninstall", release, "--namespace", ns]);
+    assert_eq!(leftovers(&admin, release, ns).await, Vec::<String>::new());
 }

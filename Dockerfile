@@ -8,6 +8,12 @@
 # with no runAsUser, and only UID 0 can write its root-owned features.d hostPath and read the PCI
 # config space the vGPU labels need. nvlabel's own manifests (deploy/) always set the user in the
 # pod spec: UID 65532 for the API modes, UID 0 with every capability dropped for the feature file.
+#
+# `docker build .` builds everything. To package a binary built elsewhere (CI does, see
+# .ci/image-test), replace the `binary` stage with a directory holding `nvlabel` and the
+# `gpu-feature-discovery` symlink to it:
+#   buildah build --target runtime --build-context binary=DIR .
+# (docker buildx build --build-context binary=DIR works the same way.)
 
 FROM docker.io/library/rust:1.95-slim-bookworm AS build
 WORKDIR /src
@@ -17,14 +23,19 @@ RUN cargo build --release --locked -p nvlabel \
  && cp target/release/nvlabel /out/nvlabel \
  && ln -s nvlabel /out/gpu-feature-discovery
 
-FROM gcr.io/distroless/cc-debian12
+# Only the two files the runtime stage installs: the stage a prebuilt binary replaces.
+FROM scratch AS binary
+COPY --from=build /out/ /
+
+FROM gcr.io/distroless/cc-debian12 AS runtime
+# Kept equal to Cargo.toml's version (.ci/image-test checks); CI passes it explicitly too.
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="nvlabel" \
       org.opencontainers.image.description="Kubernetes GPU node labeler: NVIDIA GPU Feature Discovery labels, valid and deterministic" \
       org.opencontainers.image.source="https://github.com/nvlabel/nvlabel" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /out/ /usr/bin/
+COPY --from=binary / /usr/bin/
 # For the NVIDIA container runtime: every GPU, and NVML only.
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility

@@ -310,7 +310,8 @@ async fn nodefeature_mode_does_its_job_in_its_namespace_and_nothing_elsewhere() 
     cluster_basics(&admin).await;
     let docs = apply_overlay(&admin, "nfd-nodefeature", "nf-node").await;
     node(&admin, "nf-node", json!({})).await;
-    let ds: DaemonSet = Api::namespaced(admin.clone(), "nvlabel").get("nvlabel").await.unwrap();
+    let ds: DaemonSet =
+        Api::namespaced(admin.clone(), "nvlabel").get("nvlabel-nfd-nodefeature").await.unwrap();
     let pod = create_pod(&admin, &pod_of(&docs, "nvlabel-nf", "nf-node", Some(&ds))).await.unwrap();
     let token = pod_token(&admin, "nvlabel", "nvlabel", &pod).await;
     let sa = apiserver::client_from(&server.kubeconfig_for("nvlabel-nf", &token)).await;
@@ -328,7 +329,7 @@ async fn nodefeature_mode_does_its_job_in_its_namespace_and_nothing_elsewhere() 
     assert_eq!(stored.data["spec"]["labels"], json!(first));
     let owners = stored.metadata.owner_references.clone().unwrap();
     assert_eq!(owners.len(), 1);
-    assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("DaemonSet", "nvlabel"));
+    assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("DaemonSet", "nvlabel-nfd-nodefeature"));
     assert_eq!(
         stored.metadata.labels.unwrap().get("nfd.node.kubernetes.io/node-name").map(String::as_str),
         Some("nf-node")
@@ -639,7 +640,8 @@ async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_t
     cluster_basics(&admin).await;
     let docs = apply_overlay(&admin, "nfd-nodefeature", "nfw-node").await;
     node(&admin, "nfw-node", json!({})).await;
-    let ds: DaemonSet = Api::namespaced(admin.clone(), "nvlabel").get("nvlabel").await.unwrap();
+    let ds: DaemonSet =
+        Api::namespaced(admin.clone(), "nvlabel").get("nvlabel-nfd-nodefeature").await.unwrap();
     let pod = create_pod(&admin, &pod_of(&docs, "nvlabel-nfw", "nfw-node", Some(&ds))).await.unwrap();
     let token = pod_token(&admin, "nvlabel", "nvlabel", &pod).await;
     let kubeconfig = server.kubeconfig_for("nvlabel-nfw", &token);

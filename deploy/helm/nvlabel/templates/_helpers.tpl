@@ -1,0 +1,226 @@
+{{/* The objects' base name: the release name, with -nvlabel unless it already says nvlabel. */}}
+{{- define "nvlabel.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains "nvlabel" .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-nvlabel" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nvlabel.namespace" -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
+{{- end -}}
+
+{{- define "nvlabel.selectorLabels" -}}
+app.kubernetes.io/name: nvlabel
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "nvlabel.labels" -}}
+{{ include "nvlabel.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* The workload's name: one per mode, so that a change of mode replaces the DaemonSet and the
+     garbage collector removes the NodeFeature objects the old one owned. */}}
+{{- define "nvlabel.workload" -}}
+{{- if eq .Values.mode "job" -}}
+{{- printf "%s-oneshot" (include "nvlabel.fullname" .) -}}
+{{- else -}}
+{{- printf "%s-%s" (include "nvlabel.fullname" .) .Values.mode -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nvlabel.daemon" -}}
+{{- if ne .Values.mode "job" }}true{{ end -}}
+{{- end -}}
+
+{{- define "nvlabel.writesNodes" -}}
+{{- if or (eq .Values.mode "node") (eq .Values.mode "job") }}true{{ end -}}
+{{- end -}}
+
+{{/* The ConfigMap mounted as --config-dir, if any. */}}
+{{- define "nvlabel.configMap" -}}
+{{- if .Values.config.name -}}
+{{- .Values.config.name -}}
+{{- else if .Values.config.map -}}
+{{- printf "%s-configs" (include "nvlabel.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nvlabel.serviceAccount" -}}
+{{- include "nvlabel.fullname" . -}}
+{{- end -}}
+
+{{/* Refusals the schema cannot express. */}}
+{{- define "nvlabel.validate" -}}
+{{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}
+{{- fail "job.nodeName: mode=job labels one node once; set job.nodeName to that node's name" -}}
+{{- end -}}
+{{- /* Health (nvlabel's GPU health Node condition) plugs in here: drop this refusal, add
+     `--health` to the container's args below when .Values.health.enabled, and add
+     templates/health.yaml guarded the same way: a ClusterRole granting nodes/status patch and
+     events create, bound to the service account, and a ValidatingAdmissionPolicy on nodes/status
+     shaped like policy.yaml (own node, that one condition type, nothing else in status). The
+     deploy checks then take the health calls from the code's list. */ -}}
+{{- if .Values.health.enabled -}}
+{{- fail "health.enabled: the GPU health Node condition is not available in this chart version" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod: shared by the DaemonSet and the Job. */}}
+{{- define "nvlabel.podSpec" -}}
+{{- $fileMode := eq .Values.mode "nfd-file" -}}
+{{- $configMap := include "nvlabel.configMap" . -}}
+serviceAccountName: {{ include "nvlabel.serviceAccount" . }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- if $fileMode }}
+  # Only UID 0 can write the root-owned features.d NFD creates; every capability is dropped.
+  runAsNonRoot: false
+  runAsUser: 0
+  runAsGroup: 0
+  {{- else }}
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  {{- end }}
+  seccompProfile:
+    type: RuntimeDefault
+{{- if eq .Values.mode "job" }}
+nodeName: {{ .Values.job.nodeName }}
+restartPolicy: OnFailure
+{{- else }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: nvlabel
+    image: {{ printf "%s%s" .Values.image.repository (ternary (printf "@%s" .Values.image.digest) (printf ":%s" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest "")) }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    args:
+      {{- if eq .Values.mode "job" }}
+      - --oneshot
+      {{- else }}
+      - --metrics-addr=:{{ .Values.metrics.port }}
+      - --sleep-interval={{ .Values.sleepInterval }}
+      {{- end }}
+      {{- if $configMap }}
+      - --config-dir=/etc/nvlabel/configs
+      {{- with .Values.config.default }}
+      - --config-default={{ . }}
+      {{- end }}
+      {{- end }}
+      {{- with .Values.migStrategy }}
+      - --mig-strategy={{ . }}
+      {{- end }}
+      {{- if not .Values.failOnInitError }}
+      - --fail-on-init-error=false
+      {{- end }}
+      {{- if .Values.noTimestamp }}
+      - --no-timestamp
+      {{- end }}
+      {{- if .Values.extendedLabels }}
+      - --extended-labels
+      {{- end }}
+      {{- if eq .Values.mode "nfd-nodefeature" }}
+      - --use-node-feature-api=true
+      {{- else if $fileMode }}
+      - --use-node-feature-api=false
+      - --output-file=/etc/kubernetes/node-feature-discovery/features.d/nvlabel
+      - --expiry={{ .Values.file.expiry }}
+      {{- else }}
+      - --sink=node
+      {{- end }}
+    env:
+      - name: NODE_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: spec.nodeName
+      - name: POD_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+      - name: POD_NAMESPACE
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.namespace
+      # For the NVIDIA container runtime: all GPUs, NVML only (the utility capability).
+      - name: NVIDIA_VISIBLE_DEVICES
+        value: all
+      - name: NVIDIA_DRIVER_CAPABILITIES
+        value: utility
+    {{- if ne .Values.mode "job" }}
+    ports:
+      - name: http
+        containerPort: {{ .Values.metrics.port }}
+        protocol: TCP
+    livenessProbe:
+      httpGet:
+        path: /healthz
+        port: http
+      periodSeconds: 30
+    readinessProbe:
+      httpGet:
+        path: /readyz
+        port: http
+      periodSeconds: 15
+    {{- end }}
+    resources:
+      {{- toYaml .Values.resources | nindent 6 }}
+    securityContext:
+      runAsNonRoot: {{ not $fileMode }}
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      privileged: false
+      capabilities:
+        drop: ["ALL"]
+    {{- if or $configMap $fileMode }}
+    volumeMounts:
+      {{- if $configMap }}
+      - name: configs
+        mountPath: /etc/nvlabel/configs
+        readOnly: true
+      {{- end }}
+      {{- if $fileMode }}
+      - name: features-d
+        mountPath: /etc/kubernetes/node-feature-discovery/features.d
+      {{- end }}
+    {{- end }}
+{{- if or $configMap $fileMode }}
+volumes:
+  {{- if $configMap }}
+  - name: configs
+    configMap:
+      name: {{ $configMap }}
+      optional: true
+  {{- end }}
+  {{- if $fileMode }}
+  - name: features-d
+    hostPath:
+      path: {{ .Values.file.hostPath }}
+      type: DirectoryOrCreate
+  {{- end }}
+{{- end }}
+{{- end -}}

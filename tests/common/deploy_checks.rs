@@ -1,0 +1,323 @@
+//! The checks every set of manifests a user applies must pass, whether it comes from the static
+//! files under deploy/ or from the chart rendered with some values: every document read into its
+//! k8s-openapi type with unknown fields rejected, the pods locked down, the container's flags
+//! and env accepted by nvlabel itself, and the RBAC granting exactly the API calls the code makes.
+#![allow(dead_code)]
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, PodSpec, SecurityContext, Service, ServiceAccount,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use nvlabel::config::{Cli, Settings};
+use nvlabel::publish::ApiCall;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Read by the NVIDIA container runtime, not by nvlabel.
+const RUNTIME_ENV: [&str; 2] = ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"];
+
+/// The feature file's host directory, the only host path a pod may mount.
+pub const FEATURES_D: &str = "/etc/kubernetes/node-feature-discovery/features.d";
+
+/// Deserialises into `T`, failing on any field `T` does not have.
+pub fn strict<T: serde::de::DeserializeOwned>(doc: &Value, what: &str) -> T {
+    let mut unknown = Vec::new();
+    let value: T = serde_ignored::deserialize(doc, |path| unknown.push(path.to_string()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(unknown.is_empty(), "{what}: unknown fields {unknown:?}");
+    value
+}
+
+/// The typed objects of one rendering.
+#[derive(Default)]
+pub struct Rendered {
+    /// (what, namespace, pod spec) of each workload.
+    pub pods: Vec<(String, String, PodSpec)>,
+    pub namespaces: Vec<Namespace>,
+    pub rules: Vec<(String, Option<String>, Vec<PolicyRule>)>,
+    pub bindings: Vec<(String, Option<String>, String, Vec<String>)>,
+    pub policies: Vec<ValidatingAdmissionPolicy>,
+    pub policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
+    pub services: Vec<Service>,
+    pub config_maps: Vec<ConfigMap>,
+    /// Kinds without a k8s-openapi type (the Prometheus Operator's ServiceMonitor).
+    pub others: Vec<Value>,
+}
+
+/// Types every document of `docs` (`label` names the rendering in messages).
+pub fn typed(label: &str, docs: &[Value]) -> Rendered {
+    let mut r = Rendered::default();
+    for doc in docs {
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        let what = format!("{label}: {kind} {}", doc["metadata"]["name"]);
+        let subjects = |subs: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+            subs.unwrap_or_default()
+                .into_iter()
+                .map(|s| format!("{}/{}/{}", s.kind, s.namespace.unwrap_or_default(), s.name))
+                .collect()
+        };
+        let ns = doc["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "Namespace" => r.namespaces.push(strict(doc, &what)),
+            "ServiceAccount" => drop(strict::<ServiceAccount>(doc, &what)),
+            "ConfigMap" => r.config_maps.push(strict(doc, &what)),
+            "Service" => r.services.push(strict(doc, &what)),
+            "ServiceMonitor" => r.others.push(doc.clone()),
+            "DaemonSet" => {
+                let ds: DaemonSet = strict(doc, &what);
+                r.pods.push((what, ns, ds.spec.template.spec.unwrap()));
+            }
+            "Job" => {
+                let job: Job = strict(doc, &what);
+                r.pods.push((what, ns, job.spec.unwrap().template.spec.unwrap()));
+            }
+            "ClusterRole" => {
+                let cr: ClusterRole = strict(doc, &what);
+                r.rules.push((cr.metadata.name.unwrap(), None, cr.rules.unwrap_or_default()));
+            }
+            "Role" => {
+                let role: Role = strict(doc, &what);
+                r.rules.push((
+                    role.metadata.name.unwrap(),
+                    role.metadata.namespace,
+                    role.rules.unwrap_or_default(),
+                ));
+            }
+            "ClusterRoleBinding" => {
+                let b: ClusterRoleBinding = strict(doc, &what);
+                r.bindings.push((b.role_ref.name, None, b.role_ref.kind, subjects(b.subjects)));
+            }
+            "RoleBinding" => {
+                let b: RoleBinding = strict(doc, &what);
+                r.bindings.push((
+                    b.role_ref.name,
+                    b.metadata.namespace,
+                    b.role_ref.kind,
+                    subjects(b.subjects),
+                ));
+            }
+            "ValidatingAdmissionPolicy" => r.policies.push(strict(doc, &what)),
+            "ValidatingAdmissionPolicyBinding" => r.policy_bindings.push(strict(doc, &what)),
+            other => panic!("{what}: no check for kind {other}"),
+        }
+    }
+    r
+}
+
+/// The container's env as the kubelet would set it for a pod in `namespace`.
+pub fn container_env(c: &Container, namespace: &str) -> HashMap<String, String> {
+    let mut env = HashMap::new();
+    for e in c.env.iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(from)) => {
+                let path = from.field_ref.as_ref().map(|f| f.field_path.as_str()).unwrap_or_default();
+                match path {
+                    "spec.nodeName" => "gpu-node-1".into(),
+                    "metadata.name" => "nvlabel-abcde".into(),
+                    "metadata.namespace" => namespace.into(),
+                    other => panic!("unexpected fieldRef {other}"),
+                }
+            }
+            _ => String::new(),
+        };
+        env.insert(e.name.clone(), value);
+    }
+    env
+}
+
+/// The Pod Security labels (`enforce`, `warn`, `audit`) of a namespace.
+pub fn pod_security(ns: &Namespace) -> BTreeMap<String, String> {
+    ns.metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("pod-security.kubernetes.io/")?.to_string(), v)))
+        .collect()
+}
+
+/// The namespace enforces what the pods need, and the pods are locked down: non-root (root
+/// without capabilities only for the feature file's root-owned host directory), no privilege,
+/// read-only root, the downward-API env, resources, the GPU toleration.
+pub fn check_locked_down(label: &str, r: &Rendered) {
+    for ns in &r.namespaces {
+        let levels = pod_security(ns);
+        let file_mode = r.pods.iter().any(|(_, _, p)| !host_paths(p).is_empty());
+        if file_mode {
+            assert_eq!(levels["enforce"], "privileged", "{label}: a hostPath is refused below privileged");
+            assert_eq!(levels["warn"], "restricted", "{label}: warn shows what was given up");
+            assert_eq!(levels["audit"], "restricted", "{label}");
+        } else {
+            assert_eq!(levels["enforce"], "restricted", "{label}");
+        }
+    }
+    for (what, namespace, pod) in &r.pods {
+        let file_mode = !host_paths(pod).is_empty();
+        let psc = pod.security_context.clone().expect("a pod securityContext");
+        if file_mode {
+            assert_eq!(psc.run_as_user, Some(0), "{what}: only root owns the root-owned features.d");
+            assert_eq!(psc.run_as_non_root, Some(false), "{what}");
+        } else {
+            assert_eq!(psc.run_as_non_root, Some(true), "{what}");
+            assert!(psc.run_as_user.is_some_and(|u| u != 0), "{what}: a non-root UID");
+        }
+        assert_eq!(psc.seccomp_profile.map(|s| s.type_), Some("RuntimeDefault".into()), "{what}");
+        assert_ne!(pod.host_network, Some(true), "{what}");
+        assert_ne!(pod.host_pid, Some(true), "{what}");
+        assert!(
+            pod.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("nvidia.com/gpu")),
+            "{what}"
+        );
+        let paths = host_paths(pod);
+        assert!(paths.iter().all(|p| p == FEATURES_D), "{what}: host paths {paths:?}");
+        for c in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+            let sc = c.security_context.clone().expect("a container securityContext");
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{what}");
+            assert_eq!(sc.read_only_root_filesystem, Some(true), "{what}");
+            assert_ne!(sc.privileged, Some(true), "{what}");
+            if !file_mode {
+                assert_ne!(sc.run_as_user, Some(0), "{what}");
+            }
+            let drop: Vec<String> = sc.capabilities.as_ref().and_then(|c| c.drop.clone()).unwrap_or_default();
+            assert!(drop.contains(&"ALL".to_string()), "{what}: drop ALL capabilities");
+            assert!(adds_nothing(&sc), "{what}");
+            let res = c.resources.clone().expect("resources");
+            assert!(
+                res.requests.is_some_and(|r| r.contains_key("memory") && r.contains_key("cpu")),
+                "{what}"
+            );
+            assert!(res.limits.is_some_and(|l| l.contains_key("memory")), "{what}");
+            let env = container_env(c, namespace);
+            for name in ["NODE_NAME", "POD_NAME", "POD_NAMESPACE"] {
+                assert!(env.contains_key(name), "{what}: {name} from the downward API");
+            }
+            assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], "all", "{what}");
+        }
+    }
+}
+
+fn adds_nothing(sc: &SecurityContext) -> bool {
+    sc.capabilities.as_ref().and_then(|c| c.add.as_ref()).is_none_or(|a| a.is_empty())
+}
+
+/// The host paths a pod mounts.
+pub fn host_paths(pod: &PodSpec) -> Vec<String> {
+    pod.volumes.iter().flatten().filter_map(|v| v.host_path.as_ref()).map(|h| h.path.clone()).collect()
+}
+
+/// The settings the container gets, through nvlabel's own parser and resolver.
+pub fn settings_of(what: &str, namespace: &str, c: &Container) -> Settings {
+    let args = std::iter::once("nvlabel".to_string()).chain(c.args.clone().unwrap_or_default());
+    assert!(c.command.is_none(), "{what}: the image's entrypoint runs nvlabel");
+    let cli = Cli::try_from_args(args).unwrap_or_else(|e| panic!("{what}: nvlabel rejects its args: {e}"));
+    let env = container_env(c, namespace);
+    for name in env.keys() {
+        assert!(
+            nvlabel::config::flags::env_vars().any(|v| v == name) || RUNTIME_ENV.contains(&name.as_str()),
+            "{what}: nvlabel does not read env {name}"
+        );
+    }
+    Settings::resolve(&cli, &|k| env.get(k).cloned()).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// (scope, group, resource, verb): scope is `cluster` or the namespace a grant or call is in.
+pub type Grant = (String, String, String, String);
+
+/// The grants of a set of rules.
+pub fn grants(scope: &str, rules: &[PolicyRule]) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for rule in rules {
+        assert!(rule.resource_names.is_none(), "name-scoped rules are not expected");
+        for g in rule.api_groups.iter().flatten() {
+            for r in rule.resources.iter().flatten() {
+                for v in &rule.verbs {
+                    assert_ne!(v, "*", "no wildcard verbs");
+                    out.insert((scope.to_string(), g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the code calls, a namespaced call placed in `namespace`.
+pub fn calls(list: &[ApiCall], namespace: &str) -> BTreeSet<Grant> {
+    list.iter()
+        .map(|c| {
+            let scope = if c.namespaced { namespace } else { "cluster" };
+            (scope.to_string(), c.group.to_string(), c.resource.to_string(), c.verb.to_string())
+        })
+        .collect()
+}
+
+/// The calls the rendering's workload makes, as nvlabel resolves its flags and env.
+pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
+    let (what, namespace, pod) = &r.pods[0];
+    let settings = settings_of(what, namespace, &pod.containers[0]);
+    let ns = settings.namespace.as_str();
+    let mut needed = calls(&settings.target().unwrap().api_calls(!settings.oneshot), ns);
+    if settings.config_dir.is_some() && !settings.oneshot {
+        needed.extend(calls(nvlabel::config_label::API_CALLS, ns));
+    }
+    needed
+}
+
+/// The RBAC grants exactly the calls the code makes, in their scope, to the pod's service
+/// account only.
+pub fn check_rbac_exact(label: &str, r: &Rendered) {
+    assert_eq!(r.pods.len(), 1, "{label}: one workload");
+    let (_, namespace, pod) = &r.pods[0];
+    let sa = format!("ServiceAccount/{namespace}/{}", pod.service_account_name.as_deref().unwrap());
+    let mut granted = BTreeSet::new();
+    for (role, ns, kind, subjects) in &r.bindings {
+        assert_eq!(subjects, &vec![sa.clone()], "{label}: bindings are for the pod's service account only");
+        let (_, role_ns, rules) = r
+            .rules
+            .iter()
+            .find(|(n, rns, _)| n == role && (kind == "ClusterRole" || rns == ns))
+            .unwrap_or_else(|| panic!("{label}: no {kind} {role}"));
+        // A ClusterRoleBinding grants everywhere; a RoleBinding only in its namespace, even
+        // when it refers to a ClusterRole.
+        let scope = ns.clone().unwrap_or_else(|| "cluster".to_string());
+        if kind == "Role" {
+            assert_eq!(role_ns, ns, "{label}: a Role is bound in its own namespace");
+        }
+        granted.extend(grants(&scope, rules));
+    }
+    assert_eq!(r.rules.len(), r.bindings.len(), "{label}: every role is bound");
+    assert_eq!(
+        granted,
+        needed_calls(r),
+        "{label}: RBAC must grant exactly the calls the code makes, in their scope"
+    );
+}
+
+/// A workload that patches nodes is fenced by the admission policy for its service account (own
+/// node, nvidia.com/ labels only); one that cannot has no policy.
+pub fn check_policy(label: &str, r: &Rendered) {
+    let writes_nodes = needed_calls(r).iter().any(|(_, _, res, verb)| res == "nodes" && verb == "patch");
+    if !writes_nodes {
+        assert!(r.policies.is_empty() && r.policy_bindings.is_empty(), "{label} cannot write nodes at all");
+        return;
+    }
+    let (_, namespace, pod) = &r.pods[0];
+    let user = format!("system:serviceaccount:{namespace}:{}", pod.service_account_name.as_deref().unwrap());
+    assert_eq!(r.policies.len(), 1, "{label}");
+    let policy = &r.policies[0];
+    let spec = policy.spec.as_ref().unwrap();
+    let condition = &spec.match_conditions.as_ref().unwrap()[0].expression;
+    assert!(condition.contains(&format!("'{user}'")), "{label}: scoped to {user}: {condition}");
+    let validations: Vec<&str> = spec.validations.iter().flatten().map(|v| v.expression.as_str()).collect();
+    assert!(validations.iter().any(|v| v.contains("authentication.kubernetes.io/node-name")), "{label}");
+    assert!(validations.iter().any(|v| v.contains("nvidia.com/")), "{label}");
+    assert_eq!(r.policy_bindings.len(), 1, "{label}");
+    let bspec = &r.policy_bindings[0].spec;
+    assert_eq!(Some(bspec.policy_name.as_str()), policy.metadata.name.as_deref(), "{label}");
+    assert_eq!(bspec.validation_actions, vec!["Deny".to_string()], "{label}");
+}

@@ -151,3 +151,17 @@ fn gpudirect_modules_of_another_sysfs_tree() {
     let out = ok(nvlabel_in(Some("t4"), "testdata/sysfs-vgpu").args(PRINT).arg("--extended-labels"));
     assert_all(golden("t4.vgpu-extended.labels", &out).into_iter().collect());
 }
+
+/// A recorded snapshot (`nvlabel probe` records the topology whatever the flags) gives the same
+/// extended labels without NVML as the live probe did.
+#[test]
+fn recorded_snapshots_replay_the_extended_labels() {
+    let mut failures = Vec::new();
+    for machine in fixtures() {
+        let snap = repo().join("testdata/golden").join(format!("{machine}.snapshot.yaml"));
+        let mut replay = nvlabel(None);
+        replay.args(PRINT).args(["--mig-strategy", "mixed", "--extended-labels", "--snapshot"]).arg(snap);
+        failures.extend(golden(&format!("{machine}.extended.labels"), &ok(&mut replay)));
+    }
+    assert_all(failures);
+}

@@ -10,8 +10,8 @@ use nvlabel::labels::{compute, merge, LabelConfig, MigStrategy};
 use nvlabel::probe::profile::profile_name;
 use nvlabel::sharing::Sharing;
 use nvlabel::snapshot::{
-    ConfCompute, Fabric, Gpu, GpuDirect, MachineType, Mig, MigDevice, NvLink, NvLinkLink, NvLinkRemote, Snapshot,
-    VgpuDevice,
+    ConfCompute, Fabric, Gpu, GpuDirect, MachineType, Mig, MigDevice, NvLink, NvLinkLink, NvLinkRemote,
+    Snapshot, VgpuDevice,
 };
 use proptest::prelude::*;
 
@@ -60,9 +60,13 @@ fn nvlink() -> impl Strategy<Value = NvLink> {
         Just(NvLinkRemote::Unknown)
     ];
     let bus = proptest::option::of(prop_oneof!["0000000[0-1]:0[0-7]:00.0", any::<String>()]);
-    let link = (any::<bool>(), remote, bus)
-        .prop_map(|(active, remote, remote_pci_bus_id)| NvLinkLink { active, remote, remote_pci_bus_id });
-    (any::<Option<u32>>(), proptest::collection::vec(link, 0..20)).prop_map(|(version, links)| NvLink { version, links })
+    let link = (any::<bool>(), remote, bus).prop_map(|(active, remote, remote_pci_bus_id)| NvLinkLink {
+        active,
+        remote,
+        remote_pci_bus_id,
+    });
+    (any::<Option<u32>>(), proptest::collection::vec(link, 0..20))
+        .prop_map(|(version, links)| NvLink { version, links })
 }
 
 /// The topology facts of one GPU: NVLink, maximum PCIe generation and width, NUMA node.
@@ -73,9 +77,15 @@ fn topology() -> impl Strategy<Value = Topology> {
 }
 
 fn gpu() -> impl Strategy<Value = Gpu> {
-    (gpu_without_topology(), topology()).prop_map(|(g, (nvlink, pcie_max_generation, pcie_max_width, numa_node))| {
-        Gpu { nvlink, pcie_max_generation, pcie_max_width, numa_node, ..g }
-    })
+    (gpu_without_topology(), topology()).prop_map(
+        |(g, (nvlink, pcie_max_generation, pcie_max_width, numa_node))| Gpu {
+            nvlink,
+            pcie_max_generation,
+            pcie_max_width,
+            numa_node,
+            ..g
+        },
+    )
 }
 
 fn gpu_without_topology() -> impl Strategy<Value = Gpu> {
@@ -148,7 +158,8 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
                         .collect()
                 }),
                 issues: vec![],
-                confidential_compute: cc.map(|(cpu_caps, gpus_capable)| ConfCompute { cpu_caps, gpus_capable }),
+                confidential_compute: cc
+                    .map(|(cpu_caps, gpus_capable)| ConfCompute { cpu_caps, gpus_capable }),
                 gpudirect: gpudirect.map(|(rdma, storage, gdrcopy)| GpuDirect { rdma, storage, gdrcopy }),
             }
         })

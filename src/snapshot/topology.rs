@@ -69,3 +69,36 @@ pub struct GpuDirect {
     #[serde(default)]
     pub gdrcopy: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::labels::{compute, LabelConfig, MigStrategy};
+    use crate::snapshot::Snapshot;
+
+    /// A snapshot written before the topology fields existed still loads, and gives no topology
+    /// label: unknown, not "no NVLink".
+    #[test]
+    fn old_snapshots_load_and_give_no_topology_labels() {
+        let old = "driver_version: 550.54.15\ncuda_driver_version: 12040\ngpus:\n\
+                   - index: 0\n  name: NVIDIA H100 80GB HBM3\n  pci_bus_id: 00000000:1B:00.0\n  \
+                   memory_bytes: 85520809984\n  compute_capability: [9, 0]\n  mig: null\n  fabric: null\n\
+                   - index: 1\n  name: NVIDIA H100 80GB HBM3\n  pci_bus_id: 00000000:43:00.0\n  \
+                   memory_bytes: 85520809984\n  compute_capability: [9, 0]\n";
+        let snap = Snapshot::from_yaml(old).unwrap();
+        assert!(snap.gpus.iter().all(|g| g.nvlink.is_none() && g.numa_node.is_none()));
+        assert_eq!((&snap.confidential_compute, &snap.gpudirect), (&None, &None));
+        let config = LabelConfig {
+            mig_strategy: MigStrategy::None,
+            sharing: Default::default(),
+            timestamp: None,
+            extended: true,
+        };
+        let labels = compute(&snap, &config).labels;
+        assert!(labels.contains_key("nvidia.com/gpu.model"), "{labels:?}");
+        for k in labels.keys() {
+            for topo in ["nvlink", "p2p", "pcie", "numa", "fabric", "gpudirect", "cc."] {
+                assert!(!k.contains(topo), "{k} from a snapshot without topology");
+            }
+        }
+    }
+}

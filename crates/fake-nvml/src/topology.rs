@@ -99,7 +99,11 @@ export! {
         let (_, entry) = link(m, h, l)?;
         let bus = entry.remote_pci_bus_id.as_deref().ok_or(NOT_SUPPORTED)?;
         // A peer that is one of this machine's GPUs reports that GPU's device id, as NVML would.
-        let peer = (0..m.fixture.gpus.len() as u32).find(|&p| bus_id(m, p).eq_ignore_ascii_case(bus));
+        let address = |id: &str| {
+            let hex = |p: &str| u32::from_str_radix(p, 16).ok();
+            id.split([':', '.']).map(hex).collect::<Option<Vec<u32>>>()
+        };
+        let peer = (0..m.fixture.gpus.len() as u32).find(|&p| address(&bus_id(m, p)) == address(bus));
         out(pci, pci_info(bus, peer.and_then(|p| gpu(m, p).pci_device_id)))
     }
 

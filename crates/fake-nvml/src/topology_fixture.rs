@@ -157,10 +157,13 @@ pub fn validate_gpu(at: &str, pcie: Option<&Pcie>, nvlink: Option<&NvLink>) -> R
     Ok(())
 }
 
+/// Maps a fixture name to its NVML value.
+type NameParser = fn(&str) -> Option<u32>;
+
 /// Checks `confidential_compute`.
 pub fn validate_cc(cc: Option<&ConfCompute>) -> Result<(), String> {
     let Some(cc) = cc else { return Ok(()) };
-    let fields: [(&str, &Option<String>, fn(&str) -> Option<u32>, &str); 3] = [
+    let fields: [(&str, &Option<String>, NameParser, &str); 3] = [
         ("cpu", &cc.cpu, cpu_caps, "none, amd_sev, intel_tdx, amd_sev_snp or amd_snp_vtom"),
         ("environment", &cc.environment, environment, "unavailable, sim or prod"),
         ("multi_gpu_mode", &cc.multi_gpu_mode, multi_gpu_mode, "none or protected_pcie"),

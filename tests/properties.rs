@@ -65,7 +65,7 @@ fn nvlink() -> impl Strategy<Value = NvLink> {
         remote,
         remote_pci_bus_id,
     });
-    (any::<Option<u32>>(), proptest::collection::vec(link, 0..20))
+    (any::<Option<u32>>(), proptest::option::of(proptest::collection::vec(link, 0..20)))
         .prop_map(|(version, links)| NvLink { version, links })
 }
 

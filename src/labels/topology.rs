@@ -47,7 +47,7 @@ struct Links {
 /// The links of `g` that count, given the PCI addresses of the node's GPUs; `None` when unknown.
 fn links(g: &Gpu, node: &BTreeSet<(u32, u32, u32, u32)>) -> Option<Links> {
     let mut l = Links::default();
-    for link in g.nvlink.as_ref()?.links.iter().filter(|l| l.active) {
+    for link in g.nvlink.as_ref()?.links.as_ref()?.iter().filter(|l| l.active) {
         match link.remote {
             NvLinkRemote::Switch => {
                 l.count += 1;
@@ -86,7 +86,7 @@ pub fn labels(snapshot: &Snapshot) -> Labels {
         l.insert(key(k), v);
     };
 
-    let with_nvlink = all(&of, |g| g.nvlink.as_ref().filter(|n| !n.links.is_empty()));
+    let with_nvlink = all(&of, |g| g.nvlink.as_ref()?.links.as_ref().filter(|l| !l.is_empty()));
     if let Some(v) = all(&of, |g| g.nvlink.as_ref()?.version).and_then(|v| v.into_iter().min()) {
         if let Some(name) = (v as usize).checked_sub(1).and_then(|i| NVLINK_VERSIONS.get(i)) {
             put("gpu.nvlink.version", name.to_string());

@@ -38,7 +38,7 @@ fn to_gpu(peer: u32) -> NvLinkLink {
 }
 
 fn nvlink(version: u32, links: Vec<NvLinkLink>) -> Option<NvLink> {
-    Some(NvLink { version: Some(version), links })
+    Some(NvLink { version: Some(version), links: Some(links) })
 }
 
 fn node(gpus: Vec<Gpu>) -> Snapshot {
@@ -92,7 +92,7 @@ fn inactive_links_do_not_count() {
     gpus[1].nvlink = nvlink(4, links);
     assert_eq!(get(&labels(&node(gpus.clone())), "gpu.nvlink.links"), Some("8"));
     // With every link of one GPU down it reaches the other over PCIe only.
-    for l in &mut gpus[1].nvlink.as_mut().unwrap().links {
+    for l in gpus[1].nvlink.as_mut().unwrap().links.as_mut().unwrap() {
         l.active = false;
     }
     let l = labels(&node(gpus));
@@ -122,7 +122,8 @@ fn one_gpu_has_no_p2p() {
 
 #[test]
 fn pcie_only_gpus_have_p2p_pcie_and_no_nvlink_labels() {
-    let l = labels(&node((0..4).map(|i| gpu(i, Some(NvLink::default()))).collect()));
+    let l =
+        labels(&node((0..4).map(|i| gpu(i, Some(NvLink { version: None, links: Some(vec![]) }))).collect()));
     assert_eq!(get(&l, "gpu.p2p"), Some("pcie"));
     for k in ["gpu.nvlink.version", "gpu.nvlink.links", "gpu.nvlink.nvswitch"] {
         assert_eq!(get(&l, k), None, "{k}");
@@ -137,7 +138,7 @@ fn mixed_models_describe_the_primary_model_only() {
         gpus.push(Gpu {
             name: "NVIDIA L4".into(),
             pcie_max_generation: Some(4),
-            ..gpu(i, Some(NvLink::default()))
+            ..gpu(i, Some(NvLink { version: None, links: Some(vec![]) }))
         });
     }
     let l = labels(&node(gpus));
@@ -157,6 +158,15 @@ fn one_unknown_gpu_leaves_the_labels_it_feeds_out() {
         assert_eq!(get(&l, k), None, "{k}");
     }
     assert_eq!(get(&l, "gpu.pcie.generation"), Some("5"), "the other facts stay");
+    assert_eq!(get(&l, "gpu.nvlink.version"), None, "nothing known about GPU 2's NVLink");
+    // Links that could not be read lose the labels they feed, not the version.
+    let mut gpus: Vec<Gpu> = (0..4).map(|i| gpu(i, nvlink(6, switch(18)))).collect();
+    gpus[2].nvlink.as_mut().unwrap().links = None;
+    let l = labels(&node(gpus));
+    assert_eq!(get(&l, "gpu.nvlink.version"), Some("4.0"));
+    for k in ["gpu.nvlink.links", "gpu.nvlink.nvswitch", "gpu.p2p"] {
+        assert_eq!(get(&l, k), None, "{k}");
+    }
     // A link whose far end is unknown cannot make the node pcie.
     let mut gpus: Vec<Gpu> = (0..2).map(|i| gpu(i, nvlink(4, vec![]))).collect();
     gpus[0].nvlink = nvlink(4, vec![NvLinkLink { remote_pci_bus_id: None, ..to_gpu(1) }]);

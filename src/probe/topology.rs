@@ -64,7 +64,7 @@ pub fn gpu(nvml: &Nvml, dev: &Device, index: u32, issues: &mut Vec<Issue>) -> Gp
     let mut rec = Recorder { device: Some(index.to_string()), issues };
     let pcie_effect = "gpu.pcie labels omitted";
     GpuTopology {
-        nvlink: nvlink(nvml, dev, &mut rec).ok(),
+        nvlink: nvlink(nvml, dev, &mut rec),
         pcie_max_generation: rec.fact(
             dev.max_pcie_link_gen(),
             "nvmlDeviceGetMaxPcieLinkGeneration",
@@ -75,23 +75,32 @@ pub fn gpu(nvml: &Nvml, dev: &Device, index: u32, issues: &mut Vec<Issue>) -> Gp
     }
 }
 
-/// The NVLink walk. `Err` means unknown: a link that answered with an error, or a driver without
-/// the calls. A GPU whose link 0 is `NOT_SUPPORTED` has no NVLink (empty list); other links that
-/// are `NOT_SUPPORTED` do not exist and are skipped, as NVML numbers links up to its maximum.
-fn nvlink(nvml: &Nvml, dev: &Device, rec: &mut Recorder) -> Result<NvLink, ()> {
-    let effect = "gpu.nvlink and gpu.p2p labels omitted";
-    let state = |l: u32| dev.link_wrapper_for(l).is_active();
-    let mut first = Some(state(0));
+/// NVLink version and links; `None` for a driver without the calls. A GPU whose link 0 is
+/// `NOT_SUPPORTED` has no NVLink (an empty list); other links that are `NOT_SUPPORTED` do not exist
+/// and are skipped, as NVML numbers links up to its maximum. A link that answers with an error
+/// makes the list unknown, not the version.
+fn nvlink(nvml: &Nvml, dev: &Device, rec: &mut Recorder) -> Option<NvLink> {
+    let first = dev.link_wrapper_for(0).is_active();
     match first {
-        Some(Err(NvmlError::NotSupported)) => return Ok(NvLink::default()),
-        Some(Err(NvmlError::FailedToLoadSymbol(_))) => return Err(()),
+        Err(NvmlError::NotSupported) => return Some(NvLink { version: None, links: Some(Vec::new()) }),
+        Err(NvmlError::FailedToLoadSymbol(_)) => return None,
         _ => {}
     }
-    let version = rec.fact(
-        dev.link_wrapper_for(0).version(),
-        "nvmlDeviceGetNvLinkVersion",
-        "gpu.nvlink.version omitted",
-    );
+    let version = dev.link_wrapper_for(0).version();
+    let version = rec.fact(version, "nvmlDeviceGetNvLinkVersion", "gpu.nvlink.version omitted");
+    Some(NvLink { version, links: links(nvml, dev, first, rec).ok() })
+}
+
+/// Every link's state, and what is behind the active ones; `Err` when one could not be read.
+fn links(
+    nvml: &Nvml,
+    dev: &Device,
+    first: Result<bool, NvmlError>,
+    rec: &mut Recorder,
+) -> Result<Vec<NvLinkLink>, ()> {
+    let effect = "gpu.nvlink.links, gpu.nvlink.nvswitch and gpu.p2p omitted";
+    let state = |l: u32| dev.link_wrapper_for(l).is_active();
+    let mut first = Some(first);
     let mut links = Vec::new();
     for l in 0..NVML_NVLINK_MAX_LINKS {
         let answer = first.take().unwrap_or_else(|| state(l));
@@ -120,7 +129,7 @@ fn nvlink(nvml: &Nvml, dev: &Device, rec: &mut Recorder) -> Result<NvLink, ()> {
         };
         links.push(NvLinkLink { active, remote, remote_pci_bus_id });
     }
-    Ok(NvLink { version, links })
+    Ok(links)
 }
 
 /// The system's confidential-computing capabilities.

@@ -13,9 +13,10 @@ pub struct NvLink {
     /// did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u32>,
-    /// Every link NVML answers for, in link order; empty when the GPU has no NVLink.
+    /// Every link NVML answers for, in link order; empty when the GPU has no NVLink, `None` when
+    /// a link could not be read (the version may still be known).
     #[serde(default)]
-    pub links: Vec<NvLinkLink>,
+    pub links: Option<Vec<NvLinkLink>>,
 }
 
 /// One NVLink of a GPU.
@@ -24,7 +25,8 @@ pub struct NvLink {
 pub struct NvLinkLink {
     /// `nvmlDeviceGetNvLinkState` is enabled.
     pub active: bool,
-    /// What is at the other end (`nvmlDeviceGetNvLinkRemoteDeviceType`).
+    /// What is at the other end (`nvmlDeviceGetNvLinkRemoteDeviceType`); asked for active links
+    /// only, so `unknown` for an inactive one.
     pub remote: NvLinkRemote,
     /// The peer's PCI bus id, read for links to a GPU (`nvmlDeviceGetNvLinkRemotePciInfo_v2`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,8 @@
 //!   absent where NVML reports no NVLink. A link counts when it is active and goes to an
 //!   NVSwitch, a CPU port, or one of this node's GPUs (by PCI address).
 //! - `gpu.p2p`: `nvlink` when every pair reaches each other over NVLink (both on NVSwitches, or a
-//!   direct link), else `pcie`; absent with one GPU, or when an unknown peer could change it.
+//!   direct link), else `pcie`; absent with one GPU, when an unknown peer could change it, or
+//!   when some of the GPUs report NVLink and others none (one model: a failing answer).
 //! - `gpu.pcie.generation`, `gpu.pcie.width`: the link's maximum, not its current state.
 //! - `gpu.numa-nodes`: how many NUMA nodes the GPUs sit on.
 //! - `gpu.fabric.state`: the least advanced GPU's fabric state.
@@ -93,7 +94,9 @@ pub fn labels(snapshot: &Snapshot) -> Labels {
         }
     }
     let counted = all(&of, |g| links(g, &node));
-    if let (Some(_), Some(counted)) = (&with_nvlink, &counted) {
+    // A link whose far end is unknown might or might not count: no exact number then.
+    let exact = counted.as_ref().filter(|c| c.iter().all(|c| !c.unknown_end));
+    if let (Some(_), Some(counted)) = (&with_nvlink, exact) {
         if let Some(min) = counted.iter().map(|c| c.count).min() {
             put("gpu.nvlink.links", min.to_string());
         }
@@ -108,9 +111,13 @@ pub fn labels(snapshot: &Snapshot) -> Labels {
             (ca.to_switch > 0 && cb.to_switch > 0) || direct(ca, of[b]) || direct(cb, of[a])
         };
         let every_pair = (0..of.len()).all(|a| (a + 1..of.len()).all(|b| reach(a, b)));
-        if every_pair {
+        // GPUs of one model either all have NVLink or none does; a mix is an answer not to trust.
+        let has_nvlink =
+            |g: &&Gpu| g.nvlink.as_ref().and_then(|n| n.links.as_ref()).is_some_and(|l| !l.is_empty());
+        let consistent = of.iter().all(has_nvlink) || !of.iter().any(has_nvlink);
+        if consistent && every_pair {
             put("gpu.p2p", "nvlink".into());
-        } else if !counted.iter().any(|c| c.unknown_end) {
+        } else if consistent && !counted.iter().any(|c| c.unknown_end) {
             put("gpu.p2p", "pcie".into());
         }
     }

@@ -241,3 +241,30 @@ fn mig_strategy_and_sharing_do_not_change_them() {
         }
     }
 }
+
+#[test]
+fn links_with_an_unknown_far_end_give_no_count() {
+    // GPU 0's links to GPU 1 have no address; GPU 1's links to GPU 0 do, and prove the pair.
+    let unnamed = NvLinkLink { remote_pci_bus_id: None, ..to_gpu(1) };
+    let gpus = vec![gpu(0, nvlink(4, vec![unnamed; 12])), gpu(1, nvlink(4, vec![to_gpu(0); 12]))];
+    let l = labels(&node(gpus));
+    assert_eq!(get(&l, "gpu.p2p"), Some("nvlink"));
+    assert_eq!(get(&l, "gpu.nvlink.links"), None, "not 0");
+    assert_eq!(get(&l, "gpu.nvlink.nvswitch"), None);
+    let unknown_type = NvLinkLink { active: true, remote: NvLinkRemote::Unknown, remote_pci_bus_id: None };
+    let gpus = vec![gpu(0, nvlink(6, switch(18))), gpu(1, nvlink(6, vec![unknown_type; 18]))];
+    let l = labels(&node(gpus));
+    for k in ["gpu.nvlink.links", "gpu.nvlink.nvswitch", "gpu.p2p"] {
+        assert_eq!(get(&l, k), None, "{k}");
+    }
+}
+
+#[test]
+fn one_gpu_without_nvlink_among_nvlink_gpus_gives_no_p2p() {
+    let mut gpus: Vec<Gpu> = (0..4).map(|i| gpu(i, nvlink(6, switch(18)))).collect();
+    gpus[1].nvlink = Some(NvLink { version: None, links: Some(vec![]) });
+    let l = labels(&node(gpus));
+    for k in ["gpu.p2p", "gpu.nvlink.links", "gpu.nvlink.version", "gpu.nvlink.nvswitch"] {
+        assert_eq!(get(&l, k), None, "{k}");
+    }
+}

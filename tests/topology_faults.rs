@@ -31,17 +31,7 @@ gpus:
 confidential_compute: {cpu: amd_sev_snp, gpus_capable: true, enabled: false, environment: prod, multi_gpu_mode: none}
 "#;
 
-const ERRORS: [&str; 9] = [
-    "not_supported",
-    "gpu_is_lost",
-    "unknown",
-    "timeout",
-    "insufficient_size",
-    "no_permission",
-    "not_found",
-    "invalid_argument",
-    "memory",
-];
+const ERRORS: [&str; 9] = NVML_ERRORS;
 
 /// The labels of the healthy machine that the topology labels add.
 const HEALTHY: [(&str, &str); 9] = [

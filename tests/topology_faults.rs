@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::label_rules;
 use common::*;
 use std::collections::BTreeMap;
 
@@ -120,6 +121,11 @@ fn every_error_in_every_topology_call() {
             if code != Some(0) {
                 failures.push(format!("{case}: exit {code:?}\n{stderr}"));
                 continue;
+            }
+            for (k, v) in &got {
+                if !label_rules::key_ok(&format!("nvidia.com/{k}")) || !label_rules::value_ok(v) {
+                    failures.push(format!("{case}: invalid label {k}={v}"));
+                }
             }
             let gone = lost(function, error);
             for (k, v) in &base {

@@ -128,6 +128,48 @@ pub fn known_extra_calls(fixture: &Value) -> Extras {
     ]
 }
 
+/// The NVML calls the topology labels add with `--extended-labels`, derived from what they need:
+/// - the node: the confidential-computing capabilities (`cc.capable`);
+/// - each GPU: its maximum PCIe generation and width, its NUMA node, and the state of link 0;
+/// - each GPU with NVLink (link 0 answers): every link id NVML allows (18; NVML has no call that
+///   gives the number of links), the version once, and per active link its remote device type
+///   (`nvswitch`, `p2p`) and, for a link to a GPU, that GPU's PCI address (is it on this node?).
+///
+/// A GPU without NVLink costs 4 calls; an NVSwitch GPU with 18 active links 4 + 17 + 1 + 18 = 40.
+pub fn topology_calls(fixture: &Value) -> Calls {
+    let mut c = Calls::new();
+    add(&mut c, "nvmlSystemGetConfComputeCapabilities", 1);
+    for gpu in fixture["gpus"].as_array().into_iter().flatten() {
+        let name = gpu["name"].as_str().unwrap_or_default();
+        if name == "DGX Display" || name == "NVIDIA DGX Display" {
+            continue;
+        }
+        for f in
+            ["nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetNumaNodeId"]
+        {
+            add(&mut c, f, 1);
+        }
+        // Each entry stands for `count` links (default 1); active unless it says otherwise.
+        let mut links = Vec::new();
+        for l in gpu["nvlink"]["links"].as_array().into_iter().flatten() {
+            let active = l["active"].as_bool().unwrap_or(true);
+            for _ in 0..l["count"].as_u64().unwrap_or(1) {
+                links.push((active, l["remote"].as_str() == Some("gpu")));
+            }
+        }
+        if links.is_empty() {
+            add(&mut c, "nvmlDeviceGetNvLinkState", 1);
+            continue;
+        }
+        add(&mut c, "nvmlDeviceGetNvLinkState", 18);
+        add(&mut c, "nvmlDeviceGetNvLinkVersion", 1);
+        let active: Vec<bool> = links.iter().filter(|l| l.0).map(|l| l.1).collect();
+        add(&mut c, "nvmlDeviceGetNvLinkRemoteDeviceType", active.len() as u64);
+        add(&mut c, "nvmlDeviceGetNvLinkRemotePciInfo_v2", active.iter().filter(|g| **g).count() as u64);
+    }
+    c
+}
+
 struct Row {
     fixture: String,
     wall_ms: f64,
@@ -138,7 +180,7 @@ struct Row {
     expected: Option<(Calls, Extras)>,
 }
 
-fn measure(fixture: &Path, calls_file: &Path) -> Row {
+fn measure(fixture: &Path, calls_file: &Path, extended: bool) -> Row {
     let bin = root().join("target/release/nvlabel");
     let lib = root().join("target/release/libnvidia_ml.so");
     assert!(bin.exists() && lib.exists(), "run `cargo build --release --workspace` first");
@@ -160,6 +202,7 @@ fn measure(fixture: &Path, calls_file: &Path) -> Row {
             "--mig-strategy",
             "mixed",
         ])
+        .args(extended.then_some("--extended-labels"))
         .env("FAKE_NVML_FIXTURE", fixture)
         .env("FAKE_NVML_CALLS", calls_file)
         .env("RUST_LOG", "off")
@@ -188,13 +231,23 @@ fn measure(fixture: &Path, calls_file: &Path) -> Row {
         .collect();
     let yaml: Value = serde_saphyr::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
     let has_faults = yaml.get("faults").is_some_and(|f| !f.is_null());
+    let stem = fixture.file_stem().unwrap().to_string_lossy().into_owned();
+    let expected = (!has_faults).then(|| {
+        let mut minimum = minimum_calls(&yaml);
+        if extended {
+            for (f, n) in topology_calls(&yaml) {
+                add(&mut minimum, &f, n);
+            }
+        }
+        (minimum, known_extra_calls(&yaml))
+    });
     Row {
-        fixture: fixture.file_stem().unwrap().to_string_lossy().into_owned(),
+        fixture: if extended { format!("{stem} (extended)") } else { stem },
         wall_ms,
         cpu_ms: t(usage.ru_utime) + t(usage.ru_stime),
         rss_kib: usage.ru_maxrss as u64,
         calls,
-        expected: (!has_faults).then(|| (minimum_calls(&yaml), known_extra_calls(&yaml))),
+        expected,
     }
 }
 
@@ -225,8 +278,9 @@ fn main() {
     fixtures.sort();
     let mut rows = Vec::new();
     let mut missed = BTreeMap::new();
-    for f in &fixtures {
-        let row = measure(f, &calls_file);
+    // Every fixture without and with --extended-labels (the topology labels' calls).
+    for (f, extended) in fixtures.iter().flat_map(|f| [(f, false), (f, true)]) {
+        let row = measure(f, &calls_file, extended);
         if row.rss_kib > RSS_BUDGET_KIB {
             missed.insert(
                 format!("{} RSS", row.fixture),
@@ -253,7 +307,9 @@ fn main() {
          One-shot runs of the release binary against the fake NVML library, `--mig-strategy mixed`.\n\
          Budgets: peak RSS under {} KiB; NVML calls per pass no more than the minimum derived from what\n\
          each label needs (`minimum_calls` in `benches/process.rs`) plus the itemised extras below, and\n\
-         exactly those (fixtures with injected faults stop early and are not held to it).\n\n",
+         exactly those (fixtures with injected faults stop early and are not held to it). The\n\
+         `(extended)` rows add `--extended-labels`, whose minimum also has the topology labels'\n\
+         calls (`topology_calls`).\n\n",
         machine(),
         RSS_BUDGET_KIB
     ));

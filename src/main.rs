@@ -82,7 +82,11 @@ async fn real_main(
     let settings = config.loaded().settings.clone();
 
     match command {
-        Some(CommandKind::Probe) => print!("{}", nvlabel::pass::snapshot(&settings)?.to_yaml()?),
+        // The snapshot records every fact, the extended labels' too, whatever the flags.
+        Some(CommandKind::Probe) => {
+            let all = nvlabel::config::Settings { extended_labels: true, ..settings };
+            print!("{}", nvlabel::pass::snapshot(&all)?.to_yaml()?)
+        }
         Some(CommandKind::Hook) => {
             print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
         }

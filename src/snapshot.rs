@@ -5,6 +5,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+mod topology;
+pub use topology::{ConfCompute, GpuDirect, NvLink, NvLinkLink, NvLinkRemote};
+
 /// Everything one labelling pass knows about the node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +30,12 @@ pub struct Snapshot {
     /// What went wrong while probing: excluded devices and missing facts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub issues: Vec<Issue>,
+    /// Confidential-computing capabilities; `None` when not supported or not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidential_compute: Option<ConfCompute>,
+    /// GPUDirect kernel modules; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpudirect: Option<GpuDirect>,
 }
 
 /// One physical GPU.
@@ -60,6 +69,18 @@ pub struct Gpu {
     /// Fabric (IMEX) state; `None` when not supported.
     #[serde(default)]
     pub fabric: Option<Fabric>,
+    /// NVLink version and links; `None` when unknown (not read, or NVML failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<NvLink>,
+    /// `nvmlDeviceGetMaxPcieLinkGeneration`; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_max_generation: Option<u32>,
+    /// `nvmlDeviceGetMaxPcieLinkWidth` (lanes); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_max_width: Option<u32>,
+    /// `nvmlDeviceGetNumaNodeId`; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
 }
 
 /// MIG mode and the MIG devices of one GPU.

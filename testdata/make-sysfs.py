@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Regenerates the fake sysfs trees under testdata/ (run from the repository root).
 
-sysfs/       PCI devices for every bus id the machine fixtures use, and a DMI product name.
-sysfs-vgpu/  one vGPU (GFD's mock vendor capability: host driver 460.16, branch r460_00).
+sysfs/       PCI devices for every bus id the machine fixtures use, a DMI product name, and the
+             kernel modules nvidia, nvidia_peermem (GPUDirect RDMA) and gdrdrv (GDRCopy).
+sysfs-vgpu/  one vGPU (GFD's mock vendor capability: host driver 460.16, branch r460_00), and
+             the modules nvidia, nv_peer_mem (the older RDMA module) and nvidia_fs (GPUDirect
+             Storage).
 Each NVIDIA device has 256 bytes of config space with a realistic capability list
 (PM -> MSI -> PCIe -> vendor-specific), so the vGPU walker runs on every golden test.
 """
@@ -44,6 +47,15 @@ def machine(root, name):
         f.write(name + "\n")
 
 
+def modules(root, names):
+    """Loaded modules are directories under module/; `initstate` is what a live one has."""
+    for name in names:
+        d = os.path.join(root, "module", name)
+        os.makedirs(d)
+        with open(os.path.join(d, "initstate"), "w") as f:
+            f.write("live\n")
+
+
 def main():
     for root in ("testdata/sysfs", "testdata/sysfs-vgpu"):
         shutil.rmtree(root, ignore_errors=True)
@@ -54,12 +66,17 @@ def main():
     compute += [f"0000:{b}:00.0" for b in ("1b", "43", "52", "61", "9d", "c3", "d1", "df")]  # DGX H100
     compute += [f"0000:{b}:00.0" for b in ("0f", "47", "4e", "87", "90", "b7", "bd")]  # DGX A100
     compute += ["0009:01:00.0", "0019:01:00.0"]  # GH200 NVL2
+    compute += [f"0000:{b}:00.0" for b in ("17", "31", "b1", "ca")]  # A100 PCIe bridged in pairs
+    compute += ["0008:01:00.0", "0018:01:00.0"]  # GB200 tray (with 0009 and 0019 above)
+    compute += ["0000:41:00.0"]  # confidential-computing H100 PCIe
     for address in compute:
         device(root, address, "0x030200")
     for i in range(10):  # RTX 4090s are VGA controllers
         device(root, f"0000:{0x21 + i:02x}:00.0", "0x030000")
+    modules(root, ["nvidia", "nvidia_peermem", "gdrdrv"])
     root = "testdata/sysfs-vgpu"
     machine(root, "VMware Virtual Platform")
+    modules(root, ["nvidia", "nv_peer_mem", "nvidia_fs"])
     device(root, "0000:01:00.0", "0x030200", cap=VGPU)
 
 

@@ -40,7 +40,9 @@ fn render() -> String {
          `nvidia.com/gpu.model`; the per-model key is the `<model>` of\n\
          `nvidia.com/gpu.models.<model>.count` and `.memory`; the device id is the value of\n\
          `nvidia.com/gpu.pci-device-id` (omitted where NVML reports none). \"known\" rows are\n\
-         NVIDIA data-centre GPUs (public PCI ids); the others are the bundled test machines.\n\n\
+         NVIDIA data-centre GPUs (public PCI ids); the others are the bundled test machines.\n\
+         The topology labels (NVLink, PCIe, NUMA, fabric, GPUDirect, confidential computing) are\n\
+         in [topology.md](topology.md).\n\n\
          | NVML name | `gpu.model` | per-model key | `gpu.pci-device-id` | from |\n|---|---|---|---|---|\n",
     );
     for (name, (id, from)) in models() {

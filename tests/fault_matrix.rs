@@ -32,17 +32,7 @@ gpus:
         - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
 "#;
 
-const ERRORS: [&str; 9] = [
-    "not_supported",
-    "gpu_is_lost",
-    "unknown",
-    "timeout",
-    "insufficient_size",
-    "no_permission",
-    "not_found",
-    "invalid_argument",
-    "memory",
-];
+const ERRORS: [&str; 9] = NVML_ERRORS;
 
 /// What a fault does to the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -89,9 +89,21 @@ fn extended_labels_of_every_fixture() {
 #[test]
 fn extended_labels_never_change_with_strategy_or_sharing() {
     let is_extended = |l: &str| {
-        ["nvidia.com/gpu.model", "nvidia.com/gpu.physical.", "nvidia.com/gpu.pci-device-id"]
-            .iter()
-            .any(|p| l.starts_with(p))
+        [
+            "nvidia.com/gpu.model",
+            "nvidia.com/gpu.physical.",
+            "nvidia.com/gpu.pci-device-id",
+            // The topology labels.
+            "nvidia.com/gpu.nvlink.",
+            "nvidia.com/gpu.p2p=",
+            "nvidia.com/gpu.pcie.",
+            "nvidia.com/gpu.numa-nodes=",
+            "nvidia.com/gpu.fabric.",
+            "nvidia.com/gpudirect.",
+            "nvidia.com/cc.",
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))
     };
     let extended =
         |out: &str| -> Vec<String> { out.lines().filter(|l| is_extended(l)).map(String::from).collect() };
@@ -100,6 +112,8 @@ fn extended_labels_never_change_with_strategy_or_sharing() {
         ("a100-mig-mixed", &["time-slicing-mig-mixed"][..]),
         ("t4", &["time-slicing-gpu-4", "mps-gpu-10"][..]),
         ("mixed-models", &["time-slicing-gpu-2"][..]),
+        ("dgx-h100", &["time-slicing-gpu-2", "mps-gpu-10"][..]),
+        ("gb200-nvl", &["time-slicing-gpu-4"][..]),
     ] {
         let base = ok(nvlabel(Some(machine)).args(PRINT).arg("--extended-labels"));
         let want = extended(&base);
@@ -128,4 +142,26 @@ fn extended_labels_never_change_with_strategy_or_sharing() {
             }
         }
     }
+}
+
+/// The topology labels read the `module/` directory of the sysfs root: the older RDMA module
+/// (`nv_peer_mem`) counts, and GPUDirect Storage shows when `nvidia_fs` is loaded.
+#[test]
+fn gpudirect_modules_of_another_sysfs_tree() {
+    let out = ok(nvlabel_in(Some("t4"), "testdata/sysfs-vgpu").args(PRINT).arg("--extended-labels"));
+    assert_all(golden("t4.vgpu-extended.labels", &out).into_iter().collect());
+}
+
+/// A recorded snapshot (`nvlabel probe` records the topology whatever the flags) gives the same
+/// extended labels without NVML as the live probe did.
+#[test]
+fn recorded_snapshots_replay_the_extended_labels() {
+    let mut failures = Vec::new();
+    for machine in fixtures() {
+        let snap = repo().join("testdata/golden").join(format!("{machine}.snapshot.yaml"));
+        let mut replay = nvlabel(None);
+        replay.args(PRINT).args(["--mig-strategy", "mixed", "--extended-labels", "--snapshot"]).arg(snap);
+        failures.extend(golden(&format!("{machine}.extended.labels"), &ok(&mut replay)));
+    }
+    assert_all(failures);
 }

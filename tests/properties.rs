@@ -9,7 +9,10 @@ use nvlabel::labels::value::{product, sanitise};
 use nvlabel::labels::{compute, merge, LabelConfig, MigStrategy};
 use nvlabel::probe::profile::profile_name;
 use nvlabel::sharing::Sharing;
-use nvlabel::snapshot::{Fabric, Gpu, MachineType, Mig, MigDevice, Snapshot, VgpuDevice};
+use nvlabel::snapshot::{
+    ConfCompute, Fabric, Gpu, GpuDirect, MachineType, Mig, MigDevice, NvLink, NvLinkLink, NvLinkRemote,
+    Snapshot, VgpuDevice,
+};
 use proptest::prelude::*;
 
 /// Names that look like hardware strings, and arbitrary Unicode.
@@ -47,7 +50,45 @@ fn mig_device() -> impl Strategy<Value = MigDevice> {
         })
 }
 
+/// Arbitrary NVLinks: any version code, links to switches, CPUs, unknown ends, and GPUs at bus
+/// ids that may or may not be on the node (the generated GPUs sit at buses 0 to 5).
+fn nvlink() -> impl Strategy<Value = NvLink> {
+    let remote = prop_oneof![
+        Just(NvLinkRemote::Gpu),
+        Just(NvLinkRemote::Switch),
+        Just(NvLinkRemote::Ibmnpu),
+        Just(NvLinkRemote::Unknown)
+    ];
+    let bus = proptest::option::of(prop_oneof!["0000000[0-1]:0[0-7]:00.0", any::<String>()]);
+    let link = (any::<bool>(), remote, bus).prop_map(|(active, remote, remote_pci_bus_id)| NvLinkLink {
+        active,
+        remote,
+        remote_pci_bus_id,
+    });
+    (any::<Option<u32>>(), proptest::option::of(proptest::collection::vec(link, 0..20)))
+        .prop_map(|(version, links)| NvLink { version, links })
+}
+
+/// The topology facts of one GPU: NVLink, maximum PCIe generation and width, NUMA node.
+type Topology = (Option<NvLink>, Option<u32>, Option<u32>, Option<u32>);
+
+fn topology() -> impl Strategy<Value = Topology> {
+    (proptest::option::of(nvlink()), any::<Option<u32>>(), any::<Option<u32>>(), any::<Option<u32>>())
+}
+
 fn gpu() -> impl Strategy<Value = Gpu> {
+    (gpu_without_topology(), topology()).prop_map(
+        |(g, (nvlink, pcie_max_generation, pcie_max_width, numa_node))| Gpu {
+            nvlink,
+            pcie_max_generation,
+            pcie_max_width,
+            numa_node,
+            ..g
+        },
+    )
+}
+
+fn gpu_without_topology() -> impl Strategy<Value = Gpu> {
     (
         prop_oneof![Just("NVIDIA A100-SXM4-40GB".to_string()), name()],
         any::<Option<u64>>(),
@@ -76,6 +117,10 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                 state,
                 status,
             }),
+            nvlink: None,
+            pcie_max_generation: None,
+            pcie_max_width: None,
+            numa_node: None,
         })
 }
 
@@ -86,10 +131,17 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
         proptest::collection::vec(gpu(), 0..6),
         proptest::option::of(name()),
         proptest::option::of(proptest::collection::vec((name(), name()), 0..3)),
+        proptest::option::of((any::<u32>(), any::<bool>())),
+        proptest::option::of(any::<(Option<bool>, Option<bool>, Option<bool>)>()),
+        any::<bool>(),
     )
-        .prop_map(|(driver_version, cuda, mut gpus, machine, vgpu)| {
+        .prop_map(|(driver_version, cuda, mut gpus, machine, vgpu, cc, gpudirect, on_buses)| {
             for (i, g) in gpus.iter_mut().enumerate() {
                 g.index = i as u32;
+                // Often at addresses the generated links point to, so peers are found.
+                if on_buses {
+                    g.pci_bus_id = Some(format!("00000000:{i:02X}:00.0"));
+                }
             }
             Snapshot {
                 driver_version,
@@ -106,6 +158,9 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
                         .collect()
                 }),
                 issues: vec![],
+                confidential_compute: cc
+                    .map(|(cpu_caps, gpus_capable)| ConfCompute { cpu_caps, gpus_capable }),
+                gpudirect: gpudirect.map(|(rdma, storage, gdrcopy)| GpuDirect { rdma, storage, gdrcopy }),
             }
         })
 }
@@ -171,7 +226,7 @@ proptest! {
     #[test]
     fn machine_types_are_valid_or_absent(content in name()) {
         let snap = Snapshot {
-            gpus: vec![Gpu { index: 0, name: "X".into(), uuid: None, pci_bus_id: None, pci_device_id: None, pci_class: None, memory_bytes: None, compute_capability: [8, 0], mig: None, fabric: None }],
+            gpus: vec![Gpu { index: 0, name: "X".into(), uuid: None, pci_bus_id: None, pci_device_id: None, pci_class: None, memory_bytes: None, compute_capability: [8, 0], mig: None, fabric: None, nvlink: None, pcie_max_generation: None, pcie_max_width: None, numa_node: None }],
             machine_type: MachineType { path: "/m".into(), content: Some(content), error: None },
             ..Snapshot::default()
         };

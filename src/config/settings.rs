@@ -356,6 +356,7 @@ impl Settings {
             library: self.nvml_library.clone(),
             sysfs_root: self.sysfs_root.clone(),
             machine_type_file: self.machine_type_file.clone(),
+            topology: self.extended_labels,
         }
     }
 

@@ -11,6 +11,7 @@ mod mode;
 mod mps;
 mod resource;
 mod timestamp;
+mod topology;
 pub mod value;
 mod version;
 mod vgpu;
@@ -122,6 +123,7 @@ pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
         merged.extend(clique::labels(&snapshot.gpus, w));
         if config.extended {
             merged.extend(extended::labels(&snapshot.gpus, w));
+            merged.extend(topology::labels(snapshot));
         }
     }
     merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));

@@ -18,6 +18,10 @@ fn full() -> Gpu {
         compute_capability: [8, 0],
         mig: None,
         fabric: None,
+        nvlink: None,
+        pcie_max_generation: None,
+        pcie_max_width: None,
+        numa_node: None,
     }
 }
 
@@ -579,6 +583,7 @@ fn gfd_run_oneshot_scenario() {
             host_driver_branch: Some("r460_00".into()),
         }]),
         issues: vec![],
+        ..Snapshot::default()
     };
     let config = LabelConfig {
         mig_strategy: MigStrategy::None,

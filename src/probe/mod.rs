@@ -9,7 +9,9 @@
 mod nvml;
 pub mod profile;
 mod raw;
+mod raw_topology;
 pub mod sysfs;
+mod topology;
 
 use crate::snapshot::{Issue, Snapshot};
 use std::path::PathBuf;
@@ -42,6 +44,15 @@ pub const NVML_FUNCTIONS: &[&str] = &[
     "nvmlGpuInstanceGetComputeInstanceById",
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+    // The topology functions (`topology::FUNCTIONS`), read with --extended-labels.
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkVersion",
+    "nvmlDeviceGetNvLinkRemoteDeviceType",
+    "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetNumaNodeId",
+    "nvmlSystemGetConfComputeCapabilities",
 ];
 
 /// Where the probe reads from.
@@ -53,6 +64,9 @@ pub struct ProbeOptions {
     pub sysfs_root: PathBuf,
     /// The machine-type file; empty for none.
     pub machine_type_file: PathBuf,
+    /// Also read the topology facts (NVLink, PCIe, NUMA, confidential computing, GPUDirect):
+    /// only the extended labels use them, so a GFD-equivalent pass does not pay their NVML calls.
+    pub topology: bool,
 }
 
 /// Why the probe produced no snapshot.
@@ -100,6 +114,9 @@ pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
     snapshot.machine_type = files.machine_type;
     snapshot.vgpu = files.vgpu;
     snapshot.issues.extend(files.issues);
+    if opts.topology {
+        snapshot.gpudirect = topology::gpudirect(&opts.sysfs_root, &mut snapshot.issues);
+    }
     Ok(snapshot)
 }
 

@@ -1,6 +1,6 @@
 //! The NVML walk: every fact is read once per pass.
 
-use super::{profile, raw, sysfs, ProbeError, ProbeOptions};
+use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -56,6 +56,9 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
         }
     };
     let count = nvml.device_count().map_err(ProbeError::DeviceCount)?;
+    if opts.topology {
+        snap.confidential_compute = topology::conf_compute(&nvml, &mut issues);
+    }
     for index in 0..count {
         match probe_gpu(&nvml, index, opts, &mut issues) {
             Ok(Some(gpu)) => snap.gpus.push(gpu),
@@ -148,6 +151,7 @@ fn probe_gpu(
             None
         }
     });
+    let topo = if opts.topology { topology::gpu(nvml, &dev, index, issues) } else { Default::default() };
     Ok(Some(Gpu {
         index,
         name,
@@ -159,6 +163,10 @@ fn probe_gpu(
         compute_capability: [cc.major, cc.minor],
         mig,
         fabric,
+        nvlink: topo.nvlink,
+        pcie_max_generation: topo.pcie_max_generation,
+        pcie_max_width: topo.pcie_max_width,
+        numa_node: topo.numa_node,
     }))
 }
 

@@ -51,6 +51,19 @@ pub fn nvlabel_in(machine: Option<&str>, sysfs: &str) -> Command {
     cmd
 }
 
+/// The NVML errors the fault matrices inject (fixture names of `NVML_ERROR_*`).
+pub const NVML_ERRORS: [&str; 9] = [
+    "not_supported",
+    "gpu_is_lost",
+    "unknown",
+    "timeout",
+    "insufficient_size",
+    "no_permission",
+    "not_found",
+    "invalid_argument",
+    "memory",
+];
+
 /// A label set from pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> nvlabel::labels::Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

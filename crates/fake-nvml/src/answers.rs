@@ -71,6 +71,23 @@ pub(crate) fn bus_id(m: &Machine, g: u32) -> String {
     gpu(m, g).pci_bus_id.clone().unwrap_or_else(|| format!("00000000:{:02X}:00.0", g + 1))
 }
 
+/// The `nvmlPciInfo_t` of a bus id (`DDDDDDDD:BB:DD.F`, the numeric fields mirroring the text).
+pub(crate) fn pci_info(id: &str, device_id: Option<u16>) -> nvmlPciInfo_t {
+    let field = |s: Option<&str>| s.and_then(|s| u32::from_str_radix(s, 16).ok()).unwrap_or(0);
+    let mut parts = id.split([':', '.']);
+    let (domain, bus, dev) = (field(parts.next()), field(parts.next()), field(parts.next()));
+    // SAFETY: nvml.h's struct of integers and char arrays, for which all zeroes is valid.
+    let mut info: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
+    fill(&mut info.busId, id);
+    fill(&mut info.busIdLegacy, &format!("{:04X}:{:02X}:{:02X}.0", domain & 0xffff, bus, dev));
+    info.domain = domain;
+    info.bus = bus;
+    info.device = dev;
+    // NVML packs the device id above NVIDIA's vendor id; 0 means the fixture does not say.
+    info.pciDeviceId = device_id.map_or(0, |d| (u32::from(d) << 16) | 0x10de);
+    info
+}
+
 pub(crate) fn gi_slices(d: &MigDevice) -> u32 {
     d.gpu_instance_slices.or(gi_profile_slices(d.gi_profile)).unwrap_or(1)
 }

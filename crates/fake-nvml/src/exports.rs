@@ -8,26 +8,30 @@ use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::sync::MutexGuard;
 
+/// Every exported symbol, per file, for validating fixture fault names.
+pub const SYMBOLS: &[&[&str]] = &[CORE_SYMBOLS, crate::topology::SYMBOLS];
+
 /// One exported call in progress: the lock, and the function name that faults are matched on.
-struct Call {
-    g: MutexGuard<'static, Global>,
-    name: &'static str,
+pub(crate) struct Call {
+    pub(crate) g: MutexGuard<'static, Global>,
+    pub(crate) name: &'static str,
 }
 
 impl Call {
-    fn machine(&mut self) -> Result<&mut Machine, u32> {
+    pub(crate) fn machine(&mut self) -> Result<&mut Machine, u32> {
         self.g.machine(self.name)
     }
 
-    fn handle<T>(&mut self, h: *mut T) -> Result<(&mut Machine, Handle), u32> {
+    pub(crate) fn handle<T>(&mut self, h: *mut T) -> Result<(&mut Machine, Handle), u32> {
         self.g.handle(self.name, h as usize)
     }
 }
 
+/// Defines exported functions (`$symbols` lists them), each counted, locked and panic-safe.
 macro_rules! export {
-    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$c:ident| $body:block)*) => {
-        /// Every exported symbol, for validating fixture fault names.
-        pub const SYMBOLS: &[&str] = &["nvmlErrorString", $(stringify!($name)),*];
+    ($symbols:ident = [$($extra:literal),*]; $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$c:ident| $body:block)*) => {
+        /// The symbols this file exports.
+        pub const $symbols: &[&str] = &[$($extra,)* $(stringify!($name)),*];
         $(
             /// See `nvml.h`.
             ///
@@ -51,6 +55,7 @@ macro_rules! export {
         )*
     };
 }
+pub(crate) use export;
 
 /// Shared body of the unversioned and `_v2` CUDA version symbols.
 unsafe fn cuda_driver_version(c: &mut Call, v: *mut c_int) -> Result<(), u32> {
@@ -85,6 +90,7 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 }
 
 export! {
+    CORE_SYMBOLS = ["nvmlErrorString"];
     fn nvmlInit() |c| { match c.g.init("nvmlInit", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
     fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
     fn nvmlInitWithFlags(_flags: c_uint) |c| {
@@ -192,20 +198,7 @@ export! {
     fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) |c| {
         let (m, h) = c.handle(device)?;
         let g = parent(h)?;
-        let id = bus_id(m, g);
-        // "DDDDDDDD:BB:DD.F": the numeric fields mirror the text.
-        let field = |s: Option<&str>| s.and_then(|s| u32::from_str_radix(s, 16).ok()).unwrap_or(0);
-        let mut parts = id.split([':', '.']);
-        let (domain, bus, dev) = (field(parts.next()), field(parts.next()), field(parts.next()));
-        let mut info: nvmlPciInfo_t = std::mem::zeroed();
-        fill(&mut info.busId, &id);
-        fill(&mut info.busIdLegacy, &format!("{:04X}:{:02X}:{:02X}.0", domain & 0xffff, bus, dev));
-        info.domain = domain;
-        info.bus = bus;
-        info.device = dev;
-        // NVML packs the device id above NVIDIA's vendor id; 0 means the fixture does not say.
-        info.pciDeviceId = gpu(m, g).pci_device_id.map_or(0, |d| (u32::from(d) << 16) | 0x10de);
-        out(pci, info)
+        out(pci, pci_info(&bus_id(m, g), gpu(m, g).pci_device_id))
     }
     fn nvmlDeviceGetBrand(device: nvmlDevice_t, kind: *mut nvmlBrandType_t) |c| {
         let (m, h) = c.handle(device)?;

@@ -1,5 +1,6 @@
 //! The machine fixture: the YAML schema of `shared/spec/fake-nvml.md`, parsed strictly.
 
+pub use crate::topology_fixture::{ConfCompute, NvLink, Pcie};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 
@@ -17,6 +18,8 @@ pub struct Fixture {
     /// Injected failures.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// System-wide confidential-computing facts; absent means NOT_SUPPORTED.
+    pub confidential_compute: Option<ConfCompute>,
 }
 
 /// One physical GPU.
@@ -43,6 +46,12 @@ pub struct Gpu {
     pub mig: Option<Mig>,
     /// Fabric (IMEX) info; absent means NOT_SUPPORTED.
     pub fabric: Option<Fabric>,
+    /// PCIe link; absent means NOT_SUPPORTED.
+    pub pcie: Option<Pcie>,
+    /// `nvmlDeviceGetNumaNodeId`; absent means NOT_SUPPORTED.
+    pub numa_node: Option<u32>,
+    /// NVLink version and links; absent means NOT_SUPPORTED on every link.
+    pub nvlink: Option<NvLink>,
 }
 
 /// MIG mode and devices of one GPU.
@@ -175,8 +184,8 @@ pub fn ci_profile_slices(profile: u32) -> Option<u32> {
 /// this module depends on neither the exports nor the state).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// The NVML symbols a fault may name.
-    pub symbols: &'static [&'static str],
+    /// The NVML symbols a fault may name (one list per file of exports).
+    pub symbols: &'static [&'static [&'static str]],
     /// How many device handles the library can hand out.
     pub max_handles: usize,
 }
@@ -221,7 +230,13 @@ impl Fixture {
                 limits.max_handles
             ));
         }
+        crate::topology_fixture::validate_cc(self.confidential_compute.as_ref())?;
         for (g, gpu) in self.gpus.iter().enumerate() {
+            crate::topology_fixture::validate_gpu(
+                &format!("gpus[{g}]"),
+                gpu.pcie.as_ref(),
+                gpu.nvlink.as_ref(),
+            )?;
             let Some(mig) = &gpu.mig else { continue };
             if mig.devices.len() > mig.max_devices as usize {
                 return Err(format!(
@@ -271,7 +286,7 @@ impl Fixture {
             }
         }
         for (i, fault) in self.faults.iter().enumerate() {
-            if !limits.symbols.contains(&fault.function.as_str()) {
+            if !limits.symbols.iter().any(|s| s.contains(&fault.function.as_str())) {
                 return Err(format!(
                     "faults[{i}].function: {:?} is not an exported NVML symbol",
                     fault.function

@@ -8,6 +8,8 @@ mod codes;
 pub mod exports;
 mod fixture;
 mod state;
+pub mod topology;
+mod topology_fixture;
 
 /// Writes `FAKE_NVML_CALLS` when the process exits (or the library is unloaded). A `.fini_array`
 /// entry rather than `atexit`, because it runs exactly once for this object in both cases.

@@ -25,6 +25,8 @@ pub struct Machine {
     handles: HashMap<usize, Handle>,
     by_handle: HashMap<Handle, usize>,
     fault_hits: Vec<u64>,
+    /// `nvmlDeviceGetNvLinkState` per GPU and link id, starting from the fixture; events change it.
+    pub nvlink_active: Vec<Vec<bool>>,
 }
 
 /// Everything the library keeps between calls.
@@ -59,6 +61,11 @@ impl Machine {
     fn new(fixture: Fixture) -> Machine {
         let mut m = Machine {
             fault_hits: vec![0; fixture.faults.len()],
+            nvlink_active: fixture
+                .gpus
+                .iter()
+                .map(|g| crate::topology_fixture::link_states(g.nvlink.as_ref()))
+                .collect(),
             fixture,
             handles: HashMap::new(),
             by_handle: HashMap::new(),
@@ -177,7 +184,7 @@ impl Global {
     }
 
     /// `nvmlInit*`: loads the fixture on the first reference.
-    pub fn init(&mut self, function: &str, symbols: &'static [&'static str]) -> u32 {
+    pub fn init(&mut self, function: &str, symbols: &'static [&'static [&'static str]]) -> u32 {
         if self.refcount == 0 {
             let Ok(path) = std::env::var("FAKE_NVML_FIXTURE") else {
                 return codes::DRIVER_NOT_LOADED;

@@ -17,12 +17,13 @@ fn fixture(name: &str) -> String {
 
 fn compile_client() -> PathBuf {
     static CLIENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    CLIENT.get_or_init(compile).clone()
+    CLIENT.get_or_init(|| compile("client")).clone()
 }
 
-fn compile() -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvml-c-client");
-    let src = format!("{}/tests/c/client.c", env!("CARGO_MANIFEST_DIR"));
+/// Compiles `tests/c/<name>.c`.
+fn compile(name: &str) -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("nvml-c-{name}"));
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let status = Command::new("cc")
         .args(["-std=c99", "-Wall", "-Werror", "-o"])
         .arg(&out)
@@ -35,8 +36,11 @@ fn compile() -> PathBuf {
 }
 
 fn run_client(env: &[(&str, String)]) -> (String, String) {
-    let client = compile_client();
-    let mut cmd = Command::new(&client);
+    run(&compile_client(), env)
+}
+
+fn run(client: &std::path::Path, env: &[(&str, String)]) -> (String, String) {
+    let mut cmd = Command::new(client);
     cmd.arg(library()).env_remove("FAKE_NVML_FIXTURE").env_remove("FAKE_NVML_CALLS");
     for (k, v) in env {
         cmd.env(k, v);
@@ -109,4 +113,39 @@ fn an_invalid_fixture_fails_init_with_unknown_and_says_why() {
     assert!(stdout.contains("init: 999\n"), "{stdout}");
     assert!(stderr.contains("memory_mb"), "the reason names the unknown key: {stderr}");
     assert!(stderr.contains("typo-fixture.yaml"), "the reason names the file: {stderr}");
+}
+
+#[test]
+fn c_client_sees_topology_with_nvml_semantics() {
+    let (stdout, stderr) = run(&compile("topology"), &[("FAKE_NVML_FIXTURE", fixture("c-topology.yaml"))]);
+    let expected = "\
+before init: Uninitialized
+init: 0
+gpu 0:
+  pcie max: Success gen 4, Success x16
+  pcie now: Success gen 1, Success x8
+  numa: Success 1
+  link 0: active 1, version Success 4, remote Success 0, pci Success 0000:0f:00.0 0f:00 id 20b010de
+  link 1: active 0, version Success 4, remote Success 2, pci Not Supported  00:00 id 00000000
+  link 2: active 0, version Success 4, remote Success 2, pci Not Supported  00:00 id 00000000
+  link 3: Not Supported
+gpu 1:
+  pcie max: Success gen 4, Success x16
+  pcie now: Success gen 4, Success x16
+  numa: Not Supported 0
+  link 0: Not Supported
+gpu 2:
+  pcie max: Not Supported gen 0, Not Supported x0
+  pcie now: Not Supported gen 0, Not Supported x0
+  numa: Not Supported 0
+  link 0: Not Supported
+link 18: Invalid Argument
+cc caps: Success cpu 3 gpus 1
+cc state: Success env 2 feature 0 devtools 0
+cc settings without version: Argument version mismatch
+cc settings: Success env 2 feature 0 multi-gpu 0
+cc ready: Success 1
+shutdown: 0
+";
+    assert_eq!(stdout, expected, "{stderr}");
 }

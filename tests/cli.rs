@@ -353,3 +353,16 @@ fn prune_removes_nvlabels_feature_file_and_refuses_anyone_elses() {
     );
     assert!(gfds.exists(), "someone else's file stays");
 }
+
+#[test]
+fn an_empty_or_comment_only_config_at_start_up_means_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    let plain = ok(nvlabel(Some("t4")).args(PRINT));
+    for blank in ["", "# no sharing on this pool\n", "---\n"] {
+        std::fs::write(&path, blank).unwrap();
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&path));
+        assert_eq!((code, stdout.as_str()), (0, plain.as_str()), "{blank:?}: {stderr}");
+        assert_eq!(stderr, "", "{blank:?}");
+    }
+}

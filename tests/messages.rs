@@ -36,7 +36,7 @@ fn a_failed_write_names_the_target_not_a_temporary_file() {
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
-        "nvlabel: error: error atomically writing file '/nonexistent/dir/gfd': create temporary file: No such file or directory (os error 2)\n"
+        "nvlabel: error: cannot write the feature file /nonexistent/dir/gfd: create temporary file: No such file or directory (os error 2)\n"
     );
 }
 

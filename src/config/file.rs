@@ -215,8 +215,9 @@ impl ConfigFile {
 
     /// Parses config text (YAML or JSON).
     pub fn parse(text: &str) -> Result<ConfigFile, ParseError> {
-        // An empty file (GFD's config-manager links /dev/null) is v1 with defaults.
-        if text.trim().is_empty() {
+        // An empty file (GFD's config-manager links /dev/null) is v1 with defaults, and so is one
+        // of comments only, as in GFD (an empty YAML document decodes to the zero value).
+        if is_blank(text) {
             return Ok(ConfigFile::default());
         }
         let value: Value = serde_saphyr::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
@@ -273,6 +274,13 @@ impl ConfigFile {
         }
         Ok(ConfigFile { flags, sharing, warnings })
     }
+}
+
+/// Whether config text holds no YAML document content: only whitespace, comments and document
+/// markers. Such a file means defaults at start-up; on reload it is refused (see
+/// [`super::source`]).
+pub fn is_blank(text: &str) -> bool {
+    text.lines().map(str::trim).all(|l| l.is_empty() || l.starts_with('#') || l == "---" || l == "...")
 }
 
 /// Errors of [`ConfigFile::parse`], before the file name is attached.

@@ -20,7 +20,11 @@ fn ts(resources: &str) -> String {
 
 #[test]
 fn empty_and_versions() {
-    assert_eq!(parse(""), ConfigFile::default());
+    for blank in ["", "\n  \n", "# no sharing here\n", "---\n# a comment\n...\n", "  # indented\n"] {
+        assert_eq!(parse(blank), ConfigFile::default(), "{blank:?}");
+        assert!(is_blank(blank), "{blank:?}");
+    }
+    assert!(!is_blank("# header\nversion: v1\n"));
     assert_eq!(parse("version: v1\n").sharing, Sharing::default());
     assert_eq!(parse("version: \"\"\n").flags, FileFlags::default());
     assert_eq!(invalid("version: v2\n"), ("version".into(), "unknown version: v2".into()));

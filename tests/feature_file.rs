@@ -104,7 +104,8 @@ fn a_device_or_fifo_at_the_output_path_is_an_error_that_names_it() {
         let (code, stdout, stderr) = oneshot_to(path);
         assert_eq!(code, 1, "{path:?}: {stderr}");
         assert_eq!(stdout, "");
-        let want = format!("cannot write the feature file {}: it is a {kind}, not a regular file", path.display());
+        let want =
+            format!("cannot write the feature file {}: it is a {kind}, not a regular file", path.display());
         assert!(stderr.contains(&want), "{path:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     }

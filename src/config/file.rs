@@ -65,6 +65,35 @@ pub struct FileFlags {
     pub extended_labels: Option<bool>,
 }
 
+impl FileFlags {
+    /// Every key of `flags` that sets one of nvlabel's flags, with that flag's long name (the
+    /// other keys are the device plugin's: accepted and ignored). The precedence test runs over
+    /// this list and the command line, so a key added here is tested.
+    pub const KEYS: &'static [(&'static str, &'static str)] = &[
+        ("migStrategy", "mig-strategy"),
+        ("failOnInitError", "fail-on-init-error"),
+        ("useNodeFeatureAPI", "use-node-feature-api"),
+        ("deviceDiscoveryStrategy", "device-discovery-strategy"),
+        ("extendedLabels", "extended-labels"),
+        ("gfd.oneshot", "oneshot"),
+        ("gfd.noTimestamp", "no-timestamp"),
+        ("gfd.sleepInterval", "sleep-interval"),
+        ("gfd.outputFile", "output-file"),
+        ("gfd.machineTypeFile", "machine-type-file"),
+    ];
+
+    /// The device plugin's keys, read and ignored.
+    pub const DEVICE_PLUGIN_KEYS: &'static [&'static str] = &[
+        "mpsRoot",
+        "nvidiaDriverRoot",
+        "nvidiaDevRoot",
+        "gdrcopyEnabled",
+        "gdsEnabled",
+        "mofedEnabled",
+        "plugin",
+    ];
+}
+
 /// `flags.gfd`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

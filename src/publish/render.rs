@@ -63,9 +63,11 @@ pub fn holds(path: &Path, content: &[u8]) -> Result<bool, OutputError> {
         // Replacing it is how it gets fixed (a file we may not read, a dangling link).
         Err(_) => return Ok(false),
     };
-    let meta = file
-        .metadata()
-        .map_err(|source| OutputError::Write { path: path.to_path_buf(), step: "stat", source })?;
+    let meta = file.metadata().map_err(|source| OutputError::Write {
+        path: path.to_path_buf(),
+        step: "stat",
+        source,
+    })?;
     let kind = meta.file_type();
     let not_a_file = |kind| Err(OutputError::NotAFile { path: path.to_path_buf(), kind });
     match () {
@@ -181,10 +183,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let cases = [
-            (fifo.as_path(), "FIFO"),
-            (dir.path(), "directory"),
-        ];
+        let cases = [(fifo.as_path(), "FIFO"), (dir.path(), "directory")];
         for (path, kind) in cases {
             let err = write_feature_file(path, "a=1\n").unwrap_err().to_string();
             assert!(err.contains(&path.display().to_string()) && err.contains(kind), "{path:?}: {err}");

@@ -20,6 +20,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod yaml;
 
 /// The async runtime nvlabel runs on. Passes run one at a time on one long-lived blocking thread:
 /// a small, fixed set of threads keeps memory flat (each new thread can bring a new malloc arena,

@@ -50,13 +50,15 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Reports the error that ends the process: a JSON log line with `--log-format json`, else
-/// `nvlabel: error: ...` on stderr.
-pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static)) {
+/// Reports the error that ends the process, with what to do about it when known: a JSON log
+/// line with `--log-format json`, else one `nvlabel: error: ...` line on stderr.
+pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static), hint: Option<&str>) {
     let text = error_chain(error);
-    match format {
-        LogFormat::Json => tracing::error!(error = %text, "nvlabel stopped"),
-        LogFormat::Text => eprintln!("nvlabel: error: {text}"),
+    match (format, hint) {
+        (LogFormat::Json, Some(hint)) => tracing::error!(error = %text, hint, "nvlabel stopped"),
+        (LogFormat::Json, None) => tracing::error!(error = %text, "nvlabel stopped"),
+        (LogFormat::Text, Some(hint)) => eprintln!("nvlabel: error: {text} ({hint})"),
+        (LogFormat::Text, None) => eprintln!("nvlabel: error: {text}"),
     }
 }
 

@@ -26,9 +26,23 @@ fn main() {
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
-        nvlabel::logging::fatal(log_format, e.as_ref());
+        nvlabel::logging::fatal(log_format, e.as_ref(), hint(&e));
         std::process::exit(1);
     }
+}
+
+/// What to do about an error that ended the process, when there is a usual fix: NVML that does
+/// not start is the commonest first-run failure.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    use nvlabel::daemon::DaemonError;
+    use nvlabel::pass::PassError;
+    let probe = match (e.downcast_ref::<DaemonError>(), e.downcast_ref::<PassError>()) {
+        (Some(DaemonError::Pass(PassError::Probe(p))), _) | (_, Some(PassError::Probe(p))) => p,
+        _ => return None,
+    };
+    probe.is_init().then_some(
+        "install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs",
+    )
 }
 
 async fn real_main(

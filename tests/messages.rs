@@ -278,3 +278,82 @@ fn every_metric_family_has_a_sample_from_the_start() {
     }
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
 }
+
+#[test]
+fn a_yaml_syntax_error_is_one_line_naming_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu}\n  bad: x\n")
+        .unwrap();
+    let want = format!(
+        "unable to parse config file {}: line 5, column 6: illegal placement of ':' indicator",
+        config.display()
+    );
+    let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
+    assert_eq!(code, 1);
+    assert_eq!(stderr, format!("nvlabel: error: {want}\n"));
+    let (_, _, stderr) = run(print("t4").args(["--log-format", "json", "--config-file"]).arg(&config));
+    let v: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(v["error"], want.as_str(), "the same line inside a JSON log");
+}
+
+#[test]
+fn a_snapshot_is_never_blank_and_its_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.yaml");
+    let snapshot = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        run(nvlabel(None).args(PRINT).arg("--snapshot").arg(&path))
+    };
+    for blank in ["", "---\n", "# nothing\n"] {
+        let (code, stdout, stderr) = snapshot(blank);
+        assert_eq!((code, stdout.as_str()), (1, ""), "{blank:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "nvlabel: error: invalid snapshot {0}: it is empty; write one with `nvlabel probe > {0}`\n",
+                path.display()
+            ),
+            "{blank:?}"
+        );
+    }
+    let (code, _, stderr) = snapshot("gpus: [\n");
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "nvlabel: error: invalid snapshot {}: line 1, column 7: unclosed bracket '['\n",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_missing_nvml_library_names_it_once_and_says_what_to_do() {
+    let (code, _, stderr) = run(print("t4").args(["--nvml-library", "/nonexistent/libnvidia-ml.so.1"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "nvlabel: error: no NVIDIA driver found: cannot load /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory \
+         (install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs)\n"
+    );
+}
+
+#[test]
+fn a_bad_duration_lists_the_accepted_forms() {
+    let forms = "use a Go duration such as 90s, 1m30s or 1.5h (units ns, us, ms, s, m, h), a number of seconds, or infinite";
+    let (_, _, stderr) = run(print("t4").arg("--sleep-interval=abc"));
+    assert!(stderr.contains(&format!("invalid duration \"abc\"; {forms}")), "{stderr}");
+    let (_, _, stderr) = run(print("t4").env("GFD_SLEEP_INTERVAL", "1d"));
+    assert!(stderr.contains(&format!("unknown unit \"d\" in duration \"1d\"; {forms}")), "{stderr}");
+}
+
+#[test]
+fn a_lost_gpu_is_spelled_right() {
+    let yaml = ok(nvlabel(Some("faulty")).arg("probe"));
+    assert!(
+        yaml.contains("GpuLost: the GPU fell off the bus or has otherwise become inaccessible"),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("inacessible"));
+}

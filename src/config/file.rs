@@ -5,6 +5,9 @@
 
 use crate::duration::{parse_interval, Interval};
 use crate::sharing::Sharing;
+/// Whether config text is blank (see [`crate::yaml::is_blank`]): defaults at start-up, refused on
+/// reload ([`super::source`]).
+pub use crate::yaml::is_blank;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -249,7 +252,7 @@ impl ConfigFile {
         if is_blank(text) {
             return Ok(ConfigFile::default());
         }
-        let value: Value = serde_saphyr::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+        let value: Value = crate::yaml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
@@ -303,13 +306,6 @@ impl ConfigFile {
         }
         Ok(ConfigFile { flags, sharing, warnings })
     }
-}
-
-/// Whether config text holds no YAML document content: only whitespace, comments and document
-/// markers. Such a file means defaults at start-up; on reload it is refused (see
-/// [`super::source`]).
-pub fn is_blank(text: &str) -> bool {
-    text.lines().map(str::trim).all(|l| l.is_empty() || l.starts_with('#') || l == "---" || l == "...")
 }
 
 /// Errors of [`ConfigFile::parse`], before the file name is attached.

@@ -126,7 +126,10 @@ impl ConfigState {
         match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous, true) {
             Ok(Some(loaded)) => {
                 self.rejected = None;
-                tracing::info!(config = ?loaded.path, "configuration loaded");
+                match &loaded.path {
+                    Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
+                    None => tracing::info!("configuration loaded: no config file, flags and defaults"),
+                }
                 self.loaded = loaded;
                 Ok(true)
             }

@@ -21,13 +21,17 @@ fn main() {
         .source
         .log_format
         .clone()
-        .or_else(|| env.get("NVLABEL_LOG_FORMAT").cloned())
+        .or_else(|| nvlabel::config::env::env_names("log-format").iter().find_map(|n| env.get(*n).cloned()))
         .and_then(|v| LogFormat::parse(&v))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
         nvlabel::logging::fatal(log_format, e.as_ref(), hint(&e));
-        std::process::exit(1);
+        std::process::exit(if nvlabel::config::usage::is_usage(&e) {
+            nvlabel::config::usage::EXIT
+        } else {
+            1
+        });
     }
 }
 
@@ -127,7 +131,7 @@ async fn real_main(
             if let Some(target) = &target {
                 metrics.zero(target.writer_name());
             }
-            let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
+            let addr = settings.metrics_addr.clone();
             if !addr.is_empty() {
                 let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
                 let mut registry = prometheus_client::registry::Registry::default();

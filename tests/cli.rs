@@ -141,7 +141,7 @@ fn env_vars_follow_gfd_precedence() {
     );
     assert!(!out.contains("mig.strategy"));
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).env("GFD_MIG_STRATEGY", "Mixed"));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a usage error");
     assert!(stderr.contains("GFD_MIG_STRATEGY") && stderr.contains("\"Mixed\""), "{stderr}");
     // GFD's own env names drive the whole one-shot run.
     let mut cmd = nvlabel(Some("t4"));

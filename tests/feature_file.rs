@@ -100,7 +100,11 @@ fn a_device_or_fifo_at_the_output_path_is_an_error_that_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    for (path, kind) in [(Path::new("/dev/full"), "character device"), (fifo.as_path(), "FIFO")] {
+    // `-o /dev/full`, through a link: should the guard break, a test run as root replaces the
+    // link, never the machine's /dev/full.
+    let full = dir.path().join("full");
+    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+    for (path, kind) in [(full.as_path(), "character device"), (fifo.as_path(), "FIFO")] {
         let (code, stdout, stderr) = oneshot_to(path);
         assert_eq!(code, 1, "{path:?}: {stderr}");
         assert_eq!(stdout, "");

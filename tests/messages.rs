@@ -357,3 +357,109 @@ fn a_lost_gpu_is_spelled_right() {
     );
     assert!(!yaml.contains("inacessible"));
 }
+
+/// One rule for usage errors: the same bad value from the command line, env or the config file's
+/// `flags` exits 2 with one line naming where it came from; a failure at run time exits 1.
+#[test]
+fn a_usage_error_exits_2_with_one_line_wherever_the_value_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "flags:\n  gfd:\n    sleepInterval: abc\n").unwrap();
+    std::fs::write(dir.path().join("mig.yaml"), "flags:\n  migStrategy: bogus\n").unwrap();
+    let cases: Vec<(&str, Command, &str)> = vec![
+        (
+            "command line",
+            {
+                let mut c = print("t4");
+                c.arg("--sleep-interval=abc");
+                c
+            },
+            "flag --sleep-interval",
+        ),
+        (
+            "env",
+            {
+                let mut c = print("t4");
+                c.env("GFD_SLEEP_INTERVAL", "abc");
+                c
+            },
+            "\"GFD_SLEEP_INTERVAL\"",
+        ),
+        (
+            "config file",
+            {
+                let mut c = print("t4");
+                c.arg("--config-file").arg(dir.path().join("mig.yaml"));
+                c
+            },
+            "flags.migStrategy in config file",
+        ),
+        (
+            "clap",
+            {
+                let mut c = print("t4");
+                c.arg("--oneshot=maybe");
+                c
+            },
+            "'--oneshot",
+        ),
+        (
+            "unknown flag",
+            {
+                let mut c = print("t4");
+                c.arg("--mig-stratgy=single");
+                c
+            },
+            "a similar argument exists: '--mig-strategy'",
+        ),
+        (
+            "a labeler flag on a subcommand",
+            {
+                let mut c = nvlabel(Some("t4"));
+                c.args(["probe", "--oneshot"]);
+                c
+            },
+            "a flag of the labeler",
+        ),
+        (
+            "expiry with stdout",
+            {
+                let mut c = print("t4");
+                c.args(["--expiry", "1h"]);
+                c
+            },
+            "--expiry applies only to the feature file",
+        ),
+    ];
+    for (name, mut cmd, needle) in cases {
+        let (code, stdout, stderr) = run(&mut cmd);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{name}: {stderr}");
+        assert!(stderr.starts_with("nvlabel: error: ") && stderr.lines().count() == 1, "{name}: {stderr}");
+        assert!(stderr.contains(needle), "{name}: {stderr}");
+    }
+    let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
+    assert_eq!(code, 2, "flags.gfd.sleepInterval, refused by the file reader: {stderr}");
+    assert!(stderr.contains("flags.gfd.sleepInterval"), "{stderr}");
+    // The rest of the config file is not about flags: a bad file exits 1.
+    let (code, _, stderr) =
+        run(print("t4").arg("--config-file").arg(repo().join("testdata/configs/invalid-replicas.yaml")));
+    assert_eq!(code, 1, "{stderr}");
+}
+
+#[test]
+fn help_and_version_answer_like_gfd_and_clap() {
+    for args in [&["-v"][..], &["-V"], &["--version"]] {
+        let (code, stdout, _) = run(nvlabel(None).args(args));
+        assert_eq!(
+            (code, stdout.as_str()),
+            (0, concat!("nvlabel ", env!("CARGO_PKG_VERSION"), "\n")),
+            "{args:?}"
+        );
+    }
+    let (code, stdout, stderr) = run(nvlabel(None).args(["help", "--help"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Usage: nvlabel help [COMMAND]"), "{stdout}");
+    let (code, stdout, _) = run(nvlabel(None).args(["help", "probe"]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Usage: nvlabel probe [OPTIONS]"), "{stdout}");
+}

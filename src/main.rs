@@ -18,7 +18,7 @@ fn main() {
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli
-        .source
+        .log
         .log_format
         .clone()
         .or_else(|| nvlabel::config::env::env_names("log-format").iter().find_map(|n| env.get(*n).cloned()))

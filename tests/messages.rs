@@ -419,7 +419,7 @@ fn a_usage_error_exits_2_with_one_line_wherever_the_value_came_from() {
                 c.args(["probe", "--oneshot"]);
                 c
             },
-            "a flag of the labeler",
+            "`nvlabel probe` does not use --oneshot",
         ),
         (
             "expiry with stdout",
@@ -462,4 +462,22 @@ fn help_and_version_answer_like_gfd_and_clap() {
     let (code, stdout, _) = run(nvlabel(None).args(["help", "probe"]));
     assert_eq!(code, 0);
     assert!(stdout.contains("Usage: nvlabel probe [OPTIONS]"), "{stdout}");
+}
+
+#[test]
+fn prune_refuses_flags_it_would_ignore() {
+    for flag in [
+        &["--snapshot", "/x"][..],
+        &["--nvml-library", "/x"],
+        &["--format", "json"],
+        &["--expiry", "1h"],
+        &["--mig-strategy", "single"],
+    ] {
+        let (code, stdout, stderr) = run(nvlabel(None).arg("prune").args(flag));
+        assert_eq!((code, stdout.as_str()), (2, ""), "{flag:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("nvlabel: error: unexpected argument '{0}' found: `nvlabel prune` does not use {0} (see `nvlabel help prune`)\n", flag[0]),
+        );
+    }
 }

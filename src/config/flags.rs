@@ -123,6 +123,9 @@ pub struct Cli {
     /// Where facts come from.
     #[command(flatten)]
     pub source: SourceArgs,
+    /// How logs look.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// Subcommands, each with only the flags it uses.
@@ -136,6 +139,9 @@ pub enum Command {
         /// Where facts come from.
         #[command(flatten)]
         source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Remove what nvlabel published: its Node labels (`--sink node`), its NodeFeature object
     /// (`--use-node-feature-api`), or the feature file (only if nvlabel wrote it).
@@ -151,7 +157,7 @@ pub enum Command {
         target: TargetArgs,
         /// Logs.
         #[command(flatten)]
-        source: SourceArgs,
+        log: LogArgs,
     },
     /// Run as an NFD local-source hook (`source.d/`): print feature-file lines to stdout and exit
     /// 0; without a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
@@ -161,6 +167,9 @@ pub enum Command {
         facts: FactArgs,
         /// What the labels say.
         #[command(flatten)]
+        options: LabelOptionArgs,
+        /// The sharing config.
+        #[command(flatten)]
         config: ConfigArgs,
         /// The API, for the node's config label with `--config-dir`.
         #[command(flatten)]
@@ -168,6 +177,9 @@ pub enum Command {
         /// Where facts come from.
         #[command(flatten)]
         source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Print this help, or a subcommand's
     Help {
@@ -192,24 +204,24 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
     /// so that one resolver serves every command.
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, version } = self;
-        let (kind, source) = match command {
+        let Cli { command, mut label, source, log, version } = self;
+        let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
-            None | Some(Command::Help { .. }) => (None, source),
-            Some(Command::Probe { facts, source }) => {
+            None | Some(Command::Help { .. }) => (None, source, log),
+            Some(Command::Probe { facts, source, log }) => {
                 label.facts = facts;
-                (Some(CommandKind::Probe), source)
+                (Some(CommandKind::Probe), source, log)
             }
-            Some(Command::Prune { config, api, target, source }) => {
+            Some(Command::Prune { config, api, target, log }) => {
                 (label.config, label.api, label.target) = (config, api, target);
-                (Some(CommandKind::Prune), source)
+                (Some(CommandKind::Prune), source, log)
             }
-            Some(Command::Hook { facts, config, api, source }) => {
-                (label.facts, label.config, label.api) = (facts, config, api);
-                (Some(CommandKind::Hook), source)
+            Some(Command::Hook { facts, options, config, api, source, log }) => {
+                (label.facts, label.options, label.config, label.api) = (facts, options, config, api);
+                (Some(CommandKind::Hook), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, version })
+        (kind, Cli { command: None, label, source, log, version })
     }
 }
 
@@ -230,6 +242,9 @@ pub struct LabelArgs {
     pub facts: FactArgs,
     /// What the labels say.
     #[command(flatten)]
+    pub options: LabelOptionArgs,
+    /// The sharing config.
+    #[command(flatten)]
     pub config: ConfigArgs,
     /// Identity and API.
     #[command(flatten)]
@@ -237,6 +252,9 @@ pub struct LabelArgs {
     /// Where labels go.
     #[command(flatten)]
     pub target: TargetArgs,
+    /// How what is written looks.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// How the daemon runs.
     #[command(flatten)]
     pub daemon: DaemonArgs,
@@ -260,15 +278,24 @@ pub struct FactArgs {
     pub driver_root_ctr_path: Option<String>,
 }
 
-/// What the labels say: MIG strategy, timestamp, the sharing config.
+/// What the labels say: MIG strategy, timestamp, nvlabel's own labels.
 #[derive(Debug, Default, Clone, Args)]
-pub struct ConfigArgs {
+pub struct LabelOptionArgs {
     /// MIG strategy: none, single or mixed
     #[arg(long, default_value = "none", value_parser = ["none", "single", "mixed"])]
     pub mig_strategy: Option<String>,
     /// Leave out nvidia.com/gfd.timestamp
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub no_timestamp: Option<bool>,
+    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
+    /// inventory) to GFD's
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub extended_labels: Option<bool>,
+}
+
+/// Where the sharing config comes from.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ConfigArgs {
     /// Device-plugin config file
     #[arg(long)]
     pub config_file: Option<String>,
@@ -279,10 +306,6 @@ pub struct ConfigArgs {
     /// Key of --config-dir to use when the node has no label
     #[arg(long)]
     pub config_default: Option<String>,
-    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
-    /// inventory) to GFD's
-    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub extended_labels: Option<bool>,
 }
 
 /// Who this labeler is, and how it reaches the Kubernetes API.
@@ -321,6 +344,11 @@ pub struct TargetArgs {
     /// this Node's labels by server-side apply, no NFD)
     #[arg(long, default_value = "gfd", value_parser = ["gfd", "node"])]
     pub sink: Option<String>,
+}
+
+/// How what is written looks: the feature file's expiry, the printed format.
+#[derive(Debug, Default, Clone, Args)]
+pub struct OutputArgs {
     /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
     /// labeler that is gone expire (e.g. 1h)
     #[arg(long)]
@@ -349,7 +377,7 @@ pub struct DaemonArgs {
     pub sharing_check_grace: Option<String>,
 }
 
-/// Where facts come from, and how logs look (every command).
+/// Where facts come from.
 #[derive(Debug, Default, Clone, Args)]
 pub struct SourceArgs {
     /// NVML library name or path
@@ -361,6 +389,11 @@ pub struct SourceArgs {
     /// Read this snapshot (from `nvlabel probe`) instead of NVML and sysfs
     #[arg(long)]
     pub snapshot: Option<PathBuf>,
+}
+
+/// How logs look (every command).
+#[derive(Debug, Default, Clone, Args)]
+pub struct LogArgs {
     /// Log format: text or json
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: Option<String>,

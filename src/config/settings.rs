@@ -229,7 +229,7 @@ impl Settings {
             origin: format!("{field} in config file {file_path}"),
         };
 
-        let mig_strategy = match found_flag(a.config.mig_strategy.clone(), env, "mig-strategy")
+        let mig_strategy = match found_flag(a.options.mig_strategy.clone(), env, "mig-strategy")
             .or_else(|| ff.mig_strategy.as_deref().map(|v| in_file("flags.migStrategy", v)))
         {
             Some(f) => {
@@ -279,8 +279,9 @@ impl Settings {
             .or(gfd.machine_type_file.clone())
             .map(PathBuf::from)
             .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
-        let format = choice(a.target.format.clone(), env, "format", Format::parse, "text or json")?;
-        let log_format = choice(s.log_format.clone(), env, "log-format", LogFormat::parse, "text or json")?;
+        let format = choice(a.output.format.clone(), env, "format", Format::parse, "text or json")?;
+        let log_format =
+            choice(cli.log.log_format.clone(), env, "log-format", LogFormat::parse, "text or json")?;
         let sink = choice(a.target.sink.clone(), env, "sink", Sink::parse, "gfd or node")?;
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
         let sharing_check_grace =
@@ -296,7 +297,7 @@ impl Settings {
                     _ => return Err(invalid(&f, "use a duration such as 5m")),
                 },
             };
-        let expiry_given = found_flag(a.target.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty());
+        let expiry_given = found_flag(a.output.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty());
         let expiry = match &expiry_given {
             None => None,
             Some(f) => match parse_interval(&f.value).map_err(|e| invalid(f, e))? {
@@ -313,10 +314,10 @@ impl Settings {
             oneshot: bool_flag(a.daemon.oneshot, env, "oneshot")?
                 .or(gfd.oneshot)
                 .unwrap_or_else(|| default("oneshot")),
-            no_timestamp: bool_flag(a.config.no_timestamp, env, "no-timestamp")?
+            no_timestamp: bool_flag(a.options.no_timestamp, env, "no-timestamp")?
                 .or(gfd.no_timestamp)
                 .unwrap_or_else(|| default("no-timestamp")),
-            extended_labels: bool_flag(a.config.extended_labels, env, "extended-labels")?
+            extended_labels: bool_flag(a.options.extended_labels, env, "extended-labels")?
                 .or(ff.extended_labels)
                 .unwrap_or_else(|| default("extended-labels")),
             sharing_check_grace,

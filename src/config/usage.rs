@@ -33,10 +33,13 @@ pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
             _ => String::new(),
         };
         let long = arg.strip_prefix("--");
-        if long.is_some_and(|l| top.get_arguments().any(|a| a.get_long() == Some(l))) {
-            return format!(
-                "{message}: {arg} is a flag of the labeler (`nvlabel {arg}`), not of this subcommand"
-            );
+        // "Usage: nvlabel probe [OPTIONS]" names the subcommand.
+        let sub = text.lines().find_map(|l| l.trim().strip_prefix("Usage: nvlabel ")).and_then(|rest| {
+            rest.split_whitespace().next().filter(|w| top.get_subcommands().any(|s| s.get_name() == *w))
+        });
+        let labeler_flag = long.is_some_and(|l| top.get_arguments().any(|a| a.get_long() == Some(l)));
+        if let (Some(sub), true) = (sub, labeler_flag) {
+            return format!("{message}: `nvlabel {sub}` does not use {arg} (see `nvlabel help {sub}`)");
         }
     }
     match lines.find(|l| l.starts_with("tip:")) {
@@ -66,7 +69,12 @@ mod tests {
             (
                 "a labeler flag after a subcommand",
                 &["nvlabel", "probe", "--oneshot"],
-                "unexpected argument '--oneshot' found: --oneshot is a flag of the labeler (`nvlabel --oneshot`), not of this subcommand",
+                "unexpected argument '--oneshot' found: `nvlabel probe` does not use --oneshot (see `nvlabel help probe`)",
+            ),
+            (
+                "a flag prune would ignore",
+                &["nvlabel", "prune", "--snapshot", "x"],
+                "unexpected argument '--snapshot' found: `nvlabel prune` does not use --snapshot (see `nvlabel help prune`)",
             ),
             (
                 "a typo",

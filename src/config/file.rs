@@ -245,8 +245,26 @@ impl ConfigFile {
         })
     }
 
-    /// Parses config text (YAML or JSON).
+    /// Parses config text (YAML or JSON). When a field is invalid, the unknown fields met on the
+    /// way are named in the error too: `replica: 2` is why `replicas` is missing.
     pub fn parse(text: &str) -> Result<ConfigFile, ParseError> {
+        let mut warnings = Vec::new();
+        match Self::parse_noting(text, &mut warnings) {
+            Err(ParseError::Invalid((field, message))) if !warnings.is_empty() => {
+                let unknown: Vec<&str> =
+                    warnings.iter().filter(|w| w.starts_with("unknown field")).map(String::as_str).collect();
+                let message = match unknown.is_empty() {
+                    true => message,
+                    false => format!("{message} (also: {}; a misspelling?)", unknown.join("; ")),
+                };
+                Err(ParseError::Invalid((field, message)))
+            }
+            other => other,
+        }
+    }
+
+    /// [`ConfigFile::parse`], noting warnings in `warnings` as it goes.
+    fn parse_noting(text: &str, warnings: &mut Vec<String>) -> Result<ConfigFile, ParseError> {
         // An empty file (GFD's config-manager links /dev/null) is v1 with defaults, and so is one
         // of comments only, as in GFD (an empty YAML document decodes to the zero value).
         if is_blank(text) {
@@ -256,8 +274,7 @@ impl ConfigFile {
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
-        let mut warnings = Vec::new();
-        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], &mut warnings);
+        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], warnings);
 
         match top.get("version") {
             None | Some(Value::Null) => {}
@@ -270,7 +287,7 @@ impl ConfigFile {
 
         let flags = match top.get("flags") {
             None | Some(Value::Null) => FileFlags::default(),
-            Some(v) => decode_flags(v, &mut warnings).map_err(ParseError::Invalid)?,
+            Some(v) => decode_flags(v, warnings).map_err(ParseError::Invalid)?,
         };
         if let Some(gfd) = flags.gfd.as_ref() {
             if let Some(Value::Number(n)) =
@@ -284,7 +301,7 @@ impl ConfigFile {
         }
 
         if let Some(resources) = top.get("resources") {
-            check_resources(resources, &mut warnings).map_err(ParseError::Invalid)?;
+            check_resources(resources, warnings).map_err(ParseError::Invalid)?;
         }
 
         let mut sharing = Sharing::default();
@@ -292,19 +309,18 @@ impl ConfigFile {
             let Value::Object(s) = s else {
                 return Err(ParseError::Invalid(bad("sharing", "expected a mapping")));
             };
-            check_keys(s, "sharing", &["timeSlicing", "mps"], &mut warnings);
+            check_keys(s, "sharing", &["timeSlicing", "mps"], warnings);
             // timeSlicing is a plain struct in GFD, so `timeSlicing:` (null) is decoded and
             // fails; mps is a pointer, so `mps:` (null) leaves MPS unset.
             if let Some(ts) = s.get("timeSlicing") {
                 sharing.time_slicing =
-                    Some(replicated(ts, "sharing.timeSlicing", &mut warnings).map_err(ParseError::Invalid)?);
+                    Some(replicated(ts, "sharing.timeSlicing", warnings).map_err(ParseError::Invalid)?);
             }
             if let Some(mps) = s.get("mps").filter(|m| !m.is_null()) {
-                sharing.mps =
-                    Some(replicated(mps, "sharing.mps", &mut warnings).map_err(ParseError::Invalid)?);
+                sharing.mps = Some(replicated(mps, "sharing.mps", warnings).map_err(ParseError::Invalid)?);
             }
         }
-        Ok(ConfigFile { flags, sharing, warnings })
+        Ok(ConfigFile { flags, sharing, warnings: std::mem::take(warnings) })
     }
 }
 
@@ -325,15 +341,26 @@ fn check_keys(map: &Map<String, Value>, at: &str, known: &[&str], warnings: &mut
 }
 
 fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad> {
-    let mut unknown = Vec::new();
-    let mut note = |path: serde_ignored::Path| unknown.push(path.to_string());
-    let de = serde_ignored::Deserializer::new(v, &mut note);
-    let flags: FileFlags = serde_path_to_error::deserialize(de).map_err(|e| {
+    // Unknown keys first, from the key lists, so a typo is named even when another field fails.
+    if let Value::Object(map) = v {
+        let known: Vec<&str> = FileFlags::KEYS
+            .iter()
+            .filter(|(k, _)| !k.contains('.'))
+            .map(|(k, _)| *k)
+            .chain(["gfd"])
+            .chain(FileFlags::DEVICE_PLUGIN_KEYS.iter().copied())
+            .collect();
+        check_keys(map, "flags", &known, warnings);
+        if let Some(Value::Object(gfd)) = map.get("gfd") {
+            let known: Vec<&str> =
+                FileFlags::KEYS.iter().filter_map(|(k, _)| k.strip_prefix("gfd.")).collect();
+            check_keys(gfd, "flags.gfd", &known, warnings);
+        }
+    }
+    serde_path_to_error::deserialize(v).map_err(|e| {
         let at = e.path().to_string();
         bad(if at == "." { "flags".into() } else { format!("flags.{at}") }, e.into_inner().to_string())
-    })?;
-    warnings.extend(unknown.into_iter().map(|p| format!("unknown field flags.{p} is ignored")));
-    Ok(flags)
+    })
 }
 
 mod resources;

@@ -89,9 +89,20 @@ fn unknown_fields_are_warned_about() {
     for field in ["sharingg", "flags.migStrateg", "sharing.timeSlicing.resources[0].replica"] {
         assert!(c.warnings.iter().any(|w| w.contains(field)), "{field} not in {:?}", c.warnings);
     }
-    // The typo `replica:` for `replicas:` is caught: the required field is missing.
+    // The typo `replica:` for `replicas:` is caught: the required field is missing, and the
+    // error (GFD's message first) names the unknown field that explains it.
     let (field, msg) = invalid(&ts("      - name: gpu\n        replica: 2\n"));
-    assert_eq!((field.as_str(), msg.as_str()), ("sharing.timeSlicing.resources[0]", "no replicas specified"));
+    assert_eq!(
+        (field.as_str(), msg.as_str()),
+        (
+            "sharing.timeSlicing.resources[0]",
+            "no replicas specified (also: unknown field sharing.timeSlicing.resources[0].replica is ignored; a misspelling?)"
+        )
+    );
+    // A typo in `flags` is named even when another flag fails first.
+    let (field, msg) = invalid("flags:\n  migStrategyy: single\n  failOnInitError: maybe\n");
+    assert_eq!(field, "flags.failOnInitError");
+    assert!(msg.ends_with("(also: unknown field flags.migStrategyy is ignored; a misspelling?)"), "{msg}");
 }
 
 #[test]

@@ -22,9 +22,15 @@ impl LogFormat {
     }
 }
 
-/// Installs the global subscriber; default level `info`.
+/// The filter without `RUST_LOG`: `info`, except the file-watch library's own log lines below
+/// `error`. It reports races it resolves itself (a watch removed twice when a watched directory
+/// goes away) at `info`, as a Debug dump (`Os { code: 22, ... }`); nvlabel says what matters
+/// (the config file is gone) itself.
+const DEFAULT_FILTER: &str = "info,notify=error";
+
+/// Installs the global subscriber; default level `info` ([`DEFAULT_FILTER`]).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);

@@ -481,3 +481,26 @@ fn prune_refuses_flags_it_would_ignore() {
         );
     }
 }
+
+#[test]
+fn a_removed_config_directory_is_said_once_without_debug_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = dir.path().join("configs");
+    std::fs::create_dir(&configs).unwrap();
+    std::fs::write(configs.join("config.yaml"), "version: v1\n").unwrap();
+    let mut cmd = nvlabel(Some("t4"));
+    // The default log filter, as a user gets it.
+    cmd.env_remove("RUST_LOG")
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1h", "--config-file"])
+        .arg(configs.join("config.yaml"))
+        .arg("-o")
+        .arg(dir.path().join("gfd"));
+    let (mut child, rx) = daemon_logs(&mut cmd);
+    lines_until(&rx, "published labels", 1);
+    std::fs::remove_dir_all(&configs).unwrap();
+    let lines = lines_until(&rx, "configuration rejected", 1);
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+    let lines: Vec<String> = lines.into_iter().chain(rx.try_iter()).collect();
+    assert!(lines.iter().all(|l| !l.contains("Os {") && !l.contains("notify::")), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("No such file or directory")).count(), 1, "{lines:#?}");
+}

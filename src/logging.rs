@@ -28,7 +28,8 @@ impl LogFormat {
 /// (the config file is gone) itself.
 const DEFAULT_FILTER: &str = "info,notify=error";
 
-/// Installs the global subscriber; default level `info` ([`DEFAULT_FILTER`]).
+/// Installs the global subscriber; without `RUST_LOG`, level `info` (the file-watch library's own
+/// lines from `error`).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

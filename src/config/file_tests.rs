@@ -1,4 +1,5 @@
-//! One case per rule of `reference/gfd-behaviour.md` §3.2–3.5, plus nvlabel's error shape.
+//! One case per rule of GFD's config file reader (defaults, validation texts, post-processing),
+//! plus nvlabel's error shape.
 
 use super::*;
 use crate::sharing::Strategy;

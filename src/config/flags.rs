@@ -234,7 +234,8 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// All of the daemon's flags; defaults and env are applied by [`Settings::resolve`].
+/// All of the daemon's flags; env, the config file and defaults are applied by
+/// [`super::Settings::resolve`].
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelArgs {
     /// How facts are read.
@@ -263,8 +264,8 @@ pub struct LabelArgs {
 /// How facts are read (GFD flags).
 #[derive(Debug, Default, Clone, Args)]
 pub struct FactArgs {
-    /// DMI product-name file; "" means unknown
-    /// [default: <sysfs root>/class/dmi/id/product_name]
+    /// DMI product-name file; "" means unknown (default:
+    /// `<sysfs root>/class/dmi/id/product_name`)
     #[arg(long)]
     pub machine_type_file: Option<String>,
     /// Fail when NVML cannot be initialised

@@ -1,5 +1,5 @@
-//! The labeler-level cases of GFD's own unit tests (`internal/lm/*_test.go`, see
-//! `reference/gfd-behaviour.md` §5.3–5.4), with GFD's mock devices, plus nvlabel's deviations.
+//! The labeler-level cases of GFD's own unit tests, with GFD's mock devices, plus nvlabel's
+//! deviations (README, "How nvlabel differs from GFD").
 
 use super::*;
 use crate::sharing::{ReplicatedResource, ReplicatedResources};

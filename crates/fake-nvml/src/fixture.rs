@@ -1,4 +1,4 @@
-//! The machine fixture: the YAML schema of `shared/spec/fake-nvml.md`, parsed strictly.
+//! The machine fixture: the YAML schema of `docs/fake-nvml.md`, parsed strictly.
 
 use serde::Deserialize;
 use std::collections::BTreeSet;

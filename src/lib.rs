@@ -6,6 +6,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod conditions;
+pub mod clock;
 pub mod config;
 pub mod config_label;
 pub mod daemon;

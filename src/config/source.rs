@@ -270,6 +270,6 @@ fn parse_input(
     }
     let lookup = |k: &str| env.get(k).cloned();
     let settings = Settings::resolve_with(cli, &lookup, path.as_deref().map(|p| (p, &config.flags)))?;
-    let timestamp = (!settings.no_timestamp).then(crate::pass::now);
+    let timestamp = (!settings.no_timestamp).then(crate::clock::now);
     Ok(Loaded { path: path.clone(), bytes: bytes.clone(), config, settings, timestamp })
 }

@@ -5,8 +5,8 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod conditions;
 pub mod clock;
+pub mod conditions;
 pub mod config;
 pub mod config_label;
 pub mod daemon;

@@ -121,7 +121,7 @@ fn a_failing_memory_query_excludes_that_gpu_and_keeps_the_memory_label() {
 #[test]
 fn a_failing_device_count_fails_the_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let yaml = format!("{TWO_A100}faults:\n  - {{function: nvmlDeviceGetCount_v2, error: unknown}}\n");
+    let yaml = fixture_with("t4", "faults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n");
     let (code, _, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
     assert_eq!(code, 1);
     assert!(stderr.contains("error getting devices"), "{stderr}");

@@ -44,11 +44,8 @@ fn a_failed_write_names_the_target_not_a_temporary_file() {
 fn an_nvml_error_is_said_once() {
     let dir = tempfile::tempdir().unwrap();
     let machine = dir.path().join("m.yaml");
-    std::fs::write(
-        &machine,
-        "driver_version: \"550.54.15\"\ncuda_driver_version: 12040\ngpus:\n  - {name: \"NVIDIA L40S\", memory_mib: 46068, compute_capability: [8, 9]}\nfaults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n",
-    )
-    .unwrap();
+    let faulty = fixture_with("t4", "faults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n");
+    std::fs::write(&machine, faulty).unwrap();
     let (code, _, stderr) = run(nvlabel(None).env("FAKE_NVML_FIXTURE", &machine).args(PRINT));
     assert_eq!(code, 1);
     assert_eq!(stderr.matches("an internal driver error occurred").count(), 1, "{stderr}");

@@ -263,7 +263,8 @@ mod tests {
         assert!(w.publish(&labels("1")).await.unwrap());
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(!w.drifted());
-        let damage: [(&str, fn(&Path)); 4] = [
+        type Damage = fn(&Path);
+        let damage: [(&str, Damage); 4] = [
             ("removed", |p| std::fs::remove_file(p).unwrap()),
             ("emptied", |p| std::fs::write(p, "").unwrap()),
             ("same size, other content", |p| {

@@ -125,3 +125,25 @@ fn stdout_on_a_full_device_fails_with_a_message() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write labels to stdout: No space left on device"), "{stderr}");
 }
+
+#[test]
+fn a_huge_file_at_the_output_path_is_replaced_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    // 300 MB (sparse): read whole to compare, it would cost 300 MB of memory.
+    std::fs::File::create(&out).unwrap().set_len(300 << 20).unwrap();
+    let (code, _, stderr) = run(nvlabel(Some("t4"))
+        .args(["--oneshot", "--no-timestamp", "--use-node-feature-api=false", "-o"])
+        .arg(&out));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(std::fs::read_to_string(&out).unwrap().contains("nvidia.com/gpu.count=1\n"));
+    // The largest resident set of any child this test binary has waited for (all are small).
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()), 0);
+        usage.assume_init()
+    };
+    let max_rss_mib = usage.ru_maxrss / 1024;
+    assert!(max_rss_mib < 100, "a child reached {max_rss_mib} MiB resident");
+}

@@ -67,7 +67,7 @@ fn a_feature_file_removed_or_overwritten_is_restored_and_counted() {
     assert!(get(&addr, "/readyz").starts_with("HTTP/1.1 200"));
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
     let logs: Vec<String> = rx.try_iter().collect();
-    let restored = logs.iter().filter(|l| l.contains("removed or changed by someone else; restored it"));
+    let restored = logs.iter().filter(|l| l.contains("someone changed nvlabel's labels; put them back"));
     assert_eq!(restored.count(), 2, "each repair is logged once:\n{}", logs.join("\n"));
     assert_eq!(
         logs.iter().filter(|l| l.contains("\"published labels\"")).count(),

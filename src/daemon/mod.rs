@@ -234,6 +234,7 @@ impl Daemon {
             Ok(changed) => {
                 if changed && drifted && self.published.as_ref() == Some(&labels) {
                     self.metrics.drift_repairs.inc();
+                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
                 } else if changed {
                     log_changes(self.published.as_ref(), &labels, name);
                 }

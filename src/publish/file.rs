@@ -131,10 +131,7 @@ impl Writer for FeatureFile {
                 // Nothing new to say, but the file must still say it (GFD rewrites it every pass).
                 let restored = output::write_feature_file(&self.path, &last.content)?;
                 if restored {
-                    tracing::warn!(
-                        path = %self.path.display(),
-                        "the feature file was removed or changed by someone else; restored it"
-                    );
+                    tracing::debug!(path = %self.path.display(), "restored the feature file");
                 }
                 return Ok(restored);
             }

@@ -251,3 +251,20 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
     assert!(set.iter().all(|s| *s), "{set:?}");
     assert_eq!(set.len(), FileFlags::KEYS.len() + FileFlags::DEVICE_PLUGIN_KEYS.len());
 }
+
+/// Defaults are declared on the command line (for `--help`) but applied last: a flag not given
+/// parses as unset, so env and the config file can still set it.
+#[test]
+fn defaults_are_shown_but_not_parsed_as_given() {
+    let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+    let parsed = format!("{cli:?}");
+    assert!(!parsed.contains("Some("), "a default was taken as given: {parsed}");
+    let with_defaults =
+        crate::config::flags::command().get_arguments().filter(|a| a.get_default_values().len() == 1).count();
+    assert!(with_defaults >= 20, "{with_defaults} flags declare a default");
+    let env = [("GFD_SLEEP_INTERVAL", "7s"), ("NVLABEL_METRICS_ADDR", ":9090"), ("NVLABEL_SYSFS_ROOT", "/s")];
+    let s = resolve(&[], &env).unwrap();
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(7)));
+    assert_eq!((s.metrics_addr.as_str(), s.sysfs_root.as_path()), (":9090", Path::new("/s")));
+    assert_eq!(resolve(&[], &[]).unwrap().metrics_addr, ":8080");
+}

@@ -1,8 +1,7 @@
-//! The command line: clap's definitions of GFD's flags and nvlabel's own, grouped by what they
-//! are about, so that each subcommand takes only the groups it uses. Values are checked here
-//! only for spelling; [`super::settings`] resolves them against env, the config file and
-//! defaults. Each flag's environment variables are declared once, in [`FLAG_ENV`]: the
-//! resolver reads them and `--help` shows them.
+//! The command line: GFD's flags and nvlabel's own, grouped so that each subcommand takes only
+//! the groups it uses, each with its one declared default. Values are checked here only for
+//! spelling; [`super::settings`] resolves them against env ([`FLAG_ENV`]), the config file and
+//! the defaults.
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;

@@ -319,3 +319,23 @@ fn a_removed_config_directory_is_said_once_without_debug_dumps() {
     assert!(lines.iter().all(|l| !l.contains("Os {") && !l.contains("notify::")), "{lines:#?}");
     assert_eq!(lines.iter().filter(|l| l.contains("No such file or directory")).count(), 1, "{lines:#?}");
 }
+
+#[test]
+fn a_reload_names_the_file_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::copy(repo().join("testdata/configs/time-slicing-gpu-2.yaml"), &config).unwrap();
+    let mut cmd = nvlabel(Some("t4"));
+    cmd.env("RUST_LOG", "info")
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1h", "--config-file"])
+        .arg(&config)
+        .arg("-o")
+        .arg(dir.path().join("gfd"));
+    let (mut child, rx) = daemon_logs(&mut cmd);
+    lines_until(&rx, "published labels", 1);
+    std::fs::copy(repo().join("testdata/configs/time-slicing-gpu-4.yaml"), &config).unwrap();
+    let lines = lines_until(&rx, "configuration loaded", 1);
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+    let line = lines.last().unwrap();
+    assert!(line.ends_with(&format!("configuration loaded config={}", config.display())), "{line}");
+}

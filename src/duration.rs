@@ -13,17 +13,21 @@ pub enum Interval {
     Infinite,
 }
 
+/// What a duration may look like, for error messages.
+pub const FORMS: &str =
+    "use a Go duration such as 90s, 1m30s or 1.5h (units ns, us, ms, s, m, h), a number of seconds, or infinite";
+
 /// Why a duration did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
     /// Empty text.
-    #[error("invalid duration \"\"")]
+    #[error("invalid duration \"\"; {FORMS}")]
     Empty,
     /// Not Go's syntax.
-    #[error("invalid duration {0:?}")]
+    #[error("invalid duration {0:?}; {FORMS}")]
     Syntax(String),
     /// A unit Go does not know.
-    #[error("unknown unit {unit:?} in duration {text:?}")]
+    #[error("unknown unit {unit:?} in duration {text:?}; {FORMS}")]
     Unit {
         /// The unit.
         unit: String,
@@ -137,5 +141,11 @@ mod tests {
         assert_eq!(parse_interval("60").unwrap(), (Interval::Every(Duration::from_secs(60)), true));
         assert_eq!(parse_interval("0").unwrap(), (Interval::Every(Duration::ZERO), false));
         assert!(parse_interval("sixty").is_err());
+        for (bad, start) in
+            [("abc", "invalid duration \"abc\""), ("", "invalid duration \"\""), ("1d", "unknown unit")]
+        {
+            let e = parse_interval(bad).unwrap_err().to_string();
+            assert!(e.starts_with(start) && e.ends_with(FORMS), "{bad:?}: {e}");
+        }
     }
 }

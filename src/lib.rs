@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod clock;
 pub mod conditions;
 pub mod config;
 pub mod config_label;
@@ -20,6 +21,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod yaml;
 
 /// The async runtime nvlabel runs on. Passes run one at a time on one long-lived blocking thread:
 /// a small, fixed set of threads keeps memory flat (each new thread can bring a new malloc arena,

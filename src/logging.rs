@@ -22,9 +22,16 @@ impl LogFormat {
     }
 }
 
-/// Installs the global subscriber; default level `info`.
+/// The filter without `RUST_LOG`: `info`, except the file-watch library's own log lines below
+/// `error`. It reports races it resolves itself (a watch removed twice when a watched directory
+/// goes away) at `info`, as a Debug dump (`Os { code: 22, ... }`); nvlabel says what matters
+/// (the config file is gone) itself.
+const DEFAULT_FILTER: &str = "info,notify=error";
+
+/// Installs the global subscriber; without `RUST_LOG`, level `info` (the file-watch library's own
+/// lines from `error`).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
@@ -50,13 +57,15 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Reports the error that ends the process: a JSON log line with `--log-format json`, else
-/// `nvlabel: error: ...` on stderr.
-pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static)) {
+/// Reports the error that ends the process, with what to do about it when known: a JSON log
+/// line with `--log-format json`, else one `nvlabel: error: ...` line on stderr.
+pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static), hint: Option<&str>) {
     let text = error_chain(error);
-    match format {
-        LogFormat::Json => tracing::error!(error = %text, "nvlabel stopped"),
-        LogFormat::Text => eprintln!("nvlabel: error: {text}"),
+    match (format, hint) {
+        (LogFormat::Json, Some(hint)) => tracing::error!(error = %text, hint, "nvlabel stopped"),
+        (LogFormat::Json, None) => tracing::error!(error = %text, "nvlabel stopped"),
+        (LogFormat::Text, Some(hint)) => eprintln!("nvlabel: error: {text} ({hint})"),
+        (LogFormat::Text, None) => eprintln!("nvlabel: error: {text}"),
     }
 }
 

@@ -18,17 +18,35 @@ fn main() {
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli
-        .source
+        .log
         .log_format
         .clone()
-        .or_else(|| env.get("NVLABEL_LOG_FORMAT").cloned())
+        .or_else(|| nvlabel::config::env::env_names("log-format").iter().find_map(|n| env.get(*n).cloned()))
         .and_then(|v| LogFormat::parse(&v))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
-        nvlabel::logging::fatal(log_format, e.as_ref());
-        std::process::exit(1);
+        nvlabel::logging::fatal(log_format, e.as_ref(), hint(&e));
+        std::process::exit(if nvlabel::config::usage::is_usage(&e) {
+            nvlabel::config::usage::EXIT
+        } else {
+            1
+        });
     }
+}
+
+/// What to do about an error that ended the process, when there is a usual fix: NVML that does
+/// not start is the commonest first-run failure.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    use nvlabel::daemon::DaemonError;
+    use nvlabel::pass::PassError;
+    let probe = match (e.downcast_ref::<DaemonError>(), e.downcast_ref::<PassError>()) {
+        (Some(DaemonError::Pass(PassError::Probe(p))), _) | (_, Some(PassError::Probe(p))) => p,
+        _ => return None,
+    };
+    probe.is_init().then_some(
+        "install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs",
+    )
 }
 
 async fn real_main(
@@ -117,7 +135,7 @@ async fn real_main(
             if let Some(target) = &target {
                 metrics.zero(target.writer_name());
             }
-            let addr = settings.metrics_addr.clone().unwrap_or_else(|| ":8080".into());
+            let addr = settings.metrics_addr.clone();
             if !addr.is_empty() {
                 let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
                 let mut registry = prometheus_client::registry::Registry::default();

@@ -55,10 +55,8 @@ pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> labels::Outcome {
     outcome
 }
 
-/// Seconds since the epoch: the `gfd.timestamp` of a config load.
-pub fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
+/// Seconds since the epoch (the clock lives in a leaf, [`crate::clock`]).
+pub use crate::clock::now;
 
 /// The issue function recorded when NVML could not be initialised.
 pub const NVML_INIT: &str = "nvmlInit";

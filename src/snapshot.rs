@@ -210,6 +210,12 @@ pub enum SnapshotError {
         /// The parser's message, with line and column.
         message: String,
     },
+    /// The file holds no snapshot at all (empty, comments, a bare `---`).
+    #[error("invalid snapshot {path}: it is empty; write one with `nvlabel probe > {path}`")]
+    Empty {
+        /// The file.
+        path: String,
+    },
     /// The snapshot could not be rendered as YAML.
     #[error("cannot render snapshot as YAML: {0}")]
     Render(String),
@@ -221,14 +227,22 @@ impl Snapshot {
         let bytes = crate::limits::read(path, crate::limits::SNAPSHOT_FILE)
             .map_err(|source| SnapshotError::Read { path: path.display().to_string(), source })?;
         let text = String::from_utf8_lossy(&bytes);
-        serde_saphyr::from_str(&text)
-            .map_err(|e| SnapshotError::Parse { path: path.display().to_string(), message: e.to_string() })
+        Self::parse(&text, &path.display().to_string())
     }
 
     /// Parses snapshot YAML.
     pub fn from_yaml(text: &str) -> Result<Snapshot, SnapshotError> {
-        serde_saphyr::from_str(text)
-            .map_err(|e| SnapshotError::Parse { path: "<text>".into(), message: e.to_string() })
+        Self::parse(text, "(text)")
+    }
+
+    /// Parses snapshot YAML from `path` (named in errors). A snapshot is never blank: an empty
+    /// file is a mistake (a failed or unfinished `nvlabel probe`), not a machine without GPUs.
+    fn parse(text: &str, path: &str) -> Result<Snapshot, SnapshotError> {
+        if crate::yaml::is_blank(text) {
+            return Err(SnapshotError::Empty { path: path.into() });
+        }
+        crate::yaml::from_str(text)
+            .map_err(|e| SnapshotError::Parse { path: path.into(), message: e.to_string() })
     }
 
     /// Renders the snapshot as YAML.

@@ -164,7 +164,7 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
     assert!(!settings.extended_labels, "{what}");
     assert!(!settings.fail_on_init_error, "{what}");
     assert!(settings.no_timestamp, "{what}");
-    assert_eq!(settings.metrics_addr.as_deref(), Some(":9400"), "{what}");
+    assert_eq!(settings.metrics_addr, ":9400", "{what}");
     assert_eq!(r.services.len(), 1);
     let svc = r.services[0].spec.as_ref().unwrap();
     assert_eq!(svc.ports.as_ref().unwrap()[0].port, 9400);

@@ -121,7 +121,7 @@ fn a_failing_memory_query_excludes_that_gpu_and_keeps_the_memory_label() {
 #[test]
 fn a_failing_device_count_fails_the_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let yaml = format!("{TWO_A100}faults:\n  - {{function: nvmlDeviceGetCount_v2, error: unknown}}\n");
+    let yaml = fixture_with("t4", "faults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n");
     let (code, _, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
     assert_eq!(code, 1);
     assert!(stderr.contains("error getting devices"), "{stderr}");
@@ -141,7 +141,7 @@ fn env_vars_follow_gfd_precedence() {
     );
     assert!(!out.contains("mig.strategy"));
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).env("GFD_MIG_STRATEGY", "Mixed"));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a usage error");
     assert!(stderr.contains("GFD_MIG_STRATEGY") && stderr.contains("\"Mixed\""), "{stderr}");
     // GFD's own env names drive the whole one-shot run.
     let mut cmd = nvlabel(Some("t4"));
@@ -352,4 +352,17 @@ fn prune_removes_nvlabels_feature_file_and_refuses_anyone_elses() {
         "{stderr}"
     );
     assert!(gfds.exists(), "someone else's file stays");
+}
+
+#[test]
+fn an_empty_or_comment_only_config_at_start_up_means_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    let plain = ok(nvlabel(Some("t4")).args(PRINT));
+    for blank in ["", "# no sharing on this pool\n", "---\n"] {
+        std::fs::write(&path, blank).unwrap();
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&path));
+        assert_eq!((code, stdout.as_str()), (0, plain.as_str()), "{blank:?}: {stderr}");
+        assert_eq!(stderr, "", "{blank:?}");
+    }
 }

@@ -315,3 +315,29 @@ async fn the_sharing_cross_check_warns_after_the_grace_period_and_clears_itself(
     daemon.run_pass().await.unwrap();
     assert_eq!(gauge(&metrics), 0, "cleared by itself");
 }
+
+#[tokio::test]
+async fn an_emptied_config_on_reload_keeps_the_last_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS4).unwrap();
+    let r = start(dir, ConfigSource::File(config.clone()), None, false);
+    until_published(&r, "nvidia.com/gpu.replicas=4").await;
+
+    // An editor truncates before it writes; a half-done copy may hold only its header comment.
+    for (n, blank) in ["", "# sharing for the T4 pool\n"].into_iter().enumerate() {
+        std::fs::write(&config, blank).unwrap();
+        still_published(&r, "nvidia.com/gpu.replicas=4").await;
+        until_published(&r, "nvidia.com/gpu.product=Tesla-T4-SHARED").await;
+        assert_eq!(r.metrics.config_reload_failures.get(), n as u64 + 1, "{blank:?} is a failed reload");
+    }
+    std::fs::write(&config, TS2).unwrap();
+    until_published(&r, "nvidia.com/gpu.replicas=2").await;
+
+    // A link to /dev/null is a deliberate "no configuration" (GFD's config manager makes one).
+    std::fs::remove_file(&config).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &config).unwrap();
+    until_published(&r, "nvidia.com/gpu.replicas=1").await;
+    assert_eq!(r.metrics.config_reload_failures.get(), 2);
+    stop(r).await;
+}

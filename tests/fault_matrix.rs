@@ -1,6 +1,6 @@
 //! The fault matrix: every NVML error the probe can meet, injected through the fixture's
 //! `faults` into every NVML function the probe calls, for a GPU and for a MIG device. Each case
-//! runs the binary and checks: no panic, the exit status decisions.md asks for, the healthy
+//! runs the binary and checks: no panic, the exit status README's table gives, the healthy
 //! devices still labelled, and the failing function named in the log. README's "Faults" table
 //! is this test's `expected` function in prose.
 

@@ -165,3 +165,17 @@ fn recorded_snapshots_replay_the_extended_labels() {
     }
     assert_all(failures);
 }
+
+/// mig-strategy=single on a node whose MIG GPUs are all partitioned but with different profiles:
+/// the labels say MIG-INVALID (the golden `a100-mig-uneven.single.labels`) and the log says why.
+#[test]
+fn mig_single_with_uneven_profiles_says_why_it_is_invalid() {
+    let (code, stdout, stderr) =
+        run(nvlabel(Some("a100-mig-uneven")).args(PRINT).args(["--mig-strategy", "single"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-MIG-INVALID\n"), "{stdout}");
+    assert!(
+        stderr.contains("Invalid configuration detected for mig-strategy=single: more than one MIG device type present on node"),
+        "{stderr}"
+    );
+}

@@ -36,7 +36,7 @@ fn a_failed_write_names_the_target_not_a_temporary_file() {
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
-        "nvlabel: error: error atomically writing file '/nonexistent/dir/gfd': create temporary file: No such file or directory (os error 2)\n"
+        "nvlabel: error: cannot write the feature file /nonexistent/dir/gfd: create temporary file: No such file or directory (os error 2)\n"
     );
 }
 
@@ -44,11 +44,8 @@ fn a_failed_write_names_the_target_not_a_temporary_file() {
 fn an_nvml_error_is_said_once() {
     let dir = tempfile::tempdir().unwrap();
     let machine = dir.path().join("m.yaml");
-    std::fs::write(
-        &machine,
-        "driver_version: \"550.54.15\"\ncuda_driver_version: 12040\ngpus:\n  - {name: \"NVIDIA L40S\", memory_mib: 46068, compute_capability: [8, 9]}\nfaults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n",
-    )
-    .unwrap();
+    let faulty = fixture_with("t4", "faults:\n  - {function: nvmlDeviceGetCount_v2, error: unknown}\n");
+    std::fs::write(&machine, faulty).unwrap();
     let (code, _, stderr) = run(nvlabel(None).env("FAKE_NVML_FIXTURE", &machine).args(PRINT));
     assert_eq!(code, 1);
     assert_eq!(stderr.matches("an internal driver error occurred").count(), 1, "{stderr}");
@@ -277,4 +274,68 @@ fn every_metric_family_has_a_sample_from_the_start() {
         );
     }
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+}
+
+#[test]
+fn a_missing_nvml_library_names_it_once_and_says_what_to_do() {
+    let (code, _, stderr) = run(print("t4").args(["--nvml-library", "/nonexistent/libnvidia-ml.so.1"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "nvlabel: error: no NVIDIA driver found: cannot load /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory \
+         (install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs)\n"
+    );
+}
+
+#[test]
+fn a_lost_gpu_is_spelled_right() {
+    let yaml = ok(nvlabel(Some("faulty")).arg("probe"));
+    assert!(
+        yaml.contains("GpuLost: the GPU fell off the bus or has otherwise become inaccessible"),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("inacessible"));
+}
+
+#[test]
+fn a_removed_config_directory_is_said_once_without_debug_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = dir.path().join("configs");
+    std::fs::create_dir(&configs).unwrap();
+    std::fs::write(configs.join("config.yaml"), "version: v1\n").unwrap();
+    let mut cmd = nvlabel(Some("t4"));
+    // The default log filter, as a user gets it.
+    cmd.env_remove("RUST_LOG")
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1h", "--config-file"])
+        .arg(configs.join("config.yaml"))
+        .arg("-o")
+        .arg(dir.path().join("gfd"));
+    let (mut child, rx) = daemon_logs(&mut cmd);
+    lines_until(&rx, "published labels", 1);
+    std::fs::remove_dir_all(&configs).unwrap();
+    let lines = lines_until(&rx, "configuration rejected", 1);
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+    let lines: Vec<String> = lines.into_iter().chain(rx.try_iter()).collect();
+    assert!(lines.iter().all(|l| !l.contains("Os {") && !l.contains("notify::")), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("No such file or directory")).count(), 1, "{lines:#?}");
+}
+
+#[test]
+fn a_reload_names_the_file_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::copy(repo().join("testdata/configs/time-slicing-gpu-2.yaml"), &config).unwrap();
+    let mut cmd = nvlabel(Some("t4"));
+    cmd.env("RUST_LOG", "info")
+        .args(["--no-timestamp", "--use-node-feature-api=false", "--sleep-interval", "1h", "--config-file"])
+        .arg(&config)
+        .arg("-o")
+        .arg(dir.path().join("gfd"));
+    let (mut child, rx) = daemon_logs(&mut cmd);
+    lines_until(&rx, "published labels", 1);
+    std::fs::copy(repo().join("testdata/configs/time-slicing-gpu-4.yaml"), &config).unwrap();
+    let lines = lines_until(&rx, "configuration loaded", 1);
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+    let line = lines.last().unwrap();
+    assert!(line.ends_with(&format!("configuration loaded config={}", config.display())), "{line}");
 }

@@ -230,6 +230,50 @@ async fn node_mode_labels_only_its_own_node_and_only_nvidia_labels() {
     assert_eq!(a.get("team").map(String::as_str), Some("ml"));
 }
 
+/// A token of nvlabel's service account bound to no pod, so it carries no node-name claim (what a
+/// copied or legacy token looks like).
+async fn unbound_token(admin: &Client) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), "nvlabel");
+    let request: TokenRequest = serde_json::from_value(json!({"spec": {"expirationSeconds": 3600}})).unwrap();
+    let answer = api.create_token_request("nvlabel", &PostParams::default(), &request).await.unwrap();
+    serde_json::to_value(answer).unwrap()["status"]["token"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn node_mode_refuses_a_token_without_a_node_claim() {
+    let Some((server, _serial)) = begin("node_mode_refuses_a_token_without_a_node_claim").await else {
+        return;
+    };
+    let admin = server.admin().await;
+    // The overlay, and the policy in force (checked with a pod-bound token).
+    let _ = node_mode(server, &admin).await;
+    let kubeconfig = server.kubeconfig_for("nvlabel-unbound", &unbound_token(&admin).await);
+    let before = node_labels(&admin, "node-a").await;
+    for node_name in ["node-a", "node-b"] {
+        let out = nvlabel(Some("t4"))
+            .args(["--oneshot", "--no-timestamp", "--sink", "node", "--node-name", node_name, "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{node_name}: {stderr}");
+        assert!(stderr.contains("may only change the node its pod runs on"), "{node_name}: {stderr}");
+    }
+    // The same refusal straight from the API: RBAC lets the account patch nodes, the policy not.
+    let sa = apiserver::client_from(&kubeconfig).await;
+    let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"nvidia.com/gpu.count": "9"}}});
+    let status = refused(
+        Api::<Node>::all(sa)
+            .patch("node-a", &PatchParams::apply("nvlabel").force(), &Patch::Apply(&body))
+            .await,
+    );
+    assert!(status.message.contains("may only change the node its pod runs on"), "{}", status.message);
+    assert_eq!(node_labels(&admin, "node-a").await, before, "nothing changed");
+    assert!(!node_labels(&admin, "node-b").await.contains_key("nvidia.com/gpu.product"));
+}
+
 #[tokio::test]
 async fn node_mode_server_side_apply_owns_exactly_its_labels() {
     let Some((server, _serial)) = begin("node_mode_server_side_apply_owns_exactly_its_labels").await else {

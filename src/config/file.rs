@@ -5,6 +5,9 @@
 
 use crate::duration::{parse_interval, Interval};
 use crate::sharing::Sharing;
+/// Whether config text is blank (see [`crate::yaml::is_blank`]): defaults at start-up, refused on
+/// reload ([`super::source`]).
+pub use crate::yaml::is_blank;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -63,6 +66,35 @@ pub struct FileFlags {
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
     #[serde(default, deserialize_with = "boolean")]
     pub extended_labels: Option<bool>,
+}
+
+impl FileFlags {
+    /// Every key of `flags` that sets one of nvlabel's flags, with that flag's long name (the
+    /// other keys are the device plugin's: accepted and ignored). The precedence test runs over
+    /// this list and the command line, so a key added here is tested.
+    pub const KEYS: &'static [(&'static str, &'static str)] = &[
+        ("migStrategy", "mig-strategy"),
+        ("failOnInitError", "fail-on-init-error"),
+        ("useNodeFeatureAPI", "use-node-feature-api"),
+        ("deviceDiscoveryStrategy", "device-discovery-strategy"),
+        ("extendedLabels", "extended-labels"),
+        ("gfd.oneshot", "oneshot"),
+        ("gfd.noTimestamp", "no-timestamp"),
+        ("gfd.sleepInterval", "sleep-interval"),
+        ("gfd.outputFile", "output-file"),
+        ("gfd.machineTypeFile", "machine-type-file"),
+    ];
+
+    /// The device plugin's keys, read and ignored.
+    pub const DEVICE_PLUGIN_KEYS: &'static [&'static str] = &[
+        "mpsRoot",
+        "nvidiaDriverRoot",
+        "nvidiaDevRoot",
+        "gdrcopyEnabled",
+        "gdsEnabled",
+        "mofedEnabled",
+        "plugin",
+    ];
 }
 
 /// `flags.gfd`.
@@ -213,18 +245,36 @@ impl ConfigFile {
         })
     }
 
-    /// Parses config text (YAML or JSON).
+    /// Parses config text (YAML or JSON). When a field is invalid, the unknown fields met on the
+    /// way are named in the error too: `replica: 2` is why `replicas` is missing.
     pub fn parse(text: &str) -> Result<ConfigFile, ParseError> {
-        // An empty file (GFD's config-manager links /dev/null) is v1 with defaults.
-        if text.trim().is_empty() {
+        let mut warnings = Vec::new();
+        match Self::parse_noting(text, &mut warnings) {
+            Err(ParseError::Invalid((field, message))) if !warnings.is_empty() => {
+                let unknown: Vec<&str> =
+                    warnings.iter().filter(|w| w.starts_with("unknown field")).map(String::as_str).collect();
+                let message = match unknown.is_empty() {
+                    true => message,
+                    false => format!("{message} (also: {}; a misspelling?)", unknown.join("; ")),
+                };
+                Err(ParseError::Invalid((field, message)))
+            }
+            other => other,
+        }
+    }
+
+    /// [`ConfigFile::parse`], noting warnings in `warnings` as it goes.
+    fn parse_noting(text: &str, warnings: &mut Vec<String>) -> Result<ConfigFile, ParseError> {
+        // An empty file (GFD's config-manager links /dev/null) is v1 with defaults, and so is one
+        // of comments only, as in GFD (an empty YAML document decodes to the zero value).
+        if is_blank(text) {
             return Ok(ConfigFile::default());
         }
-        let value: Value = serde_saphyr::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+        let value: Value = crate::yaml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
-        let mut warnings = Vec::new();
-        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], &mut warnings);
+        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], warnings);
 
         match top.get("version") {
             None | Some(Value::Null) => {}
@@ -237,7 +287,7 @@ impl ConfigFile {
 
         let flags = match top.get("flags") {
             None | Some(Value::Null) => FileFlags::default(),
-            Some(v) => decode_flags(v, &mut warnings).map_err(ParseError::Invalid)?,
+            Some(v) => decode_flags(v, warnings).map_err(ParseError::Invalid)?,
         };
         if let Some(gfd) = flags.gfd.as_ref() {
             if let Some(Value::Number(n)) =
@@ -251,7 +301,7 @@ impl ConfigFile {
         }
 
         if let Some(resources) = top.get("resources") {
-            check_resources(resources, &mut warnings).map_err(ParseError::Invalid)?;
+            check_resources(resources, warnings).map_err(ParseError::Invalid)?;
         }
 
         let mut sharing = Sharing::default();
@@ -259,19 +309,18 @@ impl ConfigFile {
             let Value::Object(s) = s else {
                 return Err(ParseError::Invalid(bad("sharing", "expected a mapping")));
             };
-            check_keys(s, "sharing", &["timeSlicing", "mps"], &mut warnings);
+            check_keys(s, "sharing", &["timeSlicing", "mps"], warnings);
             // timeSlicing is a plain struct in GFD, so `timeSlicing:` (null) is decoded and
             // fails; mps is a pointer, so `mps:` (null) leaves MPS unset.
             if let Some(ts) = s.get("timeSlicing") {
                 sharing.time_slicing =
-                    Some(replicated(ts, "sharing.timeSlicing", &mut warnings).map_err(ParseError::Invalid)?);
+                    Some(replicated(ts, "sharing.timeSlicing", warnings).map_err(ParseError::Invalid)?);
             }
             if let Some(mps) = s.get("mps").filter(|m| !m.is_null()) {
-                sharing.mps =
-                    Some(replicated(mps, "sharing.mps", &mut warnings).map_err(ParseError::Invalid)?);
+                sharing.mps = Some(replicated(mps, "sharing.mps", warnings).map_err(ParseError::Invalid)?);
             }
         }
-        Ok(ConfigFile { flags, sharing, warnings })
+        Ok(ConfigFile { flags, sharing, warnings: std::mem::take(warnings) })
     }
 }
 
@@ -292,15 +341,26 @@ fn check_keys(map: &Map<String, Value>, at: &str, known: &[&str], warnings: &mut
 }
 
 fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad> {
-    let mut unknown = Vec::new();
-    let mut note = |path: serde_ignored::Path| unknown.push(path.to_string());
-    let de = serde_ignored::Deserializer::new(v, &mut note);
-    let flags: FileFlags = serde_path_to_error::deserialize(de).map_err(|e| {
+    // Unknown keys first, from the key lists, so a typo is named even when another field fails.
+    if let Value::Object(map) = v {
+        let known: Vec<&str> = FileFlags::KEYS
+            .iter()
+            .filter(|(k, _)| !k.contains('.'))
+            .map(|(k, _)| *k)
+            .chain(["gfd"])
+            .chain(FileFlags::DEVICE_PLUGIN_KEYS.iter().copied())
+            .collect();
+        check_keys(map, "flags", &known, warnings);
+        if let Some(Value::Object(gfd)) = map.get("gfd") {
+            let known: Vec<&str> =
+                FileFlags::KEYS.iter().filter_map(|(k, _)| k.strip_prefix("gfd.")).collect();
+            check_keys(gfd, "flags.gfd", &known, warnings);
+        }
+    }
+    serde_path_to_error::deserialize(v).map_err(|e| {
         let at = e.path().to_string();
         bad(if at == "." { "flags".into() } else { format!("flags.{at}") }, e.into_inner().to_string())
-    })?;
-    warnings.extend(unknown.into_iter().map(|p| format!("unknown field flags.{p} is ignored")));
-    Ok(flags)
+    })
 }
 
 mod resources;

@@ -1,4 +1,5 @@
-//! One case per rule of `reference/gfd-behaviour.md` §3.2–3.5, plus nvlabel's error shape.
+//! One case per rule of GFD's config file reader (defaults, validation texts, post-processing),
+//! plus nvlabel's error shape.
 
 use super::*;
 use crate::sharing::Strategy;
@@ -20,7 +21,11 @@ fn ts(resources: &str) -> String {
 
 #[test]
 fn empty_and_versions() {
-    assert_eq!(parse(""), ConfigFile::default());
+    for blank in ["", "\n  \n", "# no sharing here\n", "---\n# a comment\n...\n", "  # indented\n"] {
+        assert_eq!(parse(blank), ConfigFile::default(), "{blank:?}");
+        assert!(is_blank(blank), "{blank:?}");
+    }
+    assert!(!is_blank("# header\nversion: v1\n"));
     assert_eq!(parse("version: v1\n").sharing, Sharing::default());
     assert_eq!(parse("version: \"\"\n").flags, FileFlags::default());
     assert_eq!(invalid("version: v2\n"), ("version".into(), "unknown version: v2".into()));
@@ -85,9 +90,20 @@ fn unknown_fields_are_warned_about() {
     for field in ["sharingg", "flags.migStrateg", "sharing.timeSlicing.resources[0].replica"] {
         assert!(c.warnings.iter().any(|w| w.contains(field)), "{field} not in {:?}", c.warnings);
     }
-    // The typo `replica:` for `replicas:` is caught: the required field is missing.
+    // The typo `replica:` for `replicas:` is caught: the required field is missing, and the
+    // error (GFD's message first) names the unknown field that explains it.
     let (field, msg) = invalid(&ts("      - name: gpu\n        replica: 2\n"));
-    assert_eq!((field.as_str(), msg.as_str()), ("sharing.timeSlicing.resources[0]", "no replicas specified"));
+    assert_eq!(
+        (field.as_str(), msg.as_str()),
+        (
+            "sharing.timeSlicing.resources[0]",
+            "no replicas specified (also: unknown field sharing.timeSlicing.resources[0].replica is ignored; a misspelling?)"
+        )
+    );
+    // A typo in `flags` is named even when another flag fails first.
+    let (field, msg) = invalid("flags:\n  migStrategyy: single\n  failOnInitError: maybe\n");
+    assert_eq!(field, "flags.failOnInitError");
+    assert!(msg.ends_with("(also: unknown field flags.migStrategyy is ignored; a misspelling?)"), "{msg}");
 }
 
 #[test]

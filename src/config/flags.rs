@@ -1,56 +1,15 @@
-//! The command line: clap's definitions of GFD's flags and nvlabel's own, grouped by what they
-//! are about, so that each subcommand takes only the groups it uses. Values are checked here
-//! only for spelling; [`super::settings`] resolves them against env, the config file and
-//! defaults. Each flag's environment variables are declared once, in [`FLAG_ENV`]: the
-//! resolver reads them and `--help` shows them.
+//! The command line: GFD's flags and nvlabel's own, grouped so that each subcommand takes only
+//! the groups it uses, each with its one declared default. Values are checked here only for
+//! spelling; [`super::settings`] resolves them against env ([`FLAG_ENV`]), the config file and
+//! the defaults.
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
-/// Each flag's environment variables, in precedence order (the first one defined wins, even
-/// when empty, as urfave/cli does in GFD). The only place env names are written.
-pub const FLAG_ENV: &[(&str, &[&str])] = &[
-    ("mig-strategy", &["GFD_MIG_STRATEGY", "MIG_STRATEGY"]),
-    ("fail-on-init-error", &["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"]),
-    ("oneshot", &["GFD_ONESHOT"]),
-    ("no-timestamp", &["GFD_NO_TIMESTAMP"]),
-    ("sleep-interval", &["GFD_SLEEP_INTERVAL"]),
-    ("output-file", &["GFD_OUTPUT_FILE"]),
-    ("machine-type-file", &["GFD_MACHINE_TYPE_FILE"]),
-    ("config-file", &["GFD_CONFIG_FILE", "CONFIG_FILE"]),
-    ("use-node-feature-api", &["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"]),
-    ("device-discovery-strategy", &["DEVICE_DISCOVERY_STRATEGY"]),
-    ("driver-root-ctr-path", &["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"]),
-    ("kubeconfig", &["KUBECONFIG"]),
-    ("kube-api-qps", &["KUBE_API_QPS"]),
-    ("kube-api-burst", &["KUBE_API_BURST"]),
-    // POD_NAMESPACE (what manifests usually pass) after GFD's NAMESPACE.
-    ("namespace", &["NAMESPACE", "POD_NAMESPACE"]),
-    ("node-name", &["NODE_NAME"]),
-    ("pod-name", &["POD_NAME"]),
-    ("config-dir", &["NVLABEL_CONFIG_DIR"]),
-    ("config-default", &["NVLABEL_CONFIG_DEFAULT"]),
-    ("expiry", &["NVLABEL_EXPIRY"]),
-    ("sink", &["NVLABEL_SINK"]),
-    ("metrics-addr", &["NVLABEL_METRICS_ADDR"]),
-    ("format", &["NVLABEL_FORMAT"]),
-    ("nvml-library", &["NVLABEL_NVML_LIBRARY"]),
-    ("sysfs-root", &["NVLABEL_SYSFS_ROOT"]),
-    ("snapshot", &["NVLABEL_SNAPSHOT"]),
-    ("log-format", &["NVLABEL_LOG_FORMAT"]),
-    ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
-    ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
-];
+pub use super::env::{env_names, env_vars, FLAG_ENV};
 
-/// The env names of `flag` (its long name).
-pub fn env_names(flag: &str) -> &'static [&'static str] {
-    FLAG_ENV.iter().find(|(f, _)| *f == flag).map_or(&[], |(_, names)| names)
-}
-
-/// Every environment variable nvlabel reads: the flags' and the log filter.
-pub fn env_vars() -> impl Iterator<Item = &'static str> {
-    FLAG_ENV.iter().flat_map(|(_, names)| names.iter().copied()).chain(["RUST_LOG"])
-}
+/// GFD's default feature file (NFD's `features.d`).
+pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
 
 /// The clap command with each flag's env names appended to its help, in every subcommand.
 pub fn command() -> clap::Command {
@@ -77,27 +36,83 @@ pub fn command() -> clap::Command {
 }
 
 impl Cli {
-    /// Parses the process's arguments (clap exits with its message on an error, as usual).
+    /// Parses the process's arguments. `--help`, `--version` and `nvlabel help` print and exit
+    /// 0; a usage error prints one line and exits 2 ([`super::usage`]).
     pub fn from_args() -> Cli {
-        Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
+        let cli = match Cli::try_from_args(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(e) if !e.use_stderr() => e.exit(),
+            Err(e) => {
+                eprintln!("nvlabel: error: {}", super::usage::one_line(&e, &command()));
+                std::process::exit(super::usage::EXIT)
+            }
+        };
+        if let Some(Command::Help { command: name }) = &cli.command {
+            let mut top = command();
+            top.build();
+            let printed = match name.as_deref().and_then(|n| top.find_subcommand_mut(n)) {
+                Some(sub) => sub.print_help(),
+                None => top.print_help(),
+            };
+            std::process::exit(i32::from(printed.is_err()));
+        }
+        cli
     }
 
-    /// Parses `args` (tests; `args[0]` is the program name).
+    /// Parses `args` (`args[0]` is the program name). A flag not given is `None` here, whatever
+    /// its default: the resolver puts env and the config file between the two.
     pub fn try_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        Cli::from_arg_matches(&command().try_get_matches_from(args)?)
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        match without_defaults(command()).try_get_matches_from(&args) {
+            Ok(matches) => Cli::from_arg_matches(&matches),
+            // Help shows each flag's default: the command that declares them prints it.
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+                Err(command().try_get_matches_from(&args).err().unwrap_or(e))
+            }
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// `cmd` with no defaults, so that a flag not given parses as `None`.
+fn without_defaults(cmd: clap::Command) -> clap::Command {
+    let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let cmd = cmd.mut_args(|a| a.default_value(None::<&'static str>));
+    subs.iter().fold(cmd, |cmd, name| cmd.mut_subcommand(name, without_defaults))
+}
+
+/// The default of `flag` (its long name): clap's `default_value`, the one place defaults are
+/// written, which `--help` shows and [`super::settings`] applies after env and the config file.
+pub fn default_of(flag: &str) -> Option<&'static str> {
+    static DEFAULTS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    let all = DEFAULTS.get_or_init(|| {
+        let cmd = Cli::command();
+        cmd.get_arguments()
+            .filter_map(|a| {
+                Some((a.get_long()?.to_string(), a.get_default_values().first()?.to_str()?.to_string()))
+            })
+            .collect()
+    });
+    all.iter().find(|(f, _)| f == flag).map(|(_, d)| d.as_str())
 }
 
 /// The nvlabel command line. Without a subcommand it labels the node (GFD's flags); each
 /// subcommand takes only the flags it uses, after its name.
 #[derive(Debug, Parser)]
 #[command(name = "nvlabel", version, about = "Label Kubernetes nodes with their NVIDIA GPUs' features")]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
+    disable_version_flag = true
+)]
 pub struct Cli {
+    /// Print version (GFD's `-v` as well as `-V`)
+    #[arg(short = 'v', short_alias = 'V', long, action = clap::ArgAction::Version)]
+    version: Option<bool>,
     /// What to do; without a command, label the node.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -107,6 +122,9 @@ pub struct Cli {
     /// Where facts come from.
     #[command(flatten)]
     pub source: SourceArgs,
+    /// How logs look.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// Subcommands, each with only the flags it uses.
@@ -120,6 +138,9 @@ pub enum Command {
         /// Where facts come from.
         #[command(flatten)]
         source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Remove what nvlabel published: its Node labels (`--sink node`), its NodeFeature object
     /// (`--use-node-feature-api`), or the feature file (only if nvlabel wrote it).
@@ -135,7 +156,7 @@ pub enum Command {
         target: TargetArgs,
         /// Logs.
         #[command(flatten)]
-        source: SourceArgs,
+        log: LogArgs,
     },
     /// Run as an NFD local-source hook (`source.d/`): print feature-file lines to stdout and exit
     /// 0; without a driver, print nothing. No timestamp, since NFD runs hooks on every rescan.
@@ -145,6 +166,9 @@ pub enum Command {
         facts: FactArgs,
         /// What the labels say.
         #[command(flatten)]
+        options: LabelOptionArgs,
+        /// The sharing config.
+        #[command(flatten)]
         config: ConfigArgs,
         /// The API, for the node's config label with `--config-dir`.
         #[command(flatten)]
@@ -152,6 +176,15 @@ pub enum Command {
         /// Where facts come from.
         #[command(flatten)]
         source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
+    },
+    /// Print this help, or a subcommand's
+    Help {
+        /// The subcommand
+        #[arg(value_parser = ["probe", "prune", "hook"])]
+        command: Option<String>,
     },
 }
 
@@ -170,23 +203,24 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
     /// so that one resolver serves every command.
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source } = self;
-        let (kind, source) = match command {
-            None => (None, source),
-            Some(Command::Probe { facts, source }) => {
+        let Cli { command, mut label, source, log, version } = self;
+        let (kind, source, log) = match command {
+            // `from_args` answers `help` itself; a parsed `help` labels nothing.
+            None | Some(Command::Help { .. }) => (None, source, log),
+            Some(Command::Probe { facts, source, log }) => {
                 label.facts = facts;
-                (Some(CommandKind::Probe), source)
+                (Some(CommandKind::Probe), source, log)
             }
-            Some(Command::Prune { config, api, target, source }) => {
+            Some(Command::Prune { config, api, target, log }) => {
                 (label.config, label.api, label.target) = (config, api, target);
-                (Some(CommandKind::Prune), source)
+                (Some(CommandKind::Prune), source, log)
             }
-            Some(Command::Hook { facts, config, api, source }) => {
-                (label.facts, label.config, label.api) = (facts, config, api);
-                (Some(CommandKind::Hook), source)
+            Some(Command::Hook { facts, options, config, api, source, log }) => {
+                (label.facts, label.options, label.config, label.api) = (facts, options, config, api);
+                (Some(CommandKind::Hook), source, log)
             }
         };
-        (kind, Cli { command: None, label, source })
+        (kind, Cli { command: None, label, source, log, version })
     }
 }
 
@@ -199,13 +233,17 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// All of the daemon's flags; defaults and env are applied by [`Settings::resolve`].
+/// All of the daemon's flags; env, the config file and defaults are applied by
+/// [`super::Settings::resolve`].
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelArgs {
     /// How facts are read.
     #[command(flatten)]
     pub facts: FactArgs,
     /// What the labels say.
+    #[command(flatten)]
+    pub options: LabelOptionArgs,
+    /// The sharing config.
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Identity and API.
@@ -214,6 +252,9 @@ pub struct LabelArgs {
     /// Where labels go.
     #[command(flatten)]
     pub target: TargetArgs,
+    /// How what is written looks.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// How the daemon runs.
     #[command(flatten)]
     pub daemon: DaemonArgs,
@@ -222,31 +263,39 @@ pub struct LabelArgs {
 /// How facts are read (GFD flags).
 #[derive(Debug, Default, Clone, Args)]
 pub struct FactArgs {
-    /// DMI product-name file; "" means unknown
-    /// [default: <sysfs root>/class/dmi/id/product_name]
+    /// DMI product-name file; "" means unknown (default:
+    /// `<sysfs root>/class/dmi/id/product_name`)
     #[arg(long)]
     pub machine_type_file: Option<String>,
-    /// Fail when NVML cannot be initialised [default: true]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    /// Fail when NVML cannot be initialised
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
-    /// auto, nvml, tegra or vfio [default: auto]
-    #[arg(long)]
+    /// auto, nvml, tegra or vfio
+    #[arg(long, default_value = "auto")]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
-    /// [default: /driver-root]
-    #[arg(long, visible_alias = "container-driver-root")]
+    #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
     pub driver_root_ctr_path: Option<String>,
 }
 
-/// What the labels say: MIG strategy, timestamp, the sharing config.
+/// What the labels say: MIG strategy, timestamp, nvlabel's own labels.
+#[derive(Debug, Default, Clone, Args)]
+pub struct LabelOptionArgs {
+    /// MIG strategy: none, single or mixed
+    #[arg(long, default_value = "none", value_parser = ["none", "single", "mixed"])]
+    pub mig_strategy: Option<String>,
+    /// Leave out nvidia.com/gfd.timestamp
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub no_timestamp: Option<bool>,
+    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
+    /// inventory) to GFD's
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub extended_labels: Option<bool>,
+}
+
+/// Where the sharing config comes from.
 #[derive(Debug, Default, Clone, Args)]
 pub struct ConfigArgs {
-    /// MIG strategy: none, single or mixed [default: none]
-    #[arg(long, value_parser = ["none", "single", "mixed"])]
-    pub mig_strategy: Option<String>,
-    /// Leave out nvidia.com/gfd.timestamp [default: false]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub no_timestamp: Option<bool>,
     /// Device-plugin config file
     #[arg(long)]
     pub config_file: Option<String>,
@@ -257,10 +306,6 @@ pub struct ConfigArgs {
     /// Key of --config-dir to use when the node has no label
     #[arg(long)]
     pub config_default: Option<String>,
-    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
-    /// inventory) to GFD's [default: false]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub extended_labels: Option<bool>,
 }
 
 /// Who this labeler is, and how it reaches the Kubernetes API.
@@ -269,8 +314,8 @@ pub struct ApiArgs {
     /// This node's name
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Namespace of the NodeFeature object [default: default]
-    #[arg(long)]
+    /// Namespace of the NodeFeature object
+    #[arg(long, default_value = "default")]
     pub namespace: Option<String>,
     /// This pod's name, for owner references
     #[arg(long)]
@@ -278,11 +323,11 @@ pub struct ApiArgs {
     /// Kubeconfig; empty means in-cluster
     #[arg(long)]
     pub kubeconfig: Option<String>,
-    /// API client QPS [default: 5]
-    #[arg(long)]
+    /// API client QPS
+    #[arg(long, default_value = "5")]
     pub kube_api_qps: Option<f64>,
-    /// API client burst [default: 10]
-    #[arg(long)]
+    /// API client burst
+    #[arg(long, default_value = "10")]
     pub kube_api_burst: Option<u32>,
 }
 
@@ -290,57 +335,66 @@ pub struct ApiArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct TargetArgs {
     /// Feature file to write; "" prints to stdout
-    /// [default: /etc/kubernetes/node-feature-discovery/features.d/gfd]
-    #[arg(long, short = 'o', visible_alias = "output")]
+    #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
     pub output_file: Option<String>,
-    /// Publish a NodeFeature object instead of a file [default: true]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    /// Publish a NodeFeature object instead of a file
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
-    /// this Node's labels by server-side apply, no NFD) [default: gfd]
-    #[arg(long, value_parser = ["gfd", "node"])]
+    /// this Node's labels by server-side apply, no NFD)
+    #[arg(long, default_value = "gfd", value_parser = ["gfd", "node"])]
     pub sink: Option<String>,
+}
+
+/// How what is written looks: the feature file's expiry, the printed format.
+#[derive(Debug, Default, Clone, Args)]
+pub struct OutputArgs {
     /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
     /// labeler that is gone expire (e.g. 1h)
     #[arg(long)]
     pub expiry: Option<String>,
-    /// Output format of printed labels: text (key=value lines) or json [default: text]
-    #[arg(long, value_parser = ["text", "json"])]
+    /// Output format of printed labels: text (key=value lines) or json
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub format: Option<String>,
 }
 
 /// How the labeler runs.
 #[derive(Debug, Default, Clone, Args)]
 pub struct DaemonArgs {
-    /// Label once and exit [default: false]
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    /// Label once and exit
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub oneshot: Option<bool>,
-    /// Time between passes: Go duration, `infinite`, or seconds [default: 60s]
-    #[arg(long)]
+    /// Time between passes: Go duration, `infinite`, or seconds
+    #[arg(long, default_value = "60s")]
     pub sleep_interval: Option<String>,
-    /// Serve /healthz, /readyz and /metrics here (`host:port` or `:port`; "" for none)
-    /// [default: :8080 when running as a daemon, none otherwise]
-    #[arg(long)]
+    /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or
+    /// `:port`; "" for none)
+    #[arg(long, default_value = ":8080")]
     pub metrics_addr: Option<String>,
     /// With --extended-labels: how long the sharing labels and the Node's allocatable may
-    /// disagree (the device plugin lags a config change) before a warning [default: 5m]
-    #[arg(long)]
+    /// disagree (the device plugin lags a config change) before a warning
+    #[arg(long, default_value = "5m")]
     pub sharing_check_grace: Option<String>,
 }
 
-/// Where facts come from, and how logs look (every command).
+/// Where facts come from.
 #[derive(Debug, Default, Clone, Args)]
 pub struct SourceArgs {
-    /// NVML library name or path [default: libnvidia-ml.so.1]
-    #[arg(long)]
+    /// NVML library name or path
+    #[arg(long, default_value = crate::probe::DEFAULT_LIBRARY)]
     pub nvml_library: Option<PathBuf>,
-    /// Root of sysfs, for PCI class and vGPU facts [default: /sys]
-    #[arg(long)]
+    /// Root of sysfs, for PCI class and vGPU facts
+    #[arg(long, default_value = "/sys")]
     pub sysfs_root: Option<PathBuf>,
     /// Read this snapshot (from `nvlabel probe`) instead of NVML and sysfs
     #[arg(long)]
     pub snapshot: Option<PathBuf>,
-    /// Log format: text or json [default: text]
-    #[arg(long, value_parser = ["text", "json"])]
+}
+
+/// How logs look (every command).
+#[derive(Debug, Default, Clone, Args)]
+pub struct LogArgs {
+    /// Log format: text or json
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: Option<String>,
 }

@@ -1,13 +1,16 @@
 //! Configuration, all of it in one place: the command line ([`flags`]), its resolution with env,
 //! the config file and defaults into one [`Settings`] value ([`settings`]), the device-plugin
-//! config file ([`file`]), which key of a ConfigMap directory a node uses ([`select`]), and where
+//! config file ([`mod@file`]), which key of a ConfigMap directory a node uses ([`select`]), and where
 //! the file comes from and how it is (re)loaded ([`source`]).
 
+mod apply;
+pub mod env;
 pub mod file;
 pub mod flags;
 pub mod select;
 pub mod settings;
 pub mod source;
+pub mod usage;
 
 pub use file::{ConfigError, ConfigFile, FileFlags};
 pub use flags::{Cli, CommandKind};

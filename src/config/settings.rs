@@ -4,15 +4,14 @@
 //! environment.
 
 use super::file::FileFlags;
-use super::flags::{env_names, parse_bool, Cli};
+pub use super::flags::DEFAULT_OUTPUT_FILE;
+use super::flags::{default_of, env_names, parse_bool, Cli};
 use crate::duration::{parse_interval, DurationError, Interval};
 use crate::labels::MigStrategy;
 use crate::logging::LogFormat;
 use crate::publish::{Format, Sink};
 use std::path::{Path, PathBuf};
 
-/// GFD's default feature file.
-pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
 /// Where the DMI product name lives under sysfs.
 const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
@@ -74,8 +73,8 @@ pub struct Settings {
     pub format: Format,
     /// `--sink`.
     pub sink: Sink,
-    /// `--metrics-addr` as given (`None`: not given).
-    pub metrics_addr: Option<String>,
+    /// `--metrics-addr`; empty means none.
+    pub metrics_addr: String,
     /// `--nvml-library`.
     pub nvml_library: PathBuf,
     /// `--sysfs-root`.
@@ -119,6 +118,18 @@ fn from_env(env: Env, flag: &str) -> Option<Found> {
     })
 }
 
+/// `flag`'s default as declared on the command line, parsed; a default that does not parse is
+/// caught by the defaults test.
+fn default<T: std::str::FromStr>(flag: &str) -> T {
+    let text = default_of(flag).unwrap_or_else(|| panic!("--{flag} declares no default"));
+    text.parse().unwrap_or_else(|_| panic!("--{flag}'s default {text:?} does not parse"))
+}
+
+/// `flag`'s default as a [`Found`].
+fn defaulted(flag: &str) -> Found {
+    Found { value: default(flag), origin: format!("the default of --{flag}") }
+}
+
 fn invalid(found: &Found, reason: impl ToString) -> CliError {
     CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
@@ -150,21 +161,19 @@ fn path_flag(cli: Option<PathBuf>, env: Env, flag: &str) -> Option<PathBuf> {
     cli.or_else(|| from_env(env, flag).filter(|f| !f.value.is_empty()).map(|f| PathBuf::from(f.value)))
 }
 
-/// A flag with a fixed set of values, from the command line or env, parsed by `parse`.
+/// A flag with a fixed set of values, from the command line, env or its default, parsed by `parse`.
 fn choice<T>(
     cli: Option<String>,
     env: Env,
     flag: &str,
     parse: impl Fn(&str) -> Option<T>,
     choices: &str,
-) -> Result<Option<T>, CliError> {
-    match found_flag(cli, env, flag) {
-        None => Ok(None),
-        Some(f) => parse(&f.value).map(Some).ok_or_else(|| invalid(&f, format!("use {choices}"))),
-    }
+) -> Result<T, CliError> {
+    let f = found_flag(cli, env, flag).unwrap_or_else(|| defaulted(flag));
+    parse(&f.value).ok_or_else(|| invalid(&f, format!("use {choices}")))
 }
 
-fn number_flag<T: std::str::FromStr>(cli: Option<T>, env: Env, flag: &str, default: T) -> Result<T, CliError>
+fn number_flag<T: std::str::FromStr>(cli: Option<T>, env: Env, flag: &str) -> Result<T, CliError>
 where
     T::Err: std::fmt::Display,
 {
@@ -173,9 +182,8 @@ where
     }
     match from_env(env, flag) {
         // urfave ignores empty numeric env vars.
-        Some(f) if f.value.is_empty() => Ok(default),
-        Some(f) => f.value.parse().map_err(|e| invalid(&f, e)),
-        None => Ok(default),
+        Some(f) if !f.value.is_empty() => f.value.parse().map_err(|e| invalid(&f, e)),
+        _ => Ok(default(flag)),
     }
 }
 
@@ -221,13 +229,13 @@ impl Settings {
             origin: format!("{field} in config file {file_path}"),
         };
 
-        let mig_strategy = match found_flag(a.config.mig_strategy.clone(), env, "mig-strategy")
+        let mig_strategy = match found_flag(a.options.mig_strategy.clone(), env, "mig-strategy")
             .or_else(|| ff.mig_strategy.as_deref().map(|v| in_file("flags.migStrategy", v)))
         {
             Some(f) => {
                 MigStrategy::parse(&f.value).ok_or_else(|| invalid(&f, "use none, single or mixed"))?
             }
-            None => MigStrategy::None,
+            None => MigStrategy::parse(&default::<String>("mig-strategy")).expect("a known strategy"),
         };
 
         let sleep = match found_flag(a.daemon.sleep_interval.clone(), env, "sleep-interval") {
@@ -244,7 +252,7 @@ impl Settings {
                 interval
             }
             (None, Some(interval)) => interval,
-            (None, None) => Interval::Every(std::time::Duration::from_secs(60)),
+            (None, None) => parse_interval(&default::<String>("sleep-interval")).expect("a valid default").0,
         };
 
         let discovery = found_flag(
@@ -255,72 +263,68 @@ impl Settings {
         .or_else(|| {
             ff.device_discovery_strategy.as_deref().map(|v| in_file("flags.deviceDiscoveryStrategy", v))
         });
-        let device_discovery_strategy = match discovery {
-            None => DiscoveryStrategy::Auto,
-            Some(f) => match f.value.as_str() {
-                "auto" => DiscoveryStrategy::Auto,
-                "nvml" => DiscoveryStrategy::Nvml,
-                "tegra" | "vfio" => {
-                    return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
-                }
-                _ => {
-                    return Err(invalid(
-                        &f,
-                        format!("invalid --device-discovery-strategy option {}", f.value),
-                    ))
-                }
-            },
+        let f = discovery.unwrap_or_else(|| defaulted("device-discovery-strategy"));
+        let device_discovery_strategy = match f.value.as_str() {
+            "auto" => DiscoveryStrategy::Auto,
+            "nvml" => DiscoveryStrategy::Nvml,
+            "tegra" | "vfio" => {
+                return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
+            }
+            _ => return Err(invalid(&f, format!("invalid --device-discovery-strategy option {}", f.value))),
         };
 
         let sysfs_root =
-            path_flag(s.sysfs_root.clone(), env, "sysfs-root").unwrap_or_else(|| PathBuf::from("/sys"));
+            path_flag(s.sysfs_root.clone(), env, "sysfs-root").unwrap_or_else(|| default("sysfs-root"));
         let machine_type_file = string_flag(a.facts.machine_type_file.clone(), env, "machine-type-file")
             .or(gfd.machine_type_file.clone())
             .map(PathBuf::from)
             .unwrap_or_else(|| sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS));
-        let format = choice(a.target.format.clone(), env, "format", Format::parse, "text or json")?
-            .unwrap_or(Format::Text);
-        let log_format = choice(s.log_format.clone(), env, "log-format", LogFormat::parse, "text or json")?
-            .unwrap_or(LogFormat::Text);
-        let sink =
-            choice(a.target.sink.clone(), env, "sink", Sink::parse, "gfd or node")?.unwrap_or(Sink::Gfd);
+        let format = choice(a.output.format.clone(), env, "format", Format::parse, "text or json")?;
+        let log_format =
+            choice(cli.log.log_format.clone(), env, "log-format", LogFormat::parse, "text or json")?;
+        let sink = choice(a.target.sink.clone(), env, "sink", Sink::parse, "gfd or node")?;
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
         let sharing_check_grace =
             match found_flag(a.daemon.sharing_check_grace.clone(), env, "sharing-check-grace")
                 .filter(|f| !f.value.is_empty())
             {
-                None => std::time::Duration::from_secs(300),
+                None => match parse_interval(&default::<String>("sharing-check-grace")) {
+                    Ok((Interval::Every(d), _)) => d,
+                    _ => unreachable!("the default of --sharing-check-grace is a duration"),
+                },
                 Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
                     (Interval::Every(d), _) => d,
                     _ => return Err(invalid(&f, "use a duration such as 5m")),
                 },
             };
-        let expiry = match found_flag(a.target.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty())
-        {
+        let expiry_given = found_flag(a.output.expiry.clone(), env, "expiry").filter(|f| !f.value.is_empty());
+        let expiry = match &expiry_given {
             None => None,
-            Some(f) => match parse_interval(&f.value).map_err(|e| invalid(&f, e))? {
+            Some(f) => match parse_interval(&f.value).map_err(|e| invalid(f, e))? {
                 (Interval::Every(d), _) if !d.is_zero() => Some(d),
-                _ => return Err(invalid(&f, "use a positive duration such as 1h")),
+                _ => return Err(invalid(f, "use a positive duration such as 1h")),
             },
         };
 
-        Ok(Settings {
+        let settings = Settings {
             mig_strategy,
             fail_on_init_error: bool_flag(a.facts.fail_on_init_error, env, "fail-on-init-error")?
                 .or(ff.fail_on_init_error)
-                .unwrap_or(true),
-            oneshot: bool_flag(a.daemon.oneshot, env, "oneshot")?.or(gfd.oneshot).unwrap_or(false),
-            no_timestamp: bool_flag(a.config.no_timestamp, env, "no-timestamp")?
+                .unwrap_or_else(|| default("fail-on-init-error")),
+            oneshot: bool_flag(a.daemon.oneshot, env, "oneshot")?
+                .or(gfd.oneshot)
+                .unwrap_or_else(|| default("oneshot")),
+            no_timestamp: bool_flag(a.options.no_timestamp, env, "no-timestamp")?
                 .or(gfd.no_timestamp)
-                .unwrap_or(false),
-            extended_labels: bool_flag(a.config.extended_labels, env, "extended-labels")?
+                .unwrap_or_else(|| default("no-timestamp")),
+            extended_labels: bool_flag(a.options.extended_labels, env, "extended-labels")?
                 .or(ff.extended_labels)
-                .unwrap_or(false),
+                .unwrap_or_else(|| default("extended-labels")),
             sharing_check_grace,
             sleep_interval,
             output_file: string_flag(a.target.output_file.clone(), env, "output-file")
                 .or(gfd.output_file.clone())
-                .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.into()),
+                .unwrap_or_else(|| default("output-file")),
             expiry,
             machine_type_file,
             config_file: Self::config_file_path(cli, env),
@@ -328,70 +332,32 @@ impl Settings {
             config_default: Self::config_default_key(cli, env),
             use_node_feature_api: bool_flag(a.target.use_node_feature_api, env, "use-node-feature-api")?
                 .or(ff.use_node_feature_api)
-                .unwrap_or(true),
+                .unwrap_or_else(|| default("use-node-feature-api")),
             device_discovery_strategy,
             namespace: string_flag(a.api.namespace.clone(), env, "namespace")
-                .unwrap_or_else(|| "default".into()),
+                .unwrap_or_else(|| default("namespace")),
             node_name: non_empty(string_flag(a.api.node_name.clone(), env, "node-name")),
             pod_name: non_empty(string_flag(a.api.pod_name.clone(), env, "pod-name")),
             kubeconfig: non_empty(string_flag(a.api.kubeconfig.clone(), env, "kubeconfig")),
-            kube_api_qps: number_flag(a.api.kube_api_qps, env, "kube-api-qps", 5.0)?,
-            kube_api_burst: number_flag(a.api.kube_api_burst, env, "kube-api-burst", 10)?,
+            kube_api_qps: number_flag(a.api.kube_api_qps, env, "kube-api-qps")?,
+            kube_api_burst: number_flag(a.api.kube_api_burst, env, "kube-api-burst")?,
             format,
             sink,
             // Empty is meaningful here: no endpoint.
-            metrics_addr: string_flag(a.daemon.metrics_addr.clone(), env, "metrics-addr"),
+            metrics_addr: string_flag(a.daemon.metrics_addr.clone(), env, "metrics-addr")
+                .unwrap_or_else(|| default("metrics-addr")),
             nvml_library: path_flag(s.nvml_library.clone(), env, "nvml-library")
-                .unwrap_or_else(|| PathBuf::from(crate::probe::DEFAULT_LIBRARY)),
+                .unwrap_or_else(|| default("nvml-library")),
             sysfs_root,
             snapshot: path_flag(s.snapshot.clone(), env, "snapshot"),
             log_format,
             notes,
-        })
-    }
-
-    /// Where the probe reads.
-    pub fn probe_options(&self) -> crate::probe::ProbeOptions {
-        crate::probe::ProbeOptions {
-            library: self.nvml_library.clone(),
-            sysfs_root: self.sysfs_root.clone(),
-            machine_type_file: self.machine_type_file.clone(),
-            topology: self.extended_labels,
-        }
-    }
-
-    /// Where labels go, as these settings ask.
-    pub fn target(&self) -> Result<crate::publish::Target, crate::publish::SetupError> {
-        use crate::publish::{SetupError, Target};
-        let node = || self.node_name.clone().ok_or(SetupError::NodeName);
-        Ok(match self.sink {
-            Sink::Node => Target::Node(node()?),
-            Sink::Gfd if self.use_node_feature_api => {
-                if self.namespace.is_empty() {
-                    return Err(SetupError::Namespace);
-                }
-                Target::NodeFeature {
-                    namespace: self.namespace.clone(),
-                    node: node()?,
-                    pod: self.pod_name.clone(),
-                }
+        };
+        match expiry_given.filter(|_| !settings.expiry_applies()) {
+            Some(f) => {
+                Err(invalid(&f, "--expiry applies only to the feature file (--output-file <path> with --use-node-feature-api=false), and labels do not go there"))
             }
-            Sink::Gfd if self.output_file.is_empty() => Target::Stdout(self.format),
-            Sink::Gfd => Target::File(self.output_file.clone().into(), self.expiry),
-        })
-    }
-
-    /// The labelers' configuration for `sharing` and a config-load `timestamp`.
-    pub fn label_config(
-        &self,
-        sharing: crate::sharing::Sharing,
-        timestamp: Option<u64>,
-    ) -> crate::labels::LabelConfig {
-        crate::labels::LabelConfig {
-            mig_strategy: self.mig_strategy,
-            sharing,
-            timestamp,
-            extended: self.extended_labels,
+            None => Ok(settings),
         }
     }
 }

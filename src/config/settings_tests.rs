@@ -126,3 +126,145 @@ fn bad_command_line_values_are_rejected_by_the_parser() {
     assert!(Cli::try_from_args(["nvlabel", "--mig-strategy", "bogus"]).is_err());
     assert!(Cli::try_from_args(["nvlabel", "--oneshot=maybe"]).is_err());
 }
+
+/// The config file's `flags` for one key of [`FileFlags::KEYS`] (`gfd.x` nests).
+fn file_with(key: &str, value: &str) -> FileFlags {
+    let yaml = match key.split_once('.') {
+        Some((outer, inner)) => format!("flags:\n  {outer}:\n    {inner}: '{value}'\n"),
+        None => format!("flags:\n  {key}: '{value}'\n"),
+    };
+    let file = crate::config::ConfigFile::parse(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e:?}"));
+    assert!(file.warnings.is_empty(), "{key} is not a key the file reader knows: {:?}", file.warnings);
+    file.flags
+}
+
+/// Two values for a flag the config file can set: the first is not the default, the second
+/// differs from the first.
+fn samples(flag: &str) -> (&'static str, &'static str) {
+    match flag {
+        "mig-strategy" => ("single", "mixed"),
+        "fail-on-init-error" | "use-node-feature-api" => ("false", "true"),
+        "extended-labels" | "oneshot" | "no-timestamp" => ("true", "false"),
+        "device-discovery-strategy" => ("nvml", "auto"),
+        "sleep-interval" => ("5s", "7s"),
+        "output-file" => ("/file/out", "/env/out"),
+        "machine-type-file" => ("/file/dmi", "/env/dmi"),
+        _ => panic!("--{flag} can be set in the config file: give it two sample values here"),
+    }
+}
+
+/// Every flag of the command line that has a config-file key, generated from the flag table:
+/// the file beats the default, env beats the file, the command line beats env.
+#[test]
+fn every_config_file_flag_sits_between_env_and_default() {
+    let path = Path::new("/etc/cfg.yaml");
+    let defaults = resolve(&[], &[]).unwrap();
+    let mut covered = Vec::new();
+    for arg in crate::config::flags::command().get_arguments() {
+        let Some(flag) = arg.get_long() else { continue };
+        let Some((key, _)) = FileFlags::KEYS.iter().find(|(_, f)| *f == flag) else { continue };
+        let (in_file, in_env) = samples(flag);
+        let env_name = env_names(flag)[0];
+        let with = |args: &[String], env: &[(&str, &str)]| {
+            let cli = Cli::try_from_args(std::iter::once("nvlabel".to_string()).chain(args.iter().cloned()))
+                .unwrap();
+            let env: HashMap<String, String> =
+                env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let flags = file_with(key, in_file);
+            Settings::resolve_with(&cli, &|k| env.get(k).cloned(), Some((path, &flags)))
+                .unwrap_or_else(|e| panic!("--{flag}: {e}"))
+        };
+        let flag_is = |v: &str| resolve(&[&format!("--{flag}={v}")], &[]).unwrap();
+        let from_file = with(&[], &[]);
+        assert_ne!(from_file, defaults, "flags.{key} in the config file is ignored");
+        assert_eq!(from_file, flag_is(in_file), "flags.{key}: {in_file} reads as --{flag}={in_file}");
+        assert_eq!(with(&[], &[(env_name, in_env)]), flag_is(in_env), "{env_name} beats flags.{key}");
+        let cli = [format!("--{flag}={in_file}")];
+        assert_eq!(with(&cli, &[(env_name, in_env)]), flag_is(in_file), "--{flag} beats {env_name}");
+        covered.push(*key);
+    }
+    let mut keys: Vec<&str> = FileFlags::KEYS.iter().map(|(k, _)| *k).collect();
+    covered.sort();
+    keys.sort();
+    assert_eq!(covered, keys, "every config-file key names a flag of the command line");
+}
+
+/// The file reader knows exactly the keys of [`FileFlags::KEYS`] and the device plugin's: a
+/// field added to [`FileFlags`] without a place in those lists fails to compile here.
+#[test]
+fn the_key_lists_cover_every_field_of_the_file_flags() {
+    let mut yaml = String::from("flags:\n  gfd:\n");
+    for (key, flag) in FileFlags::KEYS {
+        if let Some(inner) = key.strip_prefix("gfd.") {
+            yaml.push_str(&format!("    {inner}: '{}'\n", samples(flag).0));
+        }
+    }
+    for (key, flag) in FileFlags::KEYS.iter().filter(|(k, _)| !k.contains('.')) {
+        yaml.push_str(&format!("  {key}: '{}'\n", samples(flag).0));
+    }
+    for key in FileFlags::DEVICE_PLUGIN_KEYS {
+        yaml.push_str(&format!("  {key}: 'true'\n"));
+    }
+    let file = crate::config::ConfigFile::parse(&yaml).unwrap();
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+    let FileFlags {
+        mig_strategy,
+        fail_on_init_error,
+        mps_root,
+        nvidia_driver_root,
+        nvidia_dev_root,
+        gdrcopy_enabled,
+        gds_enabled,
+        mofed_enabled,
+        use_node_feature_api,
+        device_discovery_strategy,
+        plugin,
+        gfd,
+        extended_labels,
+    } = file.flags;
+    let crate::config::file::GfdFlags {
+        oneshot,
+        no_timestamp,
+        sleep_interval,
+        output_file,
+        machine_type_file,
+    } = gfd.unwrap();
+    let set = [
+        mig_strategy.is_some(),
+        fail_on_init_error.is_some(),
+        mps_root.is_some(),
+        nvidia_driver_root.is_some(),
+        nvidia_dev_root.is_some(),
+        gdrcopy_enabled.is_some(),
+        gds_enabled.is_some(),
+        mofed_enabled.is_some(),
+        use_node_feature_api.is_some(),
+        device_discovery_strategy.is_some(),
+        plugin.is_some(),
+        extended_labels.is_some(),
+        oneshot.is_some(),
+        no_timestamp.is_some(),
+        sleep_interval.is_some(),
+        output_file.is_some(),
+        machine_type_file.is_some(),
+    ];
+    assert!(set.iter().all(|s| *s), "{set:?}");
+    assert_eq!(set.len(), FileFlags::KEYS.len() + FileFlags::DEVICE_PLUGIN_KEYS.len());
+}
+
+/// Defaults are declared on the command line (for `--help`) but applied last: a flag not given
+/// parses as unset, so env and the config file can still set it.
+#[test]
+fn defaults_are_shown_but_not_parsed_as_given() {
+    let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+    let parsed = format!("{cli:?}");
+    assert!(!parsed.contains("Some("), "a default was taken as given: {parsed}");
+    let with_defaults =
+        crate::config::flags::command().get_arguments().filter(|a| a.get_default_values().len() == 1).count();
+    assert!(with_defaults >= 20, "{with_defaults} flags declare a default");
+    let env = [("GFD_SLEEP_INTERVAL", "7s"), ("NVLABEL_METRICS_ADDR", ":9090"), ("NVLABEL_SYSFS_ROOT", "/s")];
+    let s = resolve(&[], &env).unwrap();
+    assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(7)));
+    assert_eq!((s.metrics_addr.as_str(), s.sysfs_root.as_path()), (":9090", Path::new("/s")));
+    assert_eq!(resolve(&[], &[]).unwrap().metrics_addr, ":8080");
+}

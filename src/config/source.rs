@@ -2,6 +2,11 @@
 //! the node label) and the configuration in force: loaded once at start-up, reloaded when the
 //! file, the directory or the node label changes, or on SIGHUP. A rejected reload keeps the last
 //! good configuration; each distinct bad input is reported once.
+//!
+//! An empty or comment-only file means defaults at start-up (as in GFD), but on reload it is
+//! rejected: an editor or a copy truncates a file before writing it, and taking that moment as
+//! "no sharing" would relabel every node. A deliberate "no configuration" on reload is a link to
+//! `/dev/null` (what GFD's config manager makes), which is not a regular file.
 
 use super::file::ConfigFile;
 use super::flags::Cli;
@@ -56,6 +61,11 @@ pub enum ReloadError {
     /// Its flags are invalid.
     #[error(transparent)]
     Flags(#[from] super::settings::CliError),
+    /// A reload found an empty or comment-only file.
+    #[error(
+        "config file {0} is empty or only comments; on reload that is taken for a file being written, not for \"no configuration\" (link it to /dev/null for defaults)"
+    )]
+    Blank(PathBuf),
 }
 
 /// The configuration in force.
@@ -92,7 +102,7 @@ impl ConfigState {
         source: ConfigSource,
         label: Option<String>,
     ) -> Result<ConfigState, ReloadError> {
-        let loaded = load(&cli, &env, &source, label.as_deref(), None)
+        let loaded = load(&cli, &env, &source, label.as_deref(), None, false)
             .map_err(|rejected| rejected.1)?
             .expect("a load without a previous config always yields one");
         Ok(ConfigState { cli, env, source, label, loaded, rejected: None })
@@ -113,10 +123,13 @@ impl ConfigState {
     /// before, so the caller reports and counts each bad edit once.
     pub fn reload(&mut self, force: bool) -> Result<bool, ReloadError> {
         let previous = if force { None } else { Some(&self.loaded) };
-        match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous) {
+        match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous, true) {
             Ok(Some(loaded)) => {
                 self.rejected = None;
-                tracing::info!(config = ?loaded.path, "configuration loaded");
+                match &loaded.path {
+                    Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
+                    None => tracing::info!("configuration loaded: no config file, flags and defaults"),
+                }
                 self.loaded = loaded;
                 Ok(true)
             }
@@ -187,12 +200,14 @@ type Input = (Option<PathBuf>, Option<Vec<u8>>);
 
 /// Loads the configuration for `label`. `Ok(None)` when it is byte-for-byte what `previous` has.
 /// A rejection comes with what was read, so a repeat of the same bad input is recognised.
+/// `reloading`: a blank regular file is rejected (see the module's comment).
 fn load(
     cli: &Cli,
     env: &HashMap<String, String>,
     source: &ConfigSource,
     label: Option<&str>,
     previous: Option<&Loaded>,
+    reloading: bool,
 ) -> Result<Option<Loaded>, Box<(Input, ReloadError)>> {
     // Nothing was read when selection or reading failed: the error itself identifies the attempt.
     let (path, bytes) =
@@ -200,6 +215,12 @@ fn load(
     if let Some(prev) = previous {
         if prev.path == path && prev.bytes == bytes {
             return Ok(None);
+        }
+    }
+    if let (true, Some(p), Some(b)) = (reloading, &path, &bytes) {
+        let blank = std::str::from_utf8(b).is_ok_and(super::file::is_blank);
+        if blank && std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+            return Err(Box::new(((path.clone(), bytes.clone()), ReloadError::Blank(p.clone()))));
         }
     }
     match parse_input(cli, env, &path, &bytes) {
@@ -249,6 +270,6 @@ fn parse_input(
     }
     let lookup = |k: &str| env.get(k).cloned();
     let settings = Settings::resolve_with(cli, &lookup, path.as_deref().map(|p| (p, &config.flags)))?;
-    let timestamp = (!settings.no_timestamp).then(crate::pass::now);
+    let timestamp = (!settings.no_timestamp).then(crate::clock::now);
     Ok(Loaded { path: path.clone(), bytes: bytes.clone(), config, settings, timestamp })
 }

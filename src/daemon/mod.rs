@@ -225,11 +225,17 @@ impl Daemon {
             }
         };
         let name = writer.name();
+        // What someone else did to our output since the last pass (a feature file removed or
+        // overwritten): this publish repairs it, and it is counted as drift.
+        let drifted = writer.drifted();
         let result = writer.publish(&labels).await;
         self.back_off(nvml_down || result.is_err());
         match result {
             Ok(changed) => {
-                if changed {
+                if changed && drifted && self.published.as_ref() == Some(&labels) {
+                    self.metrics.drift_repairs.inc();
+                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                } else if changed {
                     log_changes(self.published.as_ref(), &labels, name);
                 }
                 self.metrics.health.record(true);

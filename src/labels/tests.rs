@@ -1,5 +1,5 @@
-//! The labeler-level cases of GFD's own unit tests (`internal/lm/*_test.go`, see
-//! `reference/gfd-behaviour.md` §5.3–5.4), with GFD's mock devices, plus nvlabel's deviations.
+//! The labeler-level cases of GFD's own unit tests, with GFD's mock devices, plus nvlabel's
+//! deviations (README, "How nvlabel differs from GFD").
 
 use super::*;
 use crate::sharing::{ReplicatedResource, ReplicatedResources};
@@ -105,9 +105,10 @@ fn plus(a: &[&str], b: &[&str]) -> Labels {
 fn mig_strategy_none_labels() {
     let ts2 = ts(&[("nvidia.com/gpu", 2)]);
     let none = Sharing::default();
-    let cases: Vec<(Vec<Gpu>, &Sharing, Labels)> = vec![
-        (vec![], &none, Labels::new()),
+    let cases: Vec<(&str, Vec<Gpu>, &Sharing, Labels)> = vec![
+        ("no GPUs", vec![], &none, Labels::new()),
         (
+            "one full GPU",
             vec![full()],
             &none,
             plus(
@@ -122,6 +123,7 @@ fn mig_strategy_none_labels() {
             ),
         ),
         (
+            "one full GPU, time-sliced",
             vec![full()],
             &ts2,
             plus(
@@ -136,6 +138,7 @@ fn mig_strategy_none_labels() {
             ),
         ),
         (
+            "two full GPUs, time-sliced",
             vec![full(), full()],
             &ts2,
             plus(
@@ -150,6 +153,7 @@ fn mig_strategy_none_labels() {
             ),
         ),
         (
+            "MIG enabled without devices",
             vec![mig_enabled(vec![])],
             &ts2,
             l(&[
@@ -161,6 +165,7 @@ fn mig_strategy_none_labels() {
             ]),
         ),
         (
+            "two MIG GPUs without devices",
             vec![mig_enabled(vec![]), mig_enabled(vec![])],
             &ts2,
             l(&[
@@ -172,6 +177,7 @@ fn mig_strategy_none_labels() {
             ]),
         ),
         (
+            "an empty MIG GPU and a full GPU, time-sliced",
             vec![mig_enabled(vec![]), full()],
             &ts2,
             plus(
@@ -186,8 +192,8 @@ fn mig_strategy_none_labels() {
             ),
         ),
     ];
-    for (i, (gpus, sharing, want)) in cases.into_iter().enumerate() {
-        assert_eq!(with_strategy(&gpus, MigStrategy::None, sharing), want, "case {i}");
+    for (name, gpus, sharing, want) in cases {
+        assert_eq!(with_strategy(&gpus, MigStrategy::None, sharing), want, "{name}");
     }
 }
 
@@ -219,11 +225,12 @@ fn mig_strategy_single_labels() {
         attrs.jpeg_decoders,
         attrs.ofa,
     ) = (12, 13, 14, 15, 16, 17);
-    let cases: Vec<(Vec<Gpu>, Labels)> = vec![
-        (vec![], Labels::new()),
-        (vec![full()], plus(&COMPUTE, &full_one)),
-        (vec![full(), full()], plus(&COMPUTE, &[&["gpu.count=2"], &full_one[1..]].concat())),
+    let cases: Vec<(&str, Vec<Gpu>, Labels)> = vec![
+        ("no GPUs", vec![], Labels::new()),
+        ("one full GPU", vec![full()], plus(&COMPUTE, &full_one)),
+        ("two full GPUs", vec![full(), full()], plus(&COMPUTE, &[&["gpu.count=2"], &full_one[1..]].concat())),
         (
+            "one MIG device",
             vec![mig_enabled(vec![m(1, 2, 100)])],
             l(&[
                 "gpu.count=1",
@@ -243,6 +250,7 @@ fn mig_strategy_single_labels() {
             ]),
         ),
         (
+            "two MIG GPUs of one profile, attributes reported",
             vec![mig_enabled(vec![attrs.clone()]), mig_enabled(vec![attrs])],
             l(&[
                 "gpu.count=2",
@@ -261,13 +269,17 @@ fn mig_strategy_single_labels() {
                 "gpu.engines.ofa=17",
             ]),
         ),
-        (vec![mig_enabled(vec![])], l(&invalid)),
-        (vec![mig_enabled(vec![m(1, 2, 100), m(3, 4, 100)])], l(&invalid)),
-        (vec![mig_enabled(vec![m(1, 2, 100)]), full()], plus(&COMPUTE, &invalid)),
-        (vec![mig_enabled(vec![m(1, 2, 100)]), full(), mig_enabled(vec![])], plus(&COMPUTE, &invalid)),
+        ("MIG enabled without devices", vec![mig_enabled(vec![])], l(&invalid)),
+        ("two profiles on one GPU", vec![mig_enabled(vec![m(1, 2, 100), m(3, 4, 100)])], l(&invalid)),
+        ("a MIG GPU and a full GPU", vec![mig_enabled(vec![m(1, 2, 100)]), full()], plus(&COMPUTE, &invalid)),
+        (
+            "a MIG GPU, a full GPU and an empty MIG GPU",
+            vec![mig_enabled(vec![m(1, 2, 100)]), full(), mig_enabled(vec![])],
+            plus(&COMPUTE, &invalid),
+        ),
     ];
-    for (i, (gpus, want)) in cases.into_iter().enumerate() {
-        assert_eq!(with_strategy(&gpus, MigStrategy::Single, &none), want, "case {i}");
+    for (name, gpus, want) in cases {
+        assert_eq!(with_strategy(&gpus, MigStrategy::Single, &none), want, "{name}");
     }
 }
 

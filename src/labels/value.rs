@@ -1,5 +1,5 @@
 //! Label keys and values: GFD's sanitiser, the Kubernetes validity rules, and how nvlabel
-//! repairs what GFD would publish invalid (`spec/decisions.md`, "Label values are always valid").
+//! repairs what GFD would publish invalid (README, "How nvlabel differs from GFD").
 
 /// Longest label value (and key name) Kubernetes accepts.
 pub const MAX_LEN: usize = 63;

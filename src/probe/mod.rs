@@ -79,7 +79,7 @@ pub enum ProbeError {
         detail: String,
     },
     /// NVML is there but would not initialise.
-    #[error("failed to initialize NVML from {library}: {source}")]
+    #[error("failed to initialize NVML from {library}: {}", nvml::describe(source))]
     Init {
         /// The library loaded.
         library: String,
@@ -87,7 +87,7 @@ pub enum ProbeError {
         source: nvml_wrapper::error::NvmlError,
     },
     /// The number of GPUs is unknown, so nothing can be labelled.
-    #[error("error getting devices: nvmlDeviceGetCount_v2: {0}")]
+    #[error("error getting devices: nvmlDeviceGetCount_v2: {}", nvml::describe(.0))]
     DeviceCount(nvml_wrapper::error::NvmlError),
 }
 

@@ -20,8 +20,13 @@ fn fail(function: &'static str) -> impl Fn(NvmlError) -> Failure {
     move |e| Failure(function, e)
 }
 
-fn describe(e: &NvmlError) -> String {
-    format!("{e:?}: {e}")
+/// The error's name and text, as the snapshot's issues and the logs show it.
+pub(super) fn describe(e: &NvmlError) -> String {
+    match e {
+        // nvml-wrapper's text misspells "inaccessible".
+        NvmlError::GpuLost => "GpuLost: the GPU fell off the bus or has otherwise become inaccessible".into(),
+        e => format!("{e:?}: {e}"),
+    }
 }
 
 /// Initialises NVML from `opts.library` and fills the NVML parts of `snap`.
@@ -29,7 +34,10 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
     let library = opts.library.display().to_string();
     let nvml = Nvml::builder().lib_path(opts.library.as_os_str()).init().map_err(|e| match e {
         NvmlError::LibloadingError(e) => {
-            ProbeError::NoDriver { detail: format!("cannot load {library}: {e}") }
+            // The loader's text starts with the path again.
+            let text = e.to_string();
+            let why = text.strip_prefix(&format!("{library}: ")).unwrap_or(&text);
+            ProbeError::NoDriver { detail: format!("cannot load {library}: {why}") }
         }
         NvmlError::DriverNotLoaded => {
             ProbeError::NoDriver { detail: format!("{library}: the driver is not loaded") }

@@ -23,7 +23,9 @@ pub enum ProfileError {
     },
 }
 
-/// Slice count G of a GPU-instance profile index.
+/// Slice count G of a GPU-instance profile index. The fake NVML library keeps its own copy of
+/// these tables (`crates/fake-nvml/src/fixture.rs`) on purpose, as the driver's side of the check;
+/// this one is GFD's naming table, which refuses profile 17 where the driver knows it.
 pub fn gpu_instance_slices(gi: u32) -> Result<u32, ProfileError> {
     Ok(match gi {
         0 | 7 | 9 | 10 | 13 | 15 => 1,

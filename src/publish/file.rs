@@ -1,6 +1,8 @@
 //! The NFD feature file: atomic, rewritten only when its content changes (or its expiry needs
 //! refreshing), never removed when the process stops. Its first line marks it as nvlabel's, so
-//! `nvlabel prune` removes only a file nvlabel wrote.
+//! `nvlabel prune` removes only a file nvlabel wrote. Every pass checks that the file still holds
+//! what was written (size, then content, reading no more than that); a file someone removed or
+//! changed is restored atomically, and the daemon counts the repair as drift.
 
 use super::render::{self as output, OutputError};
 use super::{PublishError, Writer};
@@ -22,8 +24,15 @@ pub struct FeatureFile {
     path: PathBuf,
     expiry: Option<Duration>,
     clock: Clock,
-    /// What we last wrote: the labels and the expiry it carried.
-    last: Option<(Labels, Option<SystemTime>)>,
+    /// What we last wrote.
+    last: Option<Written>,
+}
+
+/// The last write: its labels, the expiry it stated and the exact content.
+struct Written {
+    labels: Labels,
+    expires: Option<SystemTime>,
+    content: String,
 }
 
 /// Why prune left a feature file in place.
@@ -71,8 +80,8 @@ impl FeatureFile {
 
     /// When the expiry must be pushed forward next: half the window before it runs out.
     fn refresh_at(&self) -> Option<SystemTime> {
-        match (&self.last, self.expiry) {
-            (Some((_, Some(at))), Some(window)) => Some(*at - window / 2),
+        match (self.last.as_ref().and_then(|w| w.expires), self.expiry) {
+            (Some(at), Some(window)) => Some(at - window / 2),
             _ => None,
         }
     }
@@ -81,7 +90,7 @@ impl FeatureFile {
     fn due(&self, labels: &Labels, now: SystemTime) -> bool {
         match &self.last {
             None => true,
-            Some((last, _)) if last != labels => true,
+            Some(last) if last.labels != *labels => true,
             _ => self.refresh_at().is_some_and(|at| now >= at),
         }
     }
@@ -118,12 +127,17 @@ impl Writer for FeatureFile {
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
             let now = (self.clock)();
-            if !self.due(labels, now) {
-                return Ok(false);
+            if let Some(last) = self.last.as_ref().filter(|_| !self.due(labels, now)) {
+                // Nothing new to say, but the file must still say it (GFD rewrites it every pass).
+                let restored = output::write_feature_file(&self.path, &last.content)?;
+                if restored {
+                    tracing::debug!(path = %self.path.display(), "restored the feature file");
+                }
+                return Ok(restored);
             }
-            let (content, at) = self.render(labels, now);
+            let (content, expires) = self.render(labels, now);
             let changed = output::write_feature_file(&self.path, &content)?;
-            self.last = Some((labels.clone(), at));
+            self.last = Some(Written { labels: labels.clone(), expires, content });
             if changed {
                 tracing::debug!(path = %self.path.display(), labels = labels.len(), "wrote feature file");
             }
@@ -143,6 +157,12 @@ impl Writer for FeatureFile {
     fn refresh_in(&self) -> Option<Duration> {
         let at = self.refresh_at()?;
         Some(at.duration_since((self.clock)()).unwrap_or(Duration::ZERO))
+    }
+
+    /// The file no longer holds what was last written (removed, truncated, overwritten, or
+    /// replaced by something that is not a file).
+    fn drifted(&self) -> bool {
+        self.last.as_ref().is_some_and(|w| !output::holds(&self.path, w.content.as_bytes()).unwrap_or(false))
     }
 }
 
@@ -230,6 +250,44 @@ mod tests {
         assert!(w.publish(&labels("1")).await.unwrap());
         assert!(!w.publish(&labels("1")).await.unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{MARKER}\nnvidia.com/gpu.count=1\n"));
+    }
+
+    #[tokio::test]
+    async fn a_removed_or_overwritten_file_is_restored_on_the_next_publish() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfd");
+        let mut w = FeatureFile::new(path.clone(), None);
+        assert!(w.publish(&labels("1")).await.unwrap());
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(!w.drifted());
+        type Damage = fn(&Path);
+        let damage: [(&str, Damage); 4] = [
+            ("removed", |p| std::fs::remove_file(p).unwrap()),
+            ("emptied", |p| std::fs::write(p, "").unwrap()),
+            ("same size, other content", |p| {
+                std::fs::write(p, format!("{MARKER}\nnvidia.com/gpu.count=7\n")).unwrap()
+            }),
+            ("longer", |p| std::fs::write(p, "x".repeat(1 << 20)).unwrap()),
+        ];
+        for (how, damage) in damage {
+            damage(&path);
+            assert!(w.drifted(), "{how}: the damage is seen");
+            assert!(w.publish(&labels("1")).await.unwrap(), "{how}: restoring is a write");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), written, "{how}");
+            assert!(!w.drifted(), "{how}: restored");
+            assert!(!w.publish(&labels("1")).await.unwrap(), "{how}: then nothing to do");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restored_file_keeps_the_expiry_it_stated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, t0, time, mut w) = expiring(dir.path());
+        assert!(w.publish(&labels("1")).await.unwrap());
+        *time.lock().unwrap() = t0 + Duration::from_secs(10);
+        std::fs::remove_file(&path).unwrap();
+        assert!(w.publish(&labels("1")).await.unwrap());
+        assert_eq!(expiry_of(&path), t0 + Duration::from_secs(100), "the same file, not a refresh");
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ pub const NFD_MAX_FILE: usize = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// A filesystem step failed.
-    #[error("error atomically writing file '{path}': {step}: {source}")]
+    #[error("cannot write the feature file {path}: {step}: {source}")]
     Write {
         /// The target file.
         path: PathBuf,
@@ -21,12 +21,22 @@ pub enum OutputError {
         source: std::io::Error,
     },
     /// NFD would ignore the file.
-    #[error("feature file '{path}' would be {size} bytes; NFD reads at most {NFD_MAX_FILE}")]
+    #[error("feature file {path} would be {size} bytes; NFD reads at most {NFD_MAX_FILE}")]
     TooLarge {
         /// The target file.
         path: PathBuf,
         /// Its size.
         size: usize,
+    },
+    /// A device, FIFO, socket or directory is at the path: replacing it is never what was meant.
+    #[error(
+        "cannot write the feature file {path}: it is a {kind}, not a regular file (use another --output-file, or \"\" for stdout)"
+    )]
+    NotAFile {
+        /// The target path.
+        path: PathBuf,
+        /// What is there.
+        kind: &'static str,
     },
 }
 
@@ -42,6 +52,43 @@ pub fn render_json(labels: &Labels) -> String {
     s
 }
 
+/// Whether the file at `path` holds exactly `content`. Reads at most `content.len() + 1` bytes
+/// (a huge file or an endless device costs nothing), never blocks on a FIFO, and refuses
+/// anything but a regular file. A missing or unreadable file does not hold it.
+pub fn holds(path: &Path, content: &[u8]) -> Result<bool, OutputError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(f) => f,
+        // Replacing it is how it gets fixed (a file we may not read, a dangling link).
+        Err(_) => return Ok(false),
+    };
+    let meta = file.metadata().map_err(|source| OutputError::Write {
+        path: path.to_path_buf(),
+        step: "stat",
+        source,
+    })?;
+    let kind = meta.file_type();
+    let not_a_file = |kind| Err(OutputError::NotAFile { path: path.to_path_buf(), kind });
+    match () {
+        _ if kind.is_file() => {}
+        _ if kind.is_dir() => return not_a_file("directory"),
+        _ if kind.is_char_device() => return not_a_file("character device"),
+        _ if kind.is_block_device() => return not_a_file("block device"),
+        _ if kind.is_fifo() => return not_a_file("FIFO"),
+        _ if kind.is_socket() => return not_a_file("socket"),
+        _ => return not_a_file("special file"),
+    }
+    if meta.len() != content.len() as u64 {
+        return Ok(false);
+    }
+    let mut old = Vec::with_capacity(content.len());
+    match file.take(content.len() as u64 + 1).read_to_end(&mut old) {
+        Ok(_) => Ok(old == content),
+        Err(_) => Ok(false),
+    }
+}
+
 /// Writes `content` to `path` unless it already holds exactly that: a dot-file in the same
 /// directory (NFD skips dot-files), fsync, rename over the target, fsync the directory.
 /// Returns whether the file changed.
@@ -51,7 +98,7 @@ pub fn write_feature_file(path: &Path, content: &str) -> Result<bool, OutputErro
     if content.len() > NFD_MAX_FILE {
         return Err(OutputError::TooLarge { path: path.to_path_buf(), size: content.len() });
     }
-    if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
+    if holds(path, content.as_bytes())? {
         return Ok(false);
     }
     let dir = match path.parent() {
@@ -126,9 +173,34 @@ mod tests {
         let err = crate::logging::error_chain(&err);
         assert_eq!(
             err,
-            "error atomically writing file '/nonexistent/dir/gfd': create temporary file: No such file or directory (os error 2)",
+            "cannot write the feature file /nonexistent/dir/gfd: create temporary file: No such file or directory (os error 2)",
             "the target, not the random temporary name, and each cause once"
         );
+    }
+
+    #[test]
+    fn devices_fifos_and_directories_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let cases = [(fifo.as_path(), "FIFO"), (dir.path(), "directory")];
+        for (path, kind) in cases {
+            let err = write_feature_file(path, "a=1\n").unwrap_err().to_string();
+            assert!(err.contains(&path.display().to_string()) && err.contains(kind), "{path:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_existing_file_is_compared_within_its_expected_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfd");
+        // A sparse 1 GiB file: read whole, it would cost a gigabyte.
+        std::fs::File::create(&path).unwrap().set_len(1 << 30).unwrap();
+        assert!(!holds(&path, b"a=1\n").unwrap());
+        assert!(write_feature_file(&path, "a=1\n").unwrap());
+        assert!(holds(&path, b"a=1\n").unwrap());
+        assert!(!holds(&path, b"a=2\n").unwrap(), "same size, other content");
+        assert!(!holds(&dir.path().join("missing"), b"a=1\n").unwrap());
     }
 
     #[test]

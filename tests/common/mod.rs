@@ -21,6 +21,11 @@ pub fn fixture(name: &str) -> PathBuf {
     repo().join("testdata/machines").join(format!("{name}.yaml"))
 }
 
+/// The text of a bundled fixture with `extra` appended (a `faults:` section, say).
+pub fn fixture_with(name: &str, extra: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap() + extra
+}
+
 /// Every machine fixture's name, sorted.
 pub fn fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(repo().join("testdata/machines"))

@@ -1,4 +1,4 @@
-//! The machine fixture: the YAML schema of `shared/spec/fake-nvml.md`, parsed strictly.
+//! The machine fixture: the YAML schema of `docs/fake-nvml.md`, parsed strictly.
 
 pub use crate::topology_fixture::{ConfCompute, NvLink, Pcie};
 use serde::Deserialize;
@@ -152,7 +152,12 @@ pub enum FaultTarget {
     Mig(u32, u32),
 }
 
-/// GPU-instance slice count by NVML GI profile id (go-nvlib's table); `None` for ids it cannot name.
+/// GPU-instance slice count by NVML GI profile id; `None` for ids it cannot name.
+///
+/// This table and [`ci_profile_slices`] repeat what nvlabel's probe knows (`src/probe/profile.rs`)
+/// on purpose: the fake plays the driver, and a shared table would let one mistake pass both the
+/// answer and its check. They differ where the driver and GFD's naming do: NVML has profile 17
+/// (3 slices, graphics), which GFD's naming table refuses.
 pub fn gi_profile_slices(profile: u32) -> Option<u32> {
     Some(match profile {
         0 | 7 | 9 | 10 | 13 | 15 => 1,

@@ -1,6 +1,6 @@
 //! A fake `libnvidia-ml.so.1`: serves the machine described by the YAML fixture named in
 //! `FAKE_NVML_FIXTURE`, with `nvml.h` semantics, so any NVML client can be tested without a GPU.
-//! The fixture schema and symbol list are fixed by `shared/spec/fake-nvml.md`.
+//! The fixture schema and symbol list are documented in `docs/fake-nvml.md`.
 #![allow(non_snake_case)]
 
 mod answers;

@@ -1,0 +1,89 @@
+//! Usage errors: one rule wherever a flag's value comes from. An unknown flag, or a value nvlabel
+//! cannot use given on the command line, in an environment variable or in the config file's
+//! `flags` (at start-up), stops nvlabel before it does anything, with exit status 2 and one line
+//! `nvlabel: error: ...` that names the flag and where the value came from. Every other failure
+//! exits 1. A config file's `flags` that turn bad on reload are a rejected reload instead.
+
+use super::source::ReloadError;
+use super::{CliError, ConfigError};
+
+/// The exit status of a usage error.
+pub const EXIT: i32 = 2;
+
+/// Whether `e` is a usage error (see the module's comment).
+pub fn is_usage(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<ReloadError>() {
+        Some(ReloadError::Flags(_) | ReloadError::BothSources) => true,
+        // A value of the file's `flags` that the file reader itself refuses (a duration, a boolean).
+        Some(ReloadError::Config(ConfigError::Invalid { field, .. })) => field.starts_with("flags."),
+        _ => e.downcast_ref::<CliError>().is_some(),
+    }
+}
+
+/// Clap's error as one line: its message, and its tip unless the tip misleads (a flag of the
+/// labeler given to a subcommand gets "a similar argument" of the subcommand suggested).
+pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let message = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    if e.kind() == clap::error::ErrorKind::UnknownArgument {
+        let arg = match e.get(clap::error::ContextKind::InvalidArg) {
+            Some(clap::error::ContextValue::String(s)) => s.split('=').next().unwrap_or_default().to_string(),
+            _ => String::new(),
+        };
+        let long = arg.strip_prefix("--");
+        // "Usage: nvlabel probe [OPTIONS]" names the subcommand.
+        let sub = text.lines().find_map(|l| l.trim().strip_prefix("Usage: nvlabel ")).and_then(|rest| {
+            rest.split_whitespace().next().filter(|w| top.get_subcommands().any(|s| s.get_name() == *w))
+        });
+        let labeler_flag = long.is_some_and(|l| top.get_arguments().any(|a| a.get_long() == Some(l)));
+        if let (Some(sub), true) = (sub, labeler_flag) {
+            return format!("{message}: `nvlabel {sub}` does not use {arg} (see `nvlabel help {sub}`)");
+        }
+    }
+    match lines.find(|l| l.starts_with("tip:")) {
+        Some(tip) => format!("{message} ({tip})"),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_error(args: &[&str]) -> String {
+        let top = crate::config::flags::command();
+        let e = top.clone().try_get_matches_from(args).unwrap_err();
+        one_line(&e, &top)
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let cases = [
+            (
+                "bad boolean",
+                &["nvlabel", "--oneshot=maybe"][..],
+                "invalid value 'maybe' for '--oneshot[=<ONESHOT>]': invalid boolean \"maybe\": use true or false",
+            ),
+            (
+                "a labeler flag after a subcommand",
+                &["nvlabel", "probe", "--oneshot"],
+                "unexpected argument '--oneshot' found: `nvlabel probe` does not use --oneshot (see `nvlabel help probe`)",
+            ),
+            (
+                "a flag prune would ignore",
+                &["nvlabel", "prune", "--snapshot", "x"],
+                "unexpected argument '--snapshot' found: `nvlabel prune` does not use --snapshot (see `nvlabel help prune`)",
+            ),
+            (
+                "a typo",
+                &["nvlabel", "--mig-stratgy", "single"],
+                "unexpected argument '--mig-stratgy' found (tip: a similar argument exists: '--mig-strategy')",
+            ),
+        ];
+        for (name, args, want) in cases {
+            assert_eq!(parse_error(args), want, "{name}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! What a user reads when an input is wrong: one rule for usage errors (a flag's value from the
+//! command line, env or the config file's `flags`), help and version, and one-line errors for
+//! YAML and snapshot files.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn print(machine: &str) -> Command {
+    let mut cmd = nvlabel(Some(machine));
+    cmd.args(PRINT);
+    cmd
+}
+
+#[test]
+fn a_yaml_syntax_error_is_one_line_naming_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu}\n  bad: x\n")
+        .unwrap();
+    let want = format!(
+        "unable to parse config file {}: line 5, column 6: illegal placement of ':' indicator",
+        config.display()
+    );
+    let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
+    assert_eq!(code, 1);
+    assert_eq!(stderr, format!("nvlabel: error: {want}\n"));
+    let (_, _, stderr) = run(print("t4").args(["--log-format", "json", "--config-file"]).arg(&config));
+    let v: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(v["error"], want.as_str(), "the same line inside a JSON log");
+}
+
+#[test]
+fn a_snapshot_is_never_blank_and_its_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.yaml");
+    let snapshot = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        run(nvlabel(None).args(PRINT).arg("--snapshot").arg(&path))
+    };
+    for blank in ["", "---\n", "# nothing\n"] {
+        let (code, stdout, stderr) = snapshot(blank);
+        assert_eq!((code, stdout.as_str()), (1, ""), "{blank:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "nvlabel: error: invalid snapshot {0}: it is empty; write one with `nvlabel probe > {0}`\n",
+                path.display()
+            ),
+            "{blank:?}"
+        );
+    }
+    let (code, _, stderr) = snapshot("gpus: [\n");
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "nvlabel: error: invalid snapshot {}: line 1, column 7: unclosed bracket '['\n",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_bad_duration_lists_the_accepted_forms() {
+    let forms = "use a Go duration such as 90s, 1m30s or 1.5h (units ns, us, ms, s, m, h), a number of seconds, or infinite";
+    let (_, _, stderr) = run(print("t4").arg("--sleep-interval=abc"));
+    assert!(stderr.contains(&format!("invalid duration \"abc\"; {forms}")), "{stderr}");
+    let (_, _, stderr) = run(print("t4").env("GFD_SLEEP_INTERVAL", "1d"));
+    assert!(stderr.contains(&format!("unknown unit \"d\" in duration \"1d\"; {forms}")), "{stderr}");
+}
+
+/// One rule for usage errors: the same bad value from the command line, env or the config file's
+/// `flags` exits 2 with one line naming where it came from; a failure at run time exits 1.
+#[test]
+fn a_usage_error_exits_2_with_one_line_wherever_the_value_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "flags:\n  gfd:\n    sleepInterval: abc\n").unwrap();
+    std::fs::write(dir.path().join("mig.yaml"), "flags:\n  migStrategy: bogus\n").unwrap();
+    let cases: Vec<(&str, Command, &str)> = vec![
+        (
+            "command line",
+            {
+                let mut c = print("t4");
+                c.arg("--sleep-interval=abc");
+                c
+            },
+            "flag --sleep-interval",
+        ),
+        (
+            "env",
+            {
+                let mut c = print("t4");
+                c.env("GFD_SLEEP_INTERVAL", "abc");
+                c
+            },
+            "\"GFD_SLEEP_INTERVAL\"",
+        ),
+        (
+            "config file",
+            {
+                let mut c = print("t4");
+                c.arg("--config-file").arg(dir.path().join("mig.yaml"));
+                c
+            },
+            "flags.migStrategy in config file",
+        ),
+        (
+            "clap",
+            {
+                let mut c = print("t4");
+                c.arg("--oneshot=maybe");
+                c
+            },
+            "'--oneshot",
+        ),
+        (
+            "unknown flag",
+            {
+                let mut c = print("t4");
+                c.arg("--mig-stratgy=single");
+                c
+            },
+            "a similar argument exists: '--mig-strategy'",
+        ),
+        (
+            "a labeler flag on a subcommand",
+            {
+                let mut c = nvlabel(Some("t4"));
+                c.args(["probe", "--oneshot"]);
+                c
+            },
+            "`nvlabel probe` does not use --oneshot",
+        ),
+        (
+            "expiry with stdout",
+            {
+                let mut c = print("t4");
+                c.args(["--expiry", "1h"]);
+                c
+            },
+            "--expiry applies only to the feature file",
+        ),
+    ];
+    for (name, mut cmd, needle) in cases {
+        let (code, stdout, stderr) = run(&mut cmd);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{name}: {stderr}");
+        assert!(stderr.starts_with("nvlabel: error: ") && stderr.lines().count() == 1, "{name}: {stderr}");
+        assert!(stderr.contains(needle), "{name}: {stderr}");
+    }
+    let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
+    assert_eq!(code, 2, "flags.gfd.sleepInterval, refused by the file reader: {stderr}");
+    assert!(stderr.contains("flags.gfd.sleepInterval"), "{stderr}");
+    // The rest of the config file is not about flags: a bad file exits 1.
+    let (code, _, stderr) =
+        run(print("t4").arg("--config-file").arg(repo().join("testdata/configs/invalid-replicas.yaml")));
+    assert_eq!(code, 1, "{stderr}");
+}
+
+#[test]
+fn help_and_version_answer_like_gfd_and_clap() {
+    for args in [&["-v"][..], &["-V"], &["--version"]] {
+        let (code, stdout, _) = run(nvlabel(None).args(args));
+        assert_eq!(
+            (code, stdout.as_str()),
+            (0, concat!("nvlabel ", env!("CARGO_PKG_VERSION"), "\n")),
+            "{args:?}"
+        );
+    }
+    let (code, stdout, stderr) = run(nvlabel(None).args(["help", "--help"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Usage: nvlabel help [COMMAND]"), "{stdout}");
+    let (code, stdout, _) = run(nvlabel(None).args(["help", "probe"]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Usage: nvlabel probe [OPTIONS]"), "{stdout}");
+}
+
+#[test]
+fn prune_refuses_flags_it_would_ignore() {
+    for flag in [
+        &["--snapshot", "/x"][..],
+        &["--nvml-library", "/x"],
+        &["--format", "json"],
+        &["--expiry", "1h"],
+        &["--mig-strategy", "single"],
+    ] {
+        let (code, stdout, stderr) = run(nvlabel(None).arg("prune").args(flag));
+        assert_eq!((code, stdout.as_str()), (2, ""), "{flag:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("nvlabel: error: unexpected argument '{0}' found: `nvlabel prune` does not use {0} (see `nvlabel help prune`)\n", flag[0]),
+        );
+    }
+}

@@ -9,9 +9,9 @@ use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::sync::MutexGuard;
 
 /// One exported call in progress: the lock, and the function name that faults are matched on.
-struct Call {
-    g: MutexGuard<'static, Global>,
-    name: &'static str,
+pub(crate) struct Call {
+    pub(crate) g: MutexGuard<'static, Global>,
+    pub(crate) name: &'static str,
 }
 
 impl Call {
@@ -19,15 +19,15 @@ impl Call {
         self.g.machine(self.name)
     }
 
-    fn handle<T>(&mut self, h: *mut T) -> Result<(&mut Machine, Handle), u32> {
+    pub(crate) fn handle<T>(&mut self, h: *mut T) -> Result<(&mut Machine, Handle), u32> {
         self.g.handle(self.name, h as usize)
     }
 }
 
 macro_rules! export {
-    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$c:ident| $body:block)*) => {
-        /// Every exported symbol, for validating fixture fault names.
-        pub const SYMBOLS: &[&str] = &["nvmlErrorString", $(stringify!($name)),*];
+    ($symbols:ident; $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$c:ident| $body:block)*) => {
+        /// The symbols exported by this invocation, for validating fixture fault names.
+        pub const $symbols: &[&str] = &[$(stringify!($name)),*];
         $(
             /// See `nvml.h`.
             ///
@@ -37,8 +37,9 @@ macro_rules! export {
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
                 let run = std::panic::AssertUnwindSafe(|| -> Result<(), u32> {
-                    let mut $c = Call { g: lock(), name: stringify!($name) };
+                    let mut $c = Call { g: $crate::state::lock(), name: stringify!($name) };
                     $c.g.count(stringify!($name));
+                    $c.g.poll_events();
                     #[allow(unused_unsafe)]
                     unsafe { $body }
                 });
@@ -51,6 +52,13 @@ macro_rules! export {
         )*
     };
 }
+pub(crate) use export;
+
+/// Every exported symbol, for validating fixture fault names.
+pub static ALL_SYMBOLS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let parts = [&["nvmlErrorString"][..], SYMBOLS, crate::health::HEALTH_SYMBOLS, crate::events::EVENT_SYMBOLS];
+    parts.into_iter().chain([crate::events::WAIT_SYMBOLS]).flatten().copied().collect()
+});
 
 /// Shared body of the unversioned and `_v2` CUDA version symbols.
 unsafe fn cuda_driver_version(c: &mut Call, v: *mut c_int) -> Result<(), u32> {
@@ -84,11 +92,11 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
     codes::text(result).as_ptr().cast()
 }
 
-export! {
-    fn nvmlInit() |c| { match c.g.init("nvmlInit", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
-    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
+export! { SYMBOLS;
+    fn nvmlInit() |c| { match c.g.init("nvmlInit", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
+    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
     fn nvmlInitWithFlags(_flags: c_uint) |c| {
-        match c.g.init("nvmlInitWithFlags", SYMBOLS) { SUCCESS => Ok(()), e => Err(e) }
+        match c.g.init("nvmlInitWithFlags", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) }
     }
     fn nvmlShutdown() |c| { match c.g.shutdown() { SUCCESS => Ok(()), e => Err(e) } }
 

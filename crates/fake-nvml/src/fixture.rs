@@ -43,6 +43,12 @@ pub struct Gpu {
     pub mig: Option<Mig>,
     /// Fabric (IMEX) info; absent means NOT_SUPPORTED.
     pub fabric: Option<Fabric>,
+    /// ECC mode and counters; absent means ECC is not supported.
+    pub ecc: Option<crate::health::Ecc>,
+    /// `nvmlDeviceGetRetiredPagesPendingStatus` (field 31); absent means NOT_SUPPORTED.
+    pub retired_pages_pending: Option<bool>,
+    /// `nvmlDeviceGetRemappedRows` (fields 142-145); absent means NOT_SUPPORTED.
+    pub remapped_rows: Option<crate::health::RemappedRows>,
 }
 
 /// MIG mode and devices of one GPU.

@@ -5,8 +5,10 @@
 
 mod answers;
 mod codes;
+mod events;
 pub mod exports;
 mod fixture;
+mod health;
 mod state;
 
 /// Writes `FAKE_NVML_CALLS` when the process exits (or the library is unloaded). A `.fini_array`

@@ -1,0 +1,6 @@
+//! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
+//! pages, lost and missing GPUs, inactive NVLinks. [`rules`] says what a fault is, [`sticky`]
+//! keeps faults until the node reboots; the rest reads NVML and publishes.
+
+pub mod rules;
+pub mod sticky;

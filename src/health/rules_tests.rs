@@ -1,0 +1,98 @@
+use super::*;
+
+fn healthy(index: u32) -> GpuReading {
+    GpuReading {
+        index,
+        uuid: Some(format!("GPU-{index}")),
+        uncorrected_volatile: Some(0),
+        corrected_volatile: Some(5),
+        remapped: Some(Remapped::default()),
+        retired_pages_pending: Some(false),
+        nvlink_active: Some(vec![true, true]),
+        ..GpuReading::default()
+    }
+}
+
+fn reading(gpus: Vec<GpuReading>) -> Reading {
+    Reading { pci_gpus: Some(gpus.len() as u32), gpus }
+}
+
+#[test]
+fn a_healthy_node_has_no_faults_and_corrected_errors_are_not_faults() {
+    let r = reading(vec![healthy(0), healthy(1)]);
+    assert_eq!(Rules::default().faults(&r, Some(&r)), vec![]);
+}
+
+#[test]
+fn each_pass_detector_reports_its_fault() {
+    let rules = Rules::default();
+    let cases: Vec<(Box<dyn Fn(&mut GpuReading)>, Fault)> = vec![
+        (Box::new(|g| g.lost = true), Fault::Lost),
+        (Box::new(|g| g.uncorrected_volatile = Some(2)), Fault::UncorrectedEcc { count: 2 }),
+        (Box::new(|g| g.remapped.as_mut().unwrap().failure = true), Fault::RemappedRowsFailure),
+        (Box::new(|g| g.remapped.as_mut().unwrap().pending = true), Fault::RemappedRowsPending),
+        (Box::new(|g| g.retired_pages_pending = Some(true)), Fault::RetiredPagesPending),
+        (Box::new(|g| g.nvlink_active = Some(vec![true, false])), Fault::NvlinkInactive { link: 1 }),
+    ];
+    let before = reading(vec![healthy(0), healthy(1)]);
+    for (change, fault) in cases {
+        let mut now = before.clone();
+        change(&mut now.gpus[1]);
+        assert_eq!(rules.faults(&now, Some(&before)), vec![(Some(1), fault.clone())], "{fault:?}");
+    }
+}
+
+#[test]
+fn a_link_that_was_never_active_is_not_a_fault() {
+    let mut before = reading(vec![healthy(0)]);
+    before.gpus[0].nvlink_active = Some(vec![false, true]);
+    let now = before.clone();
+    assert_eq!(Rules::default().faults(&now, Some(&before)), vec![]);
+    assert_eq!(Rules::default().faults(&now, None), vec![]);
+}
+
+#[test]
+fn fewer_nvml_gpus_than_on_the_pci_bus_is_a_node_fault() {
+    let mut r = reading(vec![healthy(0)]);
+    r.pci_gpus = Some(2);
+    assert_eq!(Rules::default().faults(&r, None), vec![(None, Fault::Missing { nvml: 1, pci: 2 })]);
+    r.pci_gpus = None;
+    assert_eq!(Rules::default().faults(&r, None), vec![]);
+}
+
+#[test]
+fn application_xids_are_not_faults_unless_configured() {
+    let rules = Rules::default();
+    for xid in DEFAULT_IGNORED_XIDS {
+        assert_eq!(rules.event_fault(&Event::Xid { index: 0, xid, mig: None }), None, "{xid}");
+    }
+    for xid in [48, 63, 64, 74, 79, 92, 94, 95, 119] {
+        let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) });
+        assert_eq!(found, Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)) })));
+    }
+    let custom = Rules { ignored_xids: [79].into_iter().collect() };
+    assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }), None);
+    assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }).is_some());
+}
+
+#[test]
+fn ecc_and_lost_events_are_faults() {
+    let rules = Rules::default();
+    assert_eq!(rules.event_fault(&Event::DoubleBitEcc { index: 3 }), Some((Some(3), Fault::DoubleBitEcc)));
+    assert_eq!(rules.event_fault(&Event::Lost { index: 1 }), Some((Some(1), Fault::Lost)));
+}
+
+#[test]
+fn reasons_are_camel_case_ranked_and_have_actions() {
+    assert_eq!(Fault::Lost.reason(), "GpuLost");
+    assert_eq!(Fault::Xid { xid: 79, mig: None }.action(), Action::Reboot);
+    assert_eq!(Fault::Xid { xid: 48, mig: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
+    assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
+    for r in REASONS {
+        assert!(
+            r.chars().next().unwrap().is_ascii_uppercase() && r.chars().all(|c| c.is_ascii_alphanumeric())
+        );
+    }
+    assert_eq!(Fault::Xid { xid: 31, mig: Some((9, 0)) }.describe(), "Xid 31 on MIG device GI 9 CI 0");
+}

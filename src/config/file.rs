@@ -63,6 +63,15 @@ pub struct FileFlags {
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
     #[serde(default, deserialize_with = "boolean")]
     pub extended_labels: Option<bool>,
+    /// `health` (nvlabel's own): publish the GPU health condition.
+    #[serde(default, deserialize_with = "boolean")]
+    pub health: Option<bool>,
+    /// `healthConditionType` (nvlabel's own).
+    #[serde(default, deserialize_with = "text")]
+    pub health_condition_type: Option<String>,
+    /// `healthIgnoreXids` (nvlabel's own): comma-separated Xids that are not faults.
+    #[serde(default, deserialize_with = "text")]
+    pub health_ignore_xids: Option<String>,
 }
 
 /// `flags.gfd`.

@@ -40,6 +40,10 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
     ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
     ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
+    ("health", &["NVLABEL_HEALTH"]),
+    ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
+    ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
+    ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
 ];
 
 /// The env names of `flag` (its long name).
@@ -217,6 +221,28 @@ pub struct LabelArgs {
     /// How the daemon runs.
     #[command(flatten)]
     pub daemon: DaemonArgs,
+    /// GPU health reporting.
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// GPU health reporting (nvlabel's own).
+#[derive(Debug, Default, Clone, Args)]
+pub struct HealthArgs {
+    /// Publish GPU health as a Node condition (Node or NodeFeature publishing) [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub health: Option<bool>,
+    /// Type of the Node condition [default: GPUHealthy]
+    #[arg(long)]
+    pub health_condition_type: Option<String>,
+    /// Comma-separated Xids that are not faults; "" makes every Xid one
+    /// [default: 13,31,43,45,68,109]
+    #[arg(long)]
+    pub health_ignore_xids: Option<String>,
+    /// The node's boot id file; a new boot id clears recorded faults
+    /// [default: /proc/sys/kernel/random/boot_id]
+    #[arg(long)]
+    pub boot_id_file: Option<PathBuf>,
 }
 
 /// How facts are read (GFD flags).

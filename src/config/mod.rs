@@ -5,6 +5,7 @@
 
 pub mod file;
 pub mod flags;
+pub mod health;
 pub mod select;
 pub mod settings;
 pub mod source;

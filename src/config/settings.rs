@@ -86,6 +86,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Notes for the log about how values were read (bare-number durations).
     pub notes: Vec<String>,
+    /// `--health` and its options.
+    pub health: super::health::HealthSettings,
 }
 
 /// A flag or env value that is not acceptable.
@@ -104,9 +106,9 @@ pub enum CliError {
 }
 
 /// One flag's value and where it came from.
-struct Found {
-    value: String,
-    origin: String,
+pub(super) struct Found {
+    pub(super) value: String,
+    pub(super) origin: String,
 }
 
 /// The env lookup used by [`Settings::resolve`].
@@ -119,12 +121,12 @@ fn from_env(env: Env, flag: &str) -> Option<Found> {
     })
 }
 
-fn invalid(found: &Found, reason: impl ToString) -> CliError {
+pub(super) fn invalid(found: &Found, reason: impl ToString) -> CliError {
     CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
 
 /// A boolean from the command line or env; `None` when neither sets it.
-fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
+pub(super) fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
     if let Some(v) = cli {
         return Ok(Some(v));
     }
@@ -141,7 +143,7 @@ fn string_flag(cli: Option<String>, env: Env, flag: &str) -> Option<String> {
 }
 
 /// A string flag as a [`Found`], remembering where it came from for error messages.
-fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
+pub(super) fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
     cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag))
 }
 
@@ -347,6 +349,7 @@ impl Settings {
             snapshot: path_flag(s.snapshot.clone(), env, "snapshot"),
             log_format,
             notes,
+            health: super::health::resolve(&a.health, env, ff, &file_path)?,
         })
     }
 
@@ -356,6 +359,7 @@ impl Settings {
             library: self.nvml_library.clone(),
             sysfs_root: self.sysfs_root.clone(),
             machine_type_file: self.machine_type_file.clone(),
+            keep_session: self.health.enabled,
         }
     }
 

@@ -9,6 +9,7 @@
 mod nvml;
 pub mod profile;
 mod raw;
+pub mod session;
 pub mod sysfs;
 
 use crate::snapshot::{Issue, Snapshot};
@@ -53,6 +54,8 @@ pub struct ProbeOptions {
     pub sysfs_root: PathBuf,
     /// The machine-type file; empty for none.
     pub machine_type_file: PathBuf,
+    /// Reuse one NVML session across passes ([`session`]) instead of initialising each time.
+    pub keep_session: bool,
 }
 
 /// Why the probe produced no snapshot.

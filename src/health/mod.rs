@@ -4,3 +4,8 @@
 
 pub mod rules;
 pub mod sticky;
+pub mod nvml;
+mod raw_events;
+pub mod publish;
+pub mod metrics;
+pub mod monitor;

@@ -127,6 +127,11 @@ impl Tracker {
         }
     }
 
+    /// The GPUs with a recorded fault.
+    pub fn faulty_gpus(&self) -> std::collections::BTreeSet<u32> {
+        self.entries.keys().map(|(gpu, _, _)| *gpu).filter(|g| *g != u32::MAX).collect()
+    }
+
     /// Whether any fault is recorded.
     pub fn faulty(&self) -> bool {
         !self.entries.is_empty()

@@ -256,7 +256,9 @@ fn supported(m: &Machine, g: u32) -> u64 {
     let xid = u64::from(nvmlEventTypeXidCriticalError);
     if m.fixture.gpus[g as usize].ecc.is_some() {
         xid | u64::from(
-            nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeGpuUnavailableError,
+            nvmlEventTypeSingleBitEccError
+                | nvmlEventTypeDoubleBitEccError
+                | nvmlEventTypeGpuUnavailableError,
         )
     } else {
         xid
@@ -310,7 +312,13 @@ const WAIT_STEP: Duration = Duration::from_millis(10);
 /// Shared body of `nvmlEventSetWait` and `_v2`: the next event, waiting at most `timeout_ms`
 /// without holding the lock, so other threads' calls go on meanwhile. `v2` also fills the GPU-
 /// and compute-instance ids (the v1 struct ends before them).
-unsafe fn wait(name: &'static str, set: nvmlEventSet_t, data: *mut nvmlEventData_t, timeout_ms: c_uint, v2: bool) -> u32 {
+unsafe fn wait(
+    name: &'static str,
+    set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeout_ms: c_uint,
+    v2: bool,
+) -> u32 {
     lock().count(name);
     let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));
     loop {
@@ -319,7 +327,9 @@ unsafe fn wait(name: &'static str, set: nvmlEventSet_t, data: *mut nvmlEventData
             c.g.poll_events();
             match set_mut(&mut c, set) {
                 Err(code) => return code,
-                Ok(s) => s.queue.pop_front().map(|e| (e, c.g.initialised().map(|m| m.address(Handle::Gpu(e.gpu))))),
+                Ok(s) => {
+                    s.queue.pop_front().map(|e| (e, c.g.initialised().map(|m| m.address(Handle::Gpu(e.gpu)))))
+                }
             }
         };
         if let Some((e, Ok(device))) = found {
@@ -349,7 +359,11 @@ unsafe fn wait(name: &'static str, set: nvmlEventSet_t, data: *mut nvmlEventData
 /// # Safety
 /// `data` must be null or valid for writing the three fields of the v1 `nvmlEventData_t`.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlEventSetWait(set: nvmlEventSet_t, data: *mut nvmlEventData_t, timeout_ms: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlEventSetWait(
+    set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeout_ms: c_uint,
+) -> nvmlReturn_t {
     std::panic::catch_unwind(|| wait("nvmlEventSetWait", set, data, timeout_ms, false)).unwrap_or(UNKNOWN)
 }
 
@@ -358,7 +372,11 @@ pub unsafe extern "C" fn nvmlEventSetWait(set: nvmlEventSet_t, data: *mut nvmlEv
 /// # Safety
 /// `data` must be null or valid for writing an `nvmlEventData_t`.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlEventSetWait_v2(set: nvmlEventSet_t, data: *mut nvmlEventData_t, timeout_ms: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeout_ms: c_uint,
+) -> nvmlReturn_t {
     std::panic::catch_unwind(|| wait("nvmlEventSetWait_v2", set, data, timeout_ms, true)).unwrap_or(UNKNOWN)
 }
 

@@ -56,7 +56,8 @@ pub(crate) use export;
 
 /// Every exported symbol, for validating fixture fault names.
 pub static ALL_SYMBOLS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
-    let parts = [&["nvmlErrorString"][..], SYMBOLS, crate::health::HEALTH_SYMBOLS, crate::events::EVENT_SYMBOLS];
+    let parts =
+        [&["nvmlErrorString"][..], SYMBOLS, crate::health::HEALTH_SYMBOLS, crate::events::EVENT_SYMBOLS];
     parts.into_iter().chain([crate::events::WAIT_SYMBOLS]).flatten().copied().collect()
 });
 

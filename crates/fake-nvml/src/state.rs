@@ -66,7 +66,10 @@ impl Handle {
     /// The physical GPU this handle belongs to.
     pub fn gpu(self) -> u32 {
         match self {
-            Handle::Gpu(g) | Handle::Mig(g, _) | Handle::GpuInstance(g, _) | Handle::ComputeInstance(g, _, _) => g,
+            Handle::Gpu(g)
+            | Handle::Mig(g, _)
+            | Handle::GpuInstance(g, _)
+            | Handle::ComputeInstance(g, _, _) => g,
         }
     }
 }

@@ -1,0 +1,265 @@
+//! The health loop beside the labeller: a reading every pass interval and each NVML event as it
+//! comes, into the sticky record, out to the Node condition (only when it changes), Events and
+//! metrics. Its own task, so the labelling loop only starts it.
+
+use super::metrics::HealthMetrics;
+use super::nvml;
+use super::publish::{NodeCondition, NodeEvents};
+use super::rules::{Event, Found, Reading, Rules};
+use super::sticky::{Tracker, Verdict};
+use crate::config::Settings;
+use crate::duration::Interval;
+use crate::probe::ProbeOptions;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why health could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// `--health` without Kubernetes API access.
+    #[error("--health publishes a Node condition, which needs API access: use --sink=node or --use-node-feature-api with --node-name")]
+    NoApi,
+    /// The event thread could not be started.
+    #[error("cannot start the NVML event thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Why the boot id is unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the boot id from {path}: {reason}")]
+pub struct BootIdError {
+    /// The file.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Reads the node's boot id (a UUID line; at most 128 bytes are read).
+pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
+    let err = |reason: String| BootIdError { path: path.into(), reason };
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text).map_err(|e| err(e.to_string()))?;
+    let id = text.trim();
+    if id.is_empty() {
+        return Err(err("the file is empty".into()));
+    }
+    Ok(id.to_string())
+}
+
+/// The health state between passes.
+pub struct Monitor {
+    opts: ProbeOptions,
+    rules: Rules,
+    boot_id_file: PathBuf,
+    tracker: Option<Tracker>,
+    last: Option<Reading>,
+    uuids: BTreeMap<u32, String>,
+    condition: NodeCondition,
+    events: NodeEvents,
+    metrics: Arc<HealthMetrics>,
+    published: Option<Verdict>,
+    /// Faults from events that came before the Node could be read.
+    pending: Vec<Found>,
+}
+
+impl Monitor {
+    /// The monitor for these settings, publishing through `client`.
+    pub fn new(settings: &Settings, client: kube::Client, metrics: Arc<HealthMetrics>) -> Result<Monitor, HealthError> {
+        let node = settings.node_name.clone().ok_or(HealthError::NoApi)?;
+        let h = &settings.health;
+        let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
+        Ok(Monitor {
+            opts: ProbeOptions { keep_session: true, ..settings.probe_options() },
+            rules: Rules { ignored_xids: h.ignored_xids.clone() },
+            boot_id_file: h.boot_id_file.clone(),
+            tracker: None,
+            last: None,
+            uuids: BTreeMap::new(),
+            condition: NodeCondition::new(client.clone(), &node, &h.condition_type),
+            events: NodeEvents::new(client, &node, &instance),
+            metrics,
+            published: None,
+            pending: Vec::new(),
+        })
+    }
+
+    /// The record, recovered from the Node the first time (a restart forgets nothing), and
+    /// cleared when the boot id changed. `None` while either cannot be read: nothing is
+    /// published then, so a recorded fault is never overwritten by a guess.
+    async fn tracker(&mut self) -> Option<&mut Tracker> {
+        let boot = match boot_id(&self.boot_id_file) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "GPU health is not published without the boot id");
+                return None;
+            }
+        };
+        if self.tracker.is_none() {
+            match self.condition.read().await {
+                Ok(existing) => {
+                    let t = match &existing {
+                        Some(c) => Tracker::recover(&boot, &c.status, &c.message),
+                        None => Tracker::new(&boot),
+                    };
+                    if t.faulty() {
+                        tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
+                    }
+                    self.published = existing.map(|c| Verdict {
+                        status: match c.status.as_str() {
+                            "True" => "True",
+                            "False" => "False",
+                            _ => "Unknown",
+                        },
+                        reason: c.reason,
+                        message: c.message,
+                    });
+                    self.tracker = Some(t);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the Node's health condition yet; will retry");
+                    return None;
+                }
+            }
+        }
+        let t = self.tracker.as_mut()?;
+        if t.boot_id() != boot && t.new_boot(&boot) {
+            tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
+            let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
+            let uid = self.condition.uid().map(String::from);
+            if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
+                tracing::warn!(error = %e, "cannot send the recovery Event");
+            }
+        }
+        self.tracker.as_mut()
+    }
+
+    /// One health pass: read NVML, record faults, publish what changed.
+    pub async fn pass(&mut self) {
+        let opts = self.opts.clone();
+        let reading = tokio::task::spawn_blocking(move || nvml::read(&opts))
+            .await
+            .unwrap_or_else(|e| Err(format!("health reading panicked: {e}")));
+        if let Ok(r) = &reading {
+            for g in &r.gpus {
+                if let Some(u) = &g.uuid {
+                    self.uuids.insert(g.index, u.clone());
+                }
+                self.metrics.observe(g, self.uuids.get(&g.index).map_or("", |u| u.as_str()));
+            }
+        }
+        if self.tracker().await.is_none() {
+            return;
+        }
+        let tracker = self.tracker.as_mut().expect("just made");
+        let mut found = std::mem::take(&mut self.pending);
+        match &reading {
+            Ok(r) => {
+                tracker.nvml(Ok(r.gpus.len()));
+                found.extend(self.rules.faults(r, self.last.as_ref()));
+            }
+            Err(e) => tracker.nvml(Err(e.clone())),
+        }
+        self.record(&found).await;
+        if let Ok(r) = reading {
+            self.last = Some(r);
+        }
+        self.publish().await;
+    }
+
+    /// One NVML event.
+    pub async fn event(&mut self, event: Event) {
+        if let Event::Xid { index, xid, .. } = event {
+            self.metrics.xid(index, self.uuids.get(&index).map_or("", |u| u.as_str()), xid);
+        }
+        let Some(found) = self.rules.event_fault(&event) else {
+            tracing::info!(?event, "GPU event that is not a fault (application-caused Xid)");
+            return;
+        };
+        if self.tracker().await.is_none() {
+            // Kept for the next pass, which retries reading the Node.
+            tracing::warn!(?event, "GPU fault seen before the Node could be read; kept for the next pass");
+            self.pending.push(found);
+            return;
+        }
+        self.record(&[found]).await;
+        self.publish().await;
+    }
+
+    /// Adds faults to the record; a Warning Event for each new one.
+    async fn record(&mut self, found: &[Found]) {
+        let Some(tracker) = self.tracker.as_mut() else { return };
+        let mut new = Vec::new();
+        for f in found {
+            let uuid = f.0.and_then(|i| self.uuids.get(&i)).map(String::as_str);
+            if let Some(entry) = tracker.record(f, uuid) {
+                tracing::warn!(fault = %entry.text, "GPU fault");
+                new.push(entry);
+            }
+        }
+        let faulty = tracker.faulty_gpus();
+        for (index, uuid) in &self.uuids {
+            self.metrics.healthy(*index, uuid, !faulty.contains(index));
+        }
+        let uid = self.condition.uid().map(String::from);
+        for entry in new {
+            let reason = super::rules::REASONS[entry.rank];
+            if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {
+                tracing::warn!(error = %e, "cannot send the fault Event");
+            }
+        }
+    }
+
+    /// Writes the condition if it differs from what the Node has.
+    async fn publish(&mut self) {
+        let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
+        if self.published.as_ref() == Some(&verdict) {
+            return;
+        }
+        match self.condition.apply(&verdict).await {
+            Ok(()) => {
+                tracing::info!(status = verdict.status, reason = %verdict.reason, message = %verdict.message, "GPU health condition");
+                self.published = Some(verdict);
+            }
+            Err(e) => tracing::error!(error = %e, "writing the GPU health condition failed; will retry"),
+        }
+    }
+}
+
+/// The time between health passes: the labelling interval (at least 1 s; 60 s when it is
+/// infinite, since health must still be looked at).
+pub fn interval(settings: &Settings) -> Duration {
+    match settings.sleep_interval {
+        Interval::Every(d) => d.max(Duration::from_secs(1)),
+        Interval::Infinite => Duration::from_secs(60),
+    }
+}
+
+/// Starts health when `--health` is on: the event thread and the loop task. Returns the metrics
+/// to register, or `None` when health is off.
+pub fn start(settings: &Settings, client: Option<kube::Client>) -> Result<Option<Arc<HealthMetrics>>, HealthError> {
+    if !settings.health.enabled {
+        return Ok(None);
+    }
+    let client = client.ok_or(HealthError::NoApi)?;
+    let metrics = Arc::new(HealthMetrics::default());
+    let mut monitor = Monitor::new(settings, client, metrics.clone())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    // The thread ends when the loop (the receiver) is gone.
+    nvml::spawn_events(monitor.opts.clone(), tx, Arc::new(AtomicBool::new(false)))?;
+    let every = interval(settings);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => monitor.pass().await,
+                Some(event) = rx.recv() => monitor.event(event).await,
+            }
+        }
+    });
+    Ok(Some(metrics))
+}

@@ -86,6 +86,11 @@ async fn real_main(
         Some(CommandKind::Hook) => {
             print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
         }
+        Some(CommandKind::Health) => {
+            let (code, report) = nvlabel::health::oneshot::check(&settings);
+            print!("{report}");
+            std::process::exit(code);
+        }
         Some(CommandKind::Prune) => {
             let target = settings.target()?;
             target.build(client.as_ref()).await?.prune().await?;

@@ -157,6 +157,19 @@ pub enum Command {
         #[command(flatten)]
         source: SourceArgs,
     },
+    /// Print each GPU's health once and exit 0 (healthy), 1 (a fault) or 2 (NVML cannot tell),
+    /// as node-problem-detector's custom plugins do.
+    Health {
+        /// How facts are read.
+        #[command(flatten)]
+        facts: FactArgs,
+        /// What counts as a fault.
+        #[command(flatten)]
+        health: HealthArgs,
+        /// Where facts come from.
+        #[command(flatten)]
+        source: SourceArgs,
+    },
 }
 
 /// Which subcommand, without its flags.
@@ -168,6 +181,8 @@ pub enum CommandKind {
     Prune,
     /// `nvlabel hook`.
     Hook,
+    /// `nvlabel health`.
+    Health,
 }
 
 impl Cli {
@@ -188,6 +203,10 @@ impl Cli {
             Some(Command::Hook { facts, config, api, source }) => {
                 (label.facts, label.config, label.api) = (facts, config, api);
                 (Some(CommandKind::Hook), source)
+            }
+            Some(Command::Health { facts, health, source }) => {
+                (label.facts, label.health) = (facts, health);
+                (Some(CommandKind::Health), source)
             }
         };
         (kind, Cli { command: None, label, source })

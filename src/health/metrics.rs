@@ -66,12 +66,32 @@ impl HealthMetrics {
         let gauges: [(&str, &str, &Family<GpuLabels, Gauge>); 9] = [
             ("nvlabel_gpu_healthy", "1 while the GPU has no recorded fault this boot, else 0", &self.healthy),
             ("DCGM_FI_DEV_XID_ERRORS", "The last Xid error of the GPU", &self.last_xid),
-            ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Volatile single-bit (corrected) ECC errors", &self.sbe_volatile),
-            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Volatile double-bit (uncorrected) ECC errors", &self.dbe_volatile),
+            (
+                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                "Volatile single-bit (corrected) ECC errors",
+                &self.sbe_volatile,
+            ),
+            (
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                "Volatile double-bit (uncorrected) ECC errors",
+                &self.dbe_volatile,
+            ),
             ("DCGM_FI_DEV_RETIRED_PENDING", "1 while retired pages wait for a reset", &self.retired_pending),
-            ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Rows remapped for correctable errors", &self.remapped_correctable),
-            ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Rows remapped for uncorrectable errors", &self.remapped_uncorrectable),
-            ("DCGM_FI_DEV_ROW_REMAP_PENDING", "1 while a row remapping waits for a reset", &self.remap_pending),
+            (
+                "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                "Rows remapped for correctable errors",
+                &self.remapped_correctable,
+            ),
+            (
+                "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+                "Rows remapped for uncorrectable errors",
+                &self.remapped_uncorrectable,
+            ),
+            (
+                "DCGM_FI_DEV_ROW_REMAP_PENDING",
+                "1 while a row remapping waits for a reset",
+                &self.remap_pending,
+            ),
             ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 when row remapping failed", &self.remap_failure),
         ];
         for (name, help, family) in gauges {

@@ -2,10 +2,11 @@
 //! pages, lost and missing GPUs, inactive NVLinks. [`rules`] says what a fault is, [`sticky`]
 //! keeps faults until the node reboots; the rest reads NVML and publishes.
 
-pub mod rules;
-pub mod sticky;
-pub mod nvml;
-mod raw_events;
-pub mod publish;
 pub mod metrics;
 pub mod monitor;
+pub mod nvml;
+pub mod oneshot;
+pub mod publish;
+mod raw_events;
+pub mod rules;
+pub mod sticky;

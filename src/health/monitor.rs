@@ -42,7 +42,8 @@ pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
     let err = |reason: String| BootIdError { path: path.into(), reason };
     let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text).map_err(|e| err(e.to_string()))?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text)
+        .map_err(|e| err(e.to_string()))?;
     let id = text.trim();
     if id.is_empty() {
         return Err(err("the file is empty".into()));
@@ -68,7 +69,11 @@ pub struct Monitor {
 
 impl Monitor {
     /// The monitor for these settings, publishing through `client`.
-    pub fn new(settings: &Settings, client: kube::Client, metrics: Arc<HealthMetrics>) -> Result<Monitor, HealthError> {
+    pub fn new(
+        settings: &Settings,
+        client: kube::Client,
+        metrics: Arc<HealthMetrics>,
+    ) -> Result<Monitor, HealthError> {
         let node = settings.node_name.clone().ok_or(HealthError::NoApi)?;
         let h = &settings.health;
         let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
@@ -240,7 +245,10 @@ pub fn interval(settings: &Settings) -> Duration {
 
 /// Starts health when `--health` is on: the event thread and the loop task. Returns the metrics
 /// to register, or `None` when health is off.
-pub fn start(settings: &Settings, client: Option<kube::Client>) -> Result<Option<Arc<HealthMetrics>>, HealthError> {
+pub fn start(
+    settings: &Settings,
+    client: Option<kube::Client>,
+) -> Result<Option<Arc<HealthMetrics>>, HealthError> {
     if !settings.health.enabled {
         return Ok(None);
     }

@@ -60,15 +60,22 @@ fn soft<T>(gpu: &mut GpuReading, r: Result<T, NvmlError>) -> Option<T> {
 
 fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
     gpu.uuid = soft(gpu, dev.uuid());
-    gpu.uncorrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+    gpu.uncorrected_volatile =
+        soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
     gpu.corrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
     gpu.retired_pages_pending = soft(gpu, dev.are_pages_pending_retired());
-    let ids = [NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_UNC, NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_FAILURE]
-        .map(FieldId);
+    let ids = [
+        NVML_FI_DEV_REMAPPED_COR,
+        NVML_FI_DEV_REMAPPED_UNC,
+        NVML_FI_DEV_REMAPPED_PENDING,
+        NVML_FI_DEV_REMAPPED_FAILURE,
+    ]
+    .map(FieldId);
     if let Some(values) = soft(gpu, dev.field_values_for(&ids)) {
         let v: Vec<Option<u64>> = values.into_iter().map(field_u64).collect();
         if let [Some(c), Some(u), Some(p), Some(f)] = v[..] {
-            gpu.remapped = Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
+            gpu.remapped =
+                Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
         }
     }
     let mut links = Vec::new();
@@ -99,7 +106,8 @@ pub fn pci_gpus(sysfs_root: &Path) -> Option<u32> {
     let dir = std::fs::read_dir(sysfs_root.join("bus/pci/devices")).ok()?;
     let read = |p: std::path::PathBuf| {
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::Read::take(std::fs::File::open(p).ok()?, 64), &mut text).ok()?;
+        std::io::Read::read_to_string(&mut std::io::Read::take(std::fs::File::open(p).ok()?, 64), &mut text)
+            .ok()?;
         u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
     };
     let count = dir
@@ -155,7 +163,11 @@ pub fn spawn_events(
 }
 
 /// One session's worth of listening; `Ok` when the session changed and listening starts over.
-fn listen(opts: &ProbeOptions, tx: &tokio::sync::mpsc::Sender<Event>, stop: &AtomicBool) -> Result<(), String> {
+fn listen(
+    opts: &ProbeOptions,
+    tx: &tokio::sync::mpsc::Sender<Event>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
     let nvml = session::shared(opts).map_err(|e| e.to_string())?;
     let set = EventSet::new(&nvml).map_err(|e| format!("nvmlEventSetCreate: {e}"))?;
     let count = nvml.device_count().map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;

@@ -116,7 +116,11 @@ impl NodeCondition {
             if let Some(t) = c.last_transition_time {
                 self.transition = Some((c.status.clone(), t));
             }
-            Existing { status: c.status, reason: c.reason.unwrap_or_default(), message: c.message.unwrap_or_default() }
+            Existing {
+                status: c.status,
+                reason: c.reason.unwrap_or_default(),
+                message: c.message.unwrap_or_default(),
+            }
         }))
     }
 
@@ -142,8 +146,12 @@ impl NodeCondition {
             }]},
         });
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        call("applying the health condition", &self.node, self.api.patch_status(&self.node, &params, &Patch::Apply(&body)))
-            .await?;
+        call(
+            "applying the health condition",
+            &self.node,
+            self.api.patch_status(&self.node, &params, &Patch::Apply(&body)),
+        )
+        .await?;
         self.transition = Some((v.status.into(), since));
         Ok(())
     }
@@ -193,7 +201,13 @@ impl NodeEvents {
 
     /// Sends one Event (`Warning` or `Normal`) about the Node; a repeat or one over the rate is
     /// dropped (and logged at debug).
-    pub async fn send(&mut self, kind: &str, reason: &str, note: &str, uid: Option<&str>) -> Result<(), HealthPublishError> {
+    pub async fn send(
+        &mut self,
+        kind: &str,
+        reason: &str,
+        note: &str,
+        uid: Option<&str>,
+    ) -> Result<(), HealthPublishError> {
         if !self.limiter.admit(&format!("{kind}/{reason}/{note}"), Instant::now()) {
             tracing::debug!(reason, note, "health event suppressed (repeat or rate limit)");
             return Ok(());

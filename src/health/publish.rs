@@ -223,7 +223,8 @@ impl NodeEvents {
         }
         let event = KubeEvent {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{}.gpu-health.", self.node)),
+                // A trailing dash: the server appends a random suffix to a valid prefix.
+                generate_name: Some(format!("{}.gpu-health-", self.node.get(..200).unwrap_or(&self.node))),
                 namespace: Some("default".into()),
                 ..ObjectMeta::default()
             },

@@ -79,7 +79,7 @@ impl Monitor {
         let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
         Ok(Monitor {
             opts: ProbeOptions { keep_session: true, ..settings.probe_options() },
-            rules: Rules { ignored_xids: h.ignored_xids.clone() },
+            rules: Rules { ignored_xids: h.ignored_xids.clone(), ..Rules::default() },
             boot_id_file: h.boot_id_file.clone(),
             tracker: None,
             last: None,

@@ -19,7 +19,7 @@ pub const UNKNOWN: i32 = 2;
 /// Reads NVML once and reports: the exit code and the text to print.
 pub fn check(settings: &Settings) -> (i32, String) {
     let reading = nvml::read(&ProbeOptions { keep_session: true, ..settings.probe_options() });
-    report(&Rules { ignored_xids: settings.health.ignored_xids.clone() }, reading)
+    report(&Rules { ignored_xids: settings.health.ignored_xids.clone(), ..Rules::default() }, reading)
 }
 
 /// The report for a reading (pure, for tests).

@@ -212,16 +212,54 @@ pub enum Event {
     },
 }
 
-/// Which detectors run; all of them unless a test turns one off.
+/// One detector, so a mutation check can turn it off and see a test fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detector {
+    /// `GPU_IS_LOST` answers and GPU-unavailable events.
+    Lost,
+    /// Fewer NVML GPUs than on the PCI bus.
+    Missing,
+    /// Volatile uncorrected ECC count above zero.
+    UncorrectedEcc,
+    /// Double-bit ECC events.
+    DoubleBitEcc,
+    /// Row remapping failed.
+    RemappedRowsFailure,
+    /// Row remapping pending.
+    RemappedRowsPending,
+    /// Retired pages pending.
+    RetiredPagesPending,
+    /// Links that were active and are not.
+    NvlinkInactive,
+    /// Critical Xid events.
+    Xid,
+}
+
+/// Every detector.
+pub const DETECTORS: [Detector; 9] = [
+    Detector::Lost,
+    Detector::Missing,
+    Detector::UncorrectedEcc,
+    Detector::DoubleBitEcc,
+    Detector::RemappedRowsFailure,
+    Detector::RemappedRowsPending,
+    Detector::RetiredPagesPending,
+    Detector::NvlinkInactive,
+    Detector::Xid,
+];
+
+/// What counts as a fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rules {
     /// Xids that are not faults.
     pub ignored_xids: BTreeSet<u64>,
+    /// Detectors turned off (all run in nvlabel; tests turn one off to see a test fail).
+    pub off: BTreeSet<Detector>,
 }
 
 impl Default for Rules {
     fn default() -> Rules {
-        Rules { ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect() }
+        Rules { ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(), off: BTreeSet::new() }
     }
 }
 
@@ -229,29 +267,37 @@ impl Default for Rules {
 pub type Found = (Option<u32>, Fault);
 
 impl Rules {
+    fn on(&self, d: Detector) -> bool {
+        !self.off.contains(&d)
+    }
+
     /// The faults a pass's reading shows. `previous` is the last reading, for links that were
     /// active and are not now.
     pub fn faults(&self, reading: &Reading, previous: Option<&Reading>) -> Vec<Found> {
         let mut out = Vec::new();
         for gpu in &reading.gpus {
-            let mut add = |f: Fault| out.push((Some(gpu.index), f));
+            let mut add = |d: Detector, f: Fault| {
+                if self.on(d) {
+                    out.push((Some(gpu.index), f));
+                }
+            };
             if gpu.lost {
-                add(Fault::Lost);
+                add(Detector::Lost, Fault::Lost);
                 continue;
             }
             if let Some(count) = gpu.uncorrected_volatile.filter(|c| *c > 0) {
-                add(Fault::UncorrectedEcc { count });
+                add(Detector::UncorrectedEcc, Fault::UncorrectedEcc { count });
             }
             if let Some(r) = gpu.remapped {
                 if r.failure {
-                    add(Fault::RemappedRowsFailure);
+                    add(Detector::RemappedRowsFailure, Fault::RemappedRowsFailure);
                 }
                 if r.pending {
-                    add(Fault::RemappedRowsPending);
+                    add(Detector::RemappedRowsPending, Fault::RemappedRowsPending);
                 }
             }
             if gpu.retired_pages_pending == Some(true) {
-                add(Fault::RetiredPagesPending);
+                add(Detector::RetiredPagesPending, Fault::RetiredPagesPending);
             }
             let before = previous
                 .and_then(|p| p.gpus.iter().find(|g| g.index == gpu.index))
@@ -259,14 +305,14 @@ impl Rules {
             if let (Some(now), Some(before)) = (&gpu.nvlink_active, before) {
                 for (link, (was, is)) in before.iter().zip(now).enumerate() {
                     if *was && !*is {
-                        add(Fault::NvlinkInactive { link: link as u32 });
+                        add(Detector::NvlinkInactive, Fault::NvlinkInactive { link: link as u32 });
                     }
                 }
             }
         }
         if let Some(pci) = reading.pci_gpus {
             let nvml = reading.gpus.len() as u32;
-            if nvml < pci {
+            if nvml < pci && self.on(Detector::Missing) {
                 out.push((None, Fault::Missing { nvml, pci }));
             }
         }
@@ -275,13 +321,17 @@ impl Rules {
 
     /// The fault an event is, if any.
     pub fn event_fault(&self, event: &Event) -> Option<Found> {
-        match *event {
-            Event::Xid { index, xid, mig } => {
-                xid_is_fault(xid, &self.ignored_xids).then_some((Some(index), Fault::Xid { xid, mig }))
+        let (detector, found) = match *event {
+            Event::Xid { index, xid, mig } => (
+                Detector::Xid,
+                xid_is_fault(xid, &self.ignored_xids).then_some((Some(index), Fault::Xid { xid, mig })),
+            ),
+            Event::DoubleBitEcc { index } => {
+                (Detector::DoubleBitEcc, Some((Some(index), Fault::DoubleBitEcc)))
             }
-            Event::DoubleBitEcc { index } => Some((Some(index), Fault::DoubleBitEcc)),
-            Event::Lost { index } => Some((Some(index), Fault::Lost)),
-        }
+            Event::Lost { index } => (Detector::Lost, Some((Some(index), Fault::Lost))),
+        };
+        found.filter(|_| self.on(detector))
     }
 }
 

@@ -70,7 +70,7 @@ fn application_xids_are_not_faults_unless_configured() {
         let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) });
         assert_eq!(found, Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)) })));
     }
-    let custom = Rules { ignored_xids: [79].into_iter().collect() };
+    let custom = Rules { ignored_xids: [79].into_iter().collect(), ..Rules::default() };
     assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }), None);
     assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }).is_some());
 }
@@ -95,4 +95,68 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
         );
     }
     assert_eq!(Fault::Xid { xid: 31, mig: Some((9, 0)) }.describe(), "Xid 31 on MIG device GI 9 CI 0");
+}
+
+/// Every rule's case, checked against `rules`: the cases it gets wrong.
+fn misses(rules: &Rules) -> Vec<String> {
+    let before = reading(vec![healthy(0), healthy(1)]);
+    let mut wrong = Vec::new();
+    let mut check = |what: &str, got: Vec<Found>, want: Vec<Found>| {
+        if got != want {
+            wrong.push(format!("{what}: {got:?}"));
+        }
+    };
+    let pass = |change: &dyn Fn(&mut Reading)| {
+        let mut now = before.clone();
+        change(&mut now);
+        rules.faults(&now, Some(&before))
+    };
+    check("lost", pass(&|r| r.gpus[1].lost = true), vec![(Some(1), Fault::Lost)]);
+    check("missing", pass(&|r| r.pci_gpus = Some(3)), vec![(None, Fault::Missing { nvml: 2, pci: 3 })]);
+    check(
+        "ecc",
+        pass(&|r| r.gpus[0].uncorrected_volatile = Some(1)),
+        vec![(Some(0), Fault::UncorrectedEcc { count: 1 })],
+    );
+    check(
+        "failure",
+        pass(&|r| r.gpus[0].remapped.as_mut().unwrap().failure = true),
+        vec![(Some(0), Fault::RemappedRowsFailure)],
+    );
+    check(
+        "pending",
+        pass(&|r| r.gpus[0].remapped.as_mut().unwrap().pending = true),
+        vec![(Some(0), Fault::RemappedRowsPending)],
+    );
+    check(
+        "retired",
+        pass(&|r| r.gpus[0].retired_pages_pending = Some(true)),
+        vec![(Some(0), Fault::RetiredPagesPending)],
+    );
+    check(
+        "nvlink",
+        pass(&|r| r.gpus[0].nvlink_active = Some(vec![false, true])),
+        vec![(Some(0), Fault::NvlinkInactive { link: 0 })],
+    );
+    let event = |e: Event| rules.event_fault(&e).into_iter().collect::<Vec<_>>();
+    check(
+        "xid",
+        event(Event::Xid { index: 0, xid: 79, mig: None }),
+        vec![(Some(0), Fault::Xid { xid: 79, mig: None })],
+    );
+    check("xid 13", event(Event::Xid { index: 0, xid: 13, mig: None }), vec![]);
+    check("dbe", event(Event::DoubleBitEcc { index: 1 }), vec![(Some(1), Fault::DoubleBitEcc)]);
+    check("lost event", event(Event::Lost { index: 1 }), vec![(Some(1), Fault::Lost)]);
+    wrong
+}
+
+#[test]
+fn mutation_check_turning_off_any_detector_fails_a_case() {
+    assert_eq!(misses(&Rules::default()), Vec::<String>::new());
+    for d in DETECTORS {
+        let off = Rules { off: [d].into_iter().collect(), ..Rules::default() };
+        assert!(!misses(&off).is_empty(), "with {d:?} off no case fails: the cases do not guard it");
+    }
+    let all_xids = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
+    assert_eq!(misses(&all_xids), vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None })]".to_string()]);
 }

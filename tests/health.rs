@@ -119,3 +119,71 @@ fn health_needs_api_publishing_and_says_so() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--health-ignore-xids") && err.contains("\"abc\""), "{err}");
 }
+
+/// The RBAC rules of `kind`/`name` in a rendered overlay, as (groups, resources, verbs).
+fn rules(docs: &[serde_json::Value], kind: &str, name: &str) -> Vec<(String, String, String)> {
+    let role = docs.iter().find(|d| d["kind"] == kind && d["metadata"]["name"] == name).unwrap();
+    let mut out = Vec::new();
+    for r in role["rules"].as_array().unwrap() {
+        for g in r["apiGroups"].as_array().unwrap() {
+            for res in r["resources"].as_array().unwrap() {
+                for v in r["verbs"].as_array().unwrap() {
+                    out.push((
+                        g.as_str().unwrap().into(),
+                        res.as_str().unwrap().into(),
+                        v.as_str().unwrap().into(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_health_component_grants_exactly_what_health_calls_and_turns_it_on() {
+    use common::manifests::{deploy, render};
+    let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    for overlay in ["node-health", "nfd-nodefeature-health"] {
+        let docs = render(&deploy().join(overlay));
+        assert_eq!(
+            rules(&docs, "ClusterRole", "nvlabel-health"),
+            vec![s("", "nodes", "get"), s("", "nodes/status", "patch")],
+            "{overlay}"
+        );
+        let role = docs
+            .iter()
+            .find(|d| d["kind"] == "Role" && d["metadata"]["name"] == "nvlabel-health-events")
+            .unwrap();
+        assert_eq!(role["metadata"]["namespace"], "default", "Node events live in default");
+        assert_eq!(
+            rules(&docs, "Role", "nvlabel-health-events"),
+            vec![s("events.k8s.io", "events", "create")]
+        );
+        let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+        let args: Vec<&str> = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--health"), "{overlay}: {args:?}");
+        let policy = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == "nvlabel-node-health"
+            })
+            .unwrap();
+        assert_eq!(
+            policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+            serde_json::json!(["nodes/status"])
+        );
+        assert!(docs.iter().any(|d| d["kind"] == "ValidatingAdmissionPolicyBinding"
+            && d["spec"]["policyName"] == "nvlabel-node-health"));
+    }
+    // Without the component, no status access at all.
+    for overlay in ["node", "nfd-nodefeature"] {
+        let docs = render(&deploy().join(overlay));
+        assert!(!docs.iter().any(|d| d.to_string().contains("nodes/status")), "{overlay}");
+    }
+}

@@ -26,7 +26,8 @@ fn a_healthy_node_has_no_faults_and_corrected_errors_are_not_faults() {
 #[test]
 fn each_pass_detector_reports_its_fault() {
     let rules = Rules::default();
-    let cases: Vec<(Box<dyn Fn(&mut GpuReading)>, Fault)> = vec![
+    type Change = Box<dyn Fn(&mut GpuReading)>;
+    let cases: Vec<(Change, Fault)> = vec![
         (Box::new(|g| g.lost = true), Fault::Lost),
         (Box::new(|g| g.uncorrected_volatile = Some(2)), Fault::UncorrectedEcc { count: 2 }),
         (Box::new(|g| g.remapped.as_mut().unwrap().failure = true), Fault::RemappedRowsFailure),

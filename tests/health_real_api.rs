@@ -183,25 +183,30 @@ impl Drop for Daemon {
 }
 
 fn start(dir: &Path, kubeconfig: &Path) -> Daemon {
+    start_with(dir, kubeconfig, &repo().join("testdata/health/h100x2.yaml"), &[])
+}
+
+fn start_with(dir: &Path, kubeconfig: &Path, fixture: &Path, extra: &[&str]) -> Daemon {
     let mut cmd = nvlabel(None);
-    cmd.args([
-        "--sink=node",
-        "--node-name=gpu-a",
-        "--health",
-        "--sleep-interval=1s",
-        "--no-timestamp",
-        "--kubeconfig",
-    ])
-    .arg(kubeconfig)
-    .arg("--boot-id-file")
-    .arg(dir.join("boot_id"))
-    .env("NVLABEL_SYSFS_ROOT", dir.join("sys"))
-    .env("FAKE_NVML_FIXTURE", repo().join("testdata/health/h100x2.yaml"))
-    .env("FAKE_NVML_EVENTS", dir.join("events"))
-    .env("FAKE_NVML_CALLS", dir.join("calls"))
-    .env("RUST_LOG", "info")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::fs::File::create(dir.join(format!("log-{}", rand_suffix()))).unwrap());
+    cmd.args(extra)
+        .args([
+            "--sink=node",
+            "--node-name=gpu-a",
+            "--health",
+            "--sleep-interval=1s",
+            "--no-timestamp",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .arg("--boot-id-file")
+        .arg(dir.join("boot_id"))
+        .env("NVLABEL_SYSFS_ROOT", dir.join("sys"))
+        .env("FAKE_NVML_FIXTURE", fixture)
+        .env("FAKE_NVML_EVENTS", dir.join("events"))
+        .env("FAKE_NVML_CALLS", dir.join("calls"))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("log-{}", rand_suffix()))).unwrap());
     Daemon { child: cmd.spawn().unwrap() }
 }
 
@@ -350,5 +355,32 @@ fn health_sysfs(dir: &Path) {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("vendor"), "0x10de\n").unwrap();
         std::fs::write(d.join("class"), "0x030200\n").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn without_nvml_the_condition_is_unknown_until_the_driver_appears() {
+    let Some(server) = apiserver::server("without_nvml_the_condition_is_unknown_until_the_driver_appears")
+    else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    let (_, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    health_sysfs(&d.join("sys"));
+    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
+    std::fs::write(d.join("events"), "").unwrap();
+    let fixture = d.join("machine.yaml");
+    let _daemon = start_with(d, &kubeconfig, &fixture, &["--fail-on-init-error=false"]);
+    let (c, _) = until(&admin, "Unknown without a driver", |c| c.0 == "Unknown").await;
+    assert_eq!(c.1, "NvmlUnavailable", "{c:?}");
+    std::fs::copy(repo().join("testdata/health/h100x2.yaml"), &fixture).unwrap();
+    until(&admin, "True once the driver is there", |c| c.0 == "True").await;
+    let start_wait = Instant::now();
+    while labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
+        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?} {}", labels(&admin).await, logs(d));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -39,6 +39,19 @@ impl Default for HealthSettings {
     }
 }
 
+impl super::Settings {
+    /// Where the probe reads. With `--health` NVML stays initialised across passes (the event
+    /// thread needs it anyway), so passes reuse that session.
+    pub fn probe_options(&self) -> crate::probe::ProbeOptions {
+        crate::probe::ProbeOptions {
+            library: self.nvml_library.clone(),
+            sysfs_root: self.sysfs_root.clone(),
+            machine_type_file: self.machine_type_file.clone(),
+            keep_session: self.health.enabled,
+        }
+    }
+}
+
 /// Resolves the health flags; `file_path` names the config file in errors.
 pub fn resolve(
     a: &HealthArgs,

@@ -353,16 +353,6 @@ impl Settings {
         })
     }
 
-    /// Where the probe reads.
-    pub fn probe_options(&self) -> crate::probe::ProbeOptions {
-        crate::probe::ProbeOptions {
-            library: self.nvml_library.clone(),
-            sysfs_root: self.sysfs_root.clone(),
-            machine_type_file: self.machine_type_file.clone(),
-            keep_session: self.health.enabled,
-        }
-    }
-
     /// Where labels go, as these settings ask.
     pub fn target(&self) -> Result<crate::publish::Target, crate::publish::SetupError> {
         use crate::publish::{SetupError, Target};

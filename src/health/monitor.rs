@@ -6,7 +6,7 @@ use super::metrics::HealthMetrics;
 use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
-use super::sticky::{Tracker, Verdict};
+use super::sticky::{Entry, Tracker, Verdict};
 use crate::config::Settings;
 use crate::duration::Interval;
 use crate::probe::ProbeOptions;
@@ -65,6 +65,37 @@ pub struct Monitor {
     published: Option<Verdict>,
     /// Faults from events that came before the Node could be read.
     pending: Vec<Found>,
+    /// After a failed API call: no call before this time (growing, jittered backoff).
+    backoff: Backoff,
+}
+
+/// A growing, jittered wait between failed API calls: 1 s, 2 s, 4 s ... 5 min, each plus up to
+/// a quarter more at random.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: u32,
+    until: Option<std::time::Instant>,
+}
+
+impl Backoff {
+    /// Whether a call may go at `now`.
+    pub fn ready(&self, now: std::time::Instant) -> bool {
+        self.until.is_none_or(|t| now >= t)
+    }
+
+    /// A call failed at `now`: the next waits longer. Returns the wait.
+    pub fn failed(&mut self, now: std::time::Instant) -> Duration {
+        let base = Duration::from_secs(1u64 << self.failures.min(9)).min(Duration::from_secs(300));
+        self.failures += 1;
+        let wait = base + base.mul_f64(rand::random::<f64>() / 4.0);
+        self.until = Some(now + wait);
+        wait
+    }
+
+    /// A call succeeded.
+    pub fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
 }
 
 impl Monitor {
@@ -89,6 +120,7 @@ impl Monitor {
             metrics,
             published: None,
             pending: Vec::new(),
+            backoff: Backoff::default(),
         })
     }
 
@@ -104,8 +136,12 @@ impl Monitor {
             }
         };
         if self.tracker.is_none() {
+            if !self.backoff.ready(std::time::Instant::now()) {
+                return None;
+            }
             match self.condition.read().await {
                 Ok(existing) => {
+                    self.backoff.succeeded();
                     let t = match &existing {
                         Some(c) => Tracker::recover(&boot, &c.status, &c.message),
                         None => Tracker::new(&boot),
@@ -125,7 +161,8 @@ impl Monitor {
                     self.tracker = Some(t);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the Node's health condition yet; will retry");
+                    let wait = self.backoff.failed(std::time::Instant::now());
+                    tracing::warn!(error = %e, retry_in = ?wait, "cannot read the Node's health condition yet");
                     return None;
                 }
             }
@@ -168,11 +205,12 @@ impl Monitor {
             }
             Err(e) => tracker.nvml(Err(e.clone())),
         }
-        self.record(&found).await;
+        let new = self.record(&found);
         if let Ok(r) = reading {
             self.last = Some(r);
         }
         self.publish().await;
+        self.announce(new).await;
     }
 
     /// One NVML event.
@@ -190,13 +228,14 @@ impl Monitor {
             self.pending.push(found);
             return;
         }
-        self.record(&[found]).await;
+        let new = self.record(&[found]);
         self.publish().await;
+        self.announce(new).await;
     }
 
-    /// Adds faults to the record; a Warning Event for each new one.
-    async fn record(&mut self, found: &[Found]) {
-        let Some(tracker) = self.tracker.as_mut() else { return };
+    /// Adds faults to the record; returns the new ones.
+    fn record(&mut self, found: &[Found]) -> Vec<Entry> {
+        let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
         let mut new = Vec::new();
         for f in found {
             let uuid = f.0.and_then(|i| self.uuids.get(&i)).map(String::as_str);
@@ -209,6 +248,12 @@ impl Monitor {
         for (index, uuid) in &self.uuids {
             self.metrics.healthy(*index, uuid, !faulty.contains(index));
         }
+        new
+    }
+
+    /// A Warning Event for each new fault (after the condition, so a slow Event API does not
+    /// hold the condition back).
+    async fn announce(&mut self, new: Vec<Entry>) {
         let uid = self.condition.uid().map(String::from);
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
@@ -221,15 +266,19 @@ impl Monitor {
     /// Writes the condition if it differs from what the Node has.
     async fn publish(&mut self) {
         let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
-        if self.published.as_ref() == Some(&verdict) {
+        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(std::time::Instant::now()) {
             return;
         }
         match self.condition.apply(&verdict).await {
             Ok(()) => {
+                self.backoff.succeeded();
                 tracing::info!(status = verdict.status, reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict);
             }
-            Err(e) => tracing::error!(error = %e, "writing the GPU health condition failed; will retry"),
+            Err(e) => {
+                let wait = self.backoff.failed(std::time::Instant::now());
+                tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
+            }
         }
     }
 }
@@ -270,4 +319,39 @@ pub fn start(
         }
     });
     Ok(Some(metrics))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_up_to_a_cap_and_resets() {
+        let mut b = Backoff::default();
+        let t = std::time::Instant::now();
+        assert!(b.ready(t));
+        let first = b.failed(t);
+        assert!(first >= Duration::from_secs(1) && first <= Duration::from_millis(1250), "{first:?}");
+        assert!(!b.ready(t + Duration::from_millis(900)));
+        let second = b.failed(t);
+        assert!(second >= Duration::from_secs(2), "{second:?}");
+        for _ in 0..20 {
+            b.failed(t);
+        }
+        assert!(b.failed(t) <= Duration::from_secs(375), "capped");
+        b.succeeded();
+        assert!(b.ready(t));
+    }
+
+    #[test]
+    fn boot_id_is_read_trimmed_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("boot_id");
+        std::fs::write(&p, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
+        assert_eq!(boot_id(&p).unwrap(), "6f1e0c0a-1111-2222-3333-444455556666");
+        std::fs::write(&p, "").unwrap();
+        assert!(boot_id(&p).unwrap_err().to_string().contains("boot_id: the file is empty"));
+        let e = boot_id(&dir.path().join("missing")).unwrap_err().to_string();
+        assert!(e.contains("missing"), "{e}");
+    }
 }

@@ -126,6 +126,9 @@ impl NodeCondition {
 
     /// Applies the condition (and nothing else of the status) under nvlabel's field manager.
     pub async fn apply(&mut self, v: &Verdict) -> Result<(), HealthPublishError> {
+        if self.uid.is_none() {
+            self.read().await?;
+        }
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let since = match &self.transition {
             Some((status, at)) if status == v.status => at.clone(),

@@ -201,6 +201,17 @@ impl Live {
     }
 }
 
+impl Call {
+    /// Starts an exported call: takes the lock, counts the call, and applies what the event file
+    /// says happened since the last one (so a lost GPU or a changed value shows in this call).
+    pub(crate) fn begin(name: &'static str) -> Call {
+        let mut c = Call { g: lock(), name };
+        c.g.count(name);
+        c.g.poll_events();
+        c
+    }
+}
+
 /// `<gpu>` or `<gpu>:<mig index>`: the GPU and, for a MIG device, its GPU- and compute-instance ids.
 fn parse_target(m: &Machine, t: &str) -> Result<(u32, Option<(u32, u32)>), String> {
     let num = |s: &str| s.parse::<u32>().map_err(|_| format!("{t:?} is not `<gpu>` or `<gpu>:<mig>`"));

@@ -37,9 +37,7 @@ macro_rules! export {
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
                 let run = std::panic::AssertUnwindSafe(|| -> Result<(), u32> {
-                    let mut $c = Call { g: $crate::state::lock(), name: stringify!($name) };
-                    $c.g.count(stringify!($name));
-                    $c.g.poll_events();
+                    let mut $c = Call::begin(stringify!($name));
                     #[allow(unused_unsafe)]
                     unsafe { $body }
                 });
@@ -53,13 +51,6 @@ macro_rules! export {
     };
 }
 pub(crate) use export;
-
-/// Every exported symbol, for validating fixture fault names.
-pub static ALL_SYMBOLS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
-    let parts =
-        [&["nvmlErrorString"][..], SYMBOLS, crate::health::HEALTH_SYMBOLS, crate::events::EVENT_SYMBOLS];
-    parts.into_iter().chain([crate::events::WAIT_SYMBOLS]).flatten().copied().collect()
-});
 
 /// Shared body of the unversioned and `_v2` CUDA version symbols.
 unsafe fn cuda_driver_version(c: &mut Call, v: *mut c_int) -> Result<(), u32> {
@@ -94,10 +85,10 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 }
 
 export! { SYMBOLS;
-    fn nvmlInit() |c| { match c.g.init("nvmlInit", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
-    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
+    fn nvmlInit() |c| { match c.g.init("nvmlInit", &crate::ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
+    fn nvmlInit_v2() |c| { match c.g.init("nvmlInit_v2", &crate::ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) } }
     fn nvmlInitWithFlags(_flags: c_uint) |c| {
-        match c.g.init("nvmlInitWithFlags", &ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) }
+        match c.g.init("nvmlInitWithFlags", &crate::ALL_SYMBOLS) { SUCCESS => Ok(()), e => Err(e) }
     }
     fn nvmlShutdown() |c| { match c.g.shutdown() { SUCCESS => Ok(()), e => Err(e) } }
 

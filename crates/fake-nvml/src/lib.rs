@@ -11,6 +11,12 @@ mod fixture;
 mod health;
 mod state;
 
+/// Every exported symbol, for validating fixture fault names.
+pub static ALL_SYMBOLS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let parts = [&["nvmlErrorString"][..], exports::SYMBOLS, health::HEALTH_SYMBOLS, events::EVENT_SYMBOLS];
+    parts.into_iter().chain([events::WAIT_SYMBOLS]).flatten().copied().collect()
+});
+
 /// Writes `FAKE_NVML_CALLS` when the process exits (or the library is unloaded). A `.fini_array`
 /// entry rather than `atexit`, because it runs exactly once for this object in both cases.
 extern "C" fn write_calls_at_exit() {

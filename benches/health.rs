@@ -29,7 +29,14 @@ fn cpu() -> Duration {
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap()
 }
 
 fn main() {
@@ -44,7 +51,10 @@ fn main() {
     let first = gpus.split("  - name:").nth(1).unwrap();
     let mut text = format!("{head}gpus:\n");
     for i in 0..8 {
-        text.push_str(&format!("  - name:{}", first.replace("0000-4000-8000-000000000000", &format!("{i:04}-4000-8000-{i:012}"))));
+        text.push_str(&format!(
+            "  - name:{}",
+            first.replace("0000-4000-8000-000000000000", &format!("{i:04}-4000-8000-{i:012}"))
+        ));
     }
     let fixture = dir.path().join("h100x8.yaml");
     std::fs::write(&fixture, text).unwrap();
@@ -93,8 +103,13 @@ fn main() {
     let per_hour_idle = idle.as_secs_f64() * 3600.0 / IDLE.as_secs_f64();
     println!("| measure | result |");
     println!("|---|---|");
-    println!("| CPU per health pass, 8 GPUs (reading + rules + condition text) | {per_pass:?} (wall {wall:?}) |");
+    println!(
+        "| CPU per health pass, 8 GPUs (reading + rules + condition text) | {per_pass:?} (wall {wall:?}) |"
+    );
     println!("| CPU per hour of passes at the default 60 s interval | {:?} |", per_pass * 60);
     println!("| CPU per hour of the idle event thread (fake NVML: polls its file every 10 ms) | {per_hour_idle:.2} s |");
-    println!("| resident memory added by the session and the event thread | {} KiB |", rss_after.saturating_sub(rss_before));
+    println!(
+        "| resident memory added by the session and the event thread | {} KiB |",
+        rss_after.saturating_sub(rss_before)
+    );
 }

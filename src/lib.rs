@@ -11,6 +11,7 @@ pub mod config;
 pub mod config_label;
 pub mod daemon;
 pub mod duration;
+pub mod health;
 pub mod http;
 pub mod labels;
 pub mod limits;

@@ -108,6 +108,11 @@ async fn real_main(
         Some(CommandKind::Hook) => {
             print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
         }
+        Some(CommandKind::Health) => {
+            let (code, report) = nvlabel::health::oneshot::check(&settings);
+            print!("{report}");
+            std::process::exit(code);
+        }
         Some(CommandKind::Prune) => {
             let target = settings.target()?;
             target.build(client.as_ref()).await?.prune().await?;
@@ -132,6 +137,7 @@ async fn real_main(
                 _ => None,
             };
             daemon.watch_objects(node_watch.clone());
+            let health = nvlabel::health::monitor::start(&settings, client.clone())?;
             if let Some(target) = &target {
                 metrics.zero(target.writer_name());
             }
@@ -140,6 +146,9 @@ async fn real_main(
                 let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
                 let mut registry = prometheus_client::registry::Registry::default();
                 metrics.register(&mut registry);
+                if let Some(health) = &health {
+                    health.register(&mut registry);
+                }
                 nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
             }
             let labels = match (label_node, node_watch) {

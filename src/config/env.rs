@@ -34,6 +34,10 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
     ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
     ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
+    ("health", &["NVLABEL_HEALTH"]),
+    ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
+    ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
+    ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
 ];
 
 /// The env names of `flag` (its long name).

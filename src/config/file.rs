@@ -66,6 +66,15 @@ pub struct FileFlags {
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
     #[serde(default, deserialize_with = "boolean")]
     pub extended_labels: Option<bool>,
+    /// `health` (nvlabel's own): publish the GPU health condition.
+    #[serde(default, deserialize_with = "boolean")]
+    pub health: Option<bool>,
+    /// `healthConditionType` (nvlabel's own).
+    #[serde(default, deserialize_with = "text")]
+    pub health_condition_type: Option<String>,
+    /// `healthIgnoreXids` (nvlabel's own): comma-separated Xids that are not faults.
+    #[serde(default, deserialize_with = "text")]
+    pub health_ignore_xids: Option<String>,
 }
 
 impl FileFlags {
@@ -78,6 +87,9 @@ impl FileFlags {
         ("useNodeFeatureAPI", "use-node-feature-api"),
         ("deviceDiscoveryStrategy", "device-discovery-strategy"),
         ("extendedLabels", "extended-labels"),
+        ("health", "health"),
+        ("healthConditionType", "health-condition-type"),
+        ("healthIgnoreXids", "health-ignore-xids"),
         ("gfd.oneshot", "oneshot"),
         ("gfd.noTimestamp", "no-timestamp"),
         ("gfd.sleepInterval", "sleep-interval"),

@@ -183,8 +183,24 @@ pub enum Command {
     /// Print this help, or a subcommand's
     Help {
         /// The subcommand
-        #[arg(value_parser = ["probe", "prune", "hook"])]
+        #[arg(value_parser = ["probe", "prune", "hook", "health"])]
         command: Option<String>,
+    },
+    /// Print each GPU's health once and exit 0 (healthy), 1 (a fault) or 2 (NVML cannot tell),
+    /// as node-problem-detector's custom plugins do.
+    Health {
+        /// How facts are read.
+        #[command(flatten)]
+        facts: FactArgs,
+        /// What counts as a fault.
+        #[command(flatten)]
+        health: HealthArgs,
+        /// Where facts come from.
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
     },
 }
 
@@ -197,6 +213,8 @@ pub enum CommandKind {
     Prune,
     /// `nvlabel hook`.
     Hook,
+    /// `nvlabel health`.
+    Health,
 }
 
 impl Cli {
@@ -218,6 +236,10 @@ impl Cli {
             Some(Command::Hook { facts, options, config, api, source, log }) => {
                 (label.facts, label.options, label.config, label.api) = (facts, options, config, api);
                 (Some(CommandKind::Hook), source, log)
+            }
+            Some(Command::Health { facts, health, source, log }) => {
+                (label.facts, label.health) = (facts, health);
+                (Some(CommandKind::Health), source, log)
             }
         };
         (kind, Cli { command: None, label, source, log, version })
@@ -258,6 +280,28 @@ pub struct LabelArgs {
     /// How the daemon runs.
     #[command(flatten)]
     pub daemon: DaemonArgs,
+    /// GPU health reporting.
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// GPU health reporting (nvlabel's own).
+#[derive(Debug, Default, Clone, Args)]
+pub struct HealthArgs {
+    /// Publish GPU health as a Node condition (Node or NodeFeature publishing) [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub health: Option<bool>,
+    /// Type of the Node condition [default: GPUHealthy]
+    #[arg(long)]
+    pub health_condition_type: Option<String>,
+    /// Comma-separated Xids that are not faults; "" makes every Xid one
+    /// [default: 13,31,43,45,68,109]
+    #[arg(long)]
+    pub health_ignore_xids: Option<String>,
+    /// The node's boot id file; a new boot id clears recorded faults
+    /// [default: /proc/sys/kernel/random/boot_id]
+    #[arg(long)]
+    pub boot_id_file: Option<PathBuf>,
 }
 
 /// How facts are read (GFD flags).

@@ -7,6 +7,7 @@ mod apply;
 pub mod env;
 pub mod file;
 pub mod flags;
+pub mod health;
 pub mod select;
 pub mod settings;
 pub mod source;

@@ -85,6 +85,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Notes for the log about how values were read (bare-number durations).
     pub notes: Vec<String>,
+    /// `--health` and its options.
+    pub health: super::health::HealthSettings,
 }
 
 /// A flag or env value that is not acceptable.
@@ -103,9 +105,9 @@ pub enum CliError {
 }
 
 /// One flag's value and where it came from.
-struct Found {
-    value: String,
-    origin: String,
+pub(super) struct Found {
+    pub(super) value: String,
+    pub(super) origin: String,
 }
 
 /// The env lookup used by [`Settings::resolve`].
@@ -130,12 +132,12 @@ fn defaulted(flag: &str) -> Found {
     Found { value: default(flag), origin: format!("the default of --{flag}") }
 }
 
-fn invalid(found: &Found, reason: impl ToString) -> CliError {
+pub(super) fn invalid(found: &Found, reason: impl ToString) -> CliError {
     CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
 
 /// A boolean from the command line or env; `None` when neither sets it.
-fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
+pub(super) fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
     if let Some(v) = cli {
         return Ok(Some(v));
     }
@@ -152,7 +154,7 @@ fn string_flag(cli: Option<String>, env: Env, flag: &str) -> Option<String> {
 }
 
 /// A string flag as a [`Found`], remembering where it came from for error messages.
-fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
+pub(super) fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
     cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag))
 }
 
@@ -352,6 +354,7 @@ impl Settings {
             snapshot: path_flag(s.snapshot.clone(), env, "snapshot"),
             log_format,
             notes,
+            health: super::health::resolve(&a.health, env, ff, &file_path)?,
         };
         match expiry_given.filter(|_| !settings.expiry_applies()) {
             Some(f) => {

@@ -144,7 +144,9 @@ fn samples(flag: &str) -> (&'static str, &'static str) {
     match flag {
         "mig-strategy" => ("single", "mixed"),
         "fail-on-init-error" | "use-node-feature-api" => ("false", "true"),
-        "extended-labels" | "oneshot" | "no-timestamp" => ("true", "false"),
+        "extended-labels" | "oneshot" | "no-timestamp" | "health" => ("true", "false"),
+        "health-condition-type" => ("FileGPUHealthy", "EnvGPUHealthy"),
+        "health-ignore-xids" => ("13", "31"),
         "device-discovery-strategy" => ("nvml", "auto"),
         "sleep-interval" => ("5s", "7s"),
         "output-file" => ("/file/out", "/env/out"),
@@ -221,6 +223,9 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         plugin,
         gfd,
         extended_labels,
+        health,
+        health_condition_type,
+        health_ignore_xids,
     } = file.flags;
     let crate::config::file::GfdFlags {
         oneshot,
@@ -242,6 +247,9 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         device_discovery_strategy.is_some(),
         plugin.is_some(),
         extended_labels.is_some(),
+        health.is_some(),
+        health_condition_type.is_some(),
+        health_ignore_xids.is_some(),
         oneshot.is_some(),
         no_timestamp.is_some(),
         sleep_interval.is_some(),

@@ -10,6 +10,7 @@ mod nvml;
 pub mod profile;
 mod raw;
 mod raw_topology;
+pub mod session;
 pub mod sysfs;
 mod topology;
 
@@ -67,6 +68,8 @@ pub struct ProbeOptions {
     /// Also read the topology facts (NVLink, PCIe, NUMA, confidential computing, GPUDirect):
     /// only the extended labels use them, so a GFD-equivalent pass does not pay their NVML calls.
     pub topology: bool,
+    /// Reuse one NVML session across passes ([`session`]) instead of initialising each time.
+    pub keep_session: bool,
 }
 
 /// Why the probe produced no snapshot.

@@ -1,6 +1,6 @@
 //! The NVML walk: every fact is read once per pass.
 
-use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions};
+use super::{profile, raw, session, sysfs, topology, ProbeError, ProbeOptions};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -31,23 +31,9 @@ pub(super) fn describe(e: &NvmlError) -> String {
 
 /// Initialises NVML from `opts.library` and fills the NVML parts of `snap`.
 pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
-    let library = opts.library.display().to_string();
-    let nvml = Nvml::builder().lib_path(opts.library.as_os_str()).init().map_err(|e| match e {
-        NvmlError::LibloadingError(e) => {
-            // The loader's text starts with the path again.
-            let text = e.to_string();
-            let why = text.strip_prefix(&format!("{library}: ")).unwrap_or(&text);
-            ProbeError::NoDriver { detail: format!("cannot load {library}: {why}") }
-        }
-        NvmlError::DriverNotLoaded => {
-            ProbeError::NoDriver { detail: format!("{library}: the driver is not loaded") }
-        }
-        NvmlError::FailedToLoadSymbol(e) => {
-            ProbeError::NoDriver { detail: format!("{library} is not NVML: {e}") }
-        }
-        source => ProbeError::Init { library: library.clone(), source },
-    })?;
-    raw::keep_loaded(&opts.library);
+    // With a kept session no init happens here after the first pass.
+    let nvml =
+        if opts.keep_session { session::shared(opts)? } else { std::sync::Arc::new(session::open(opts)?) };
     let mut issues = Vec::new();
     snap.driver_version = match nvml.sys_driver_version() {
         Ok(v) => Some(v),
@@ -63,7 +49,10 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
             None
         }
     };
-    let count = nvml.device_count().map_err(ProbeError::DeviceCount)?;
+    let count = nvml.device_count().map_err(|e| {
+        session::check(&e);
+        ProbeError::DeviceCount(e)
+    })?;
     if opts.topology {
         snap.confidential_compute = topology::conf_compute(&nvml, &mut issues);
     }

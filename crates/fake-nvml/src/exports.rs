@@ -9,7 +9,13 @@ use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::sync::MutexGuard;
 
 /// Every exported symbol, per file, for validating fixture fault names.
-pub const SYMBOLS: &[&[&str]] = &[CORE_SYMBOLS, crate::topology::SYMBOLS];
+pub const SYMBOLS: &[&[&str]] = &[
+    CORE_SYMBOLS,
+    crate::topology::SYMBOLS,
+    crate::health::HEALTH_SYMBOLS,
+    crate::events::EVENT_SYMBOLS,
+    crate::events::WAIT_SYMBOLS,
+];
 
 /// One exported call in progress: the lock, and the function name that faults are matched on.
 pub(crate) struct Call {
@@ -41,8 +47,7 @@ macro_rules! export {
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
                 let run = std::panic::AssertUnwindSafe(|| -> Result<(), u32> {
-                    let mut $c = Call { g: lock(), name: stringify!($name) };
-                    $c.g.count(stringify!($name));
+                    let mut $c = Call::begin(stringify!($name));
                     #[allow(unused_unsafe)]
                     unsafe { $body }
                 });

@@ -5,8 +5,10 @@
 
 mod answers;
 mod codes;
+mod events;
 pub mod exports;
 mod fixture;
+mod health;
 mod state;
 pub mod topology;
 mod topology_fixture;

@@ -34,9 +34,16 @@ pub struct Global {
     refcount: u32,
     machine: Option<Machine>,
     calls: BTreeMap<&'static str, u64>,
+    /// The event file and its effects (lost GPUs, changed health values, event sets).
+    pub live: crate::events::Live,
 }
 
-static GLOBAL: Mutex<Global> = Mutex::new(Global { refcount: 0, machine: None, calls: BTreeMap::new() });
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    refcount: 0,
+    machine: None,
+    calls: BTreeMap::new(),
+    live: crate::events::Live::new(),
+});
 
 /// Locks the global state; a panic in an earlier call must not wedge every later one.
 pub fn lock() -> MutexGuard<'static, Global> {
@@ -55,6 +62,18 @@ static SLOTS: [std::sync::atomic::AtomicU8; MAX_HANDLES] =
 /// The address of handle slot `i`.
 fn slot_address(i: usize) -> usize {
     SLOTS.as_ptr() as usize + i
+}
+
+impl Handle {
+    /// The physical GPU this handle belongs to.
+    pub fn gpu(self) -> u32 {
+        match self {
+            Handle::Gpu(g)
+            | Handle::Mig(g, _)
+            | Handle::GpuInstance(g, _)
+            | Handle::ComputeInstance(g, _, _) => g,
+        }
+    }
 }
 
 impl Machine {
@@ -154,6 +173,11 @@ impl Machine {
 }
 
 impl Global {
+    /// Applies what was appended to the event file since the last call.
+    pub fn poll_events(&mut self) {
+        self.live.poll(self.machine.as_ref());
+    }
+
     /// Counts one call of an exported function.
     pub fn count(&mut self, function: &'static str) {
         *self.calls.entry(function).or_insert(0) += 1;
@@ -177,6 +201,9 @@ impl Global {
     pub fn handle(&mut self, function: &str, addr: usize) -> Result<(&mut Machine, Handle), u32> {
         let m = self.machine.as_mut().ok_or(codes::UNINITIALIZED)?;
         let h = m.resolve(addr).ok_or(codes::INVALID_ARGUMENT)?;
+        if self.live.is_lost(h.gpu()) {
+            return Err(codes::GPU_IS_LOST);
+        }
         match m.fault(function, Some(h)) {
             Some(code) => Err(code),
             None => Ok((m, h)),
@@ -185,6 +212,7 @@ impl Global {
 
     /// `nvmlInit*`: loads the fixture on the first reference.
     pub fn init(&mut self, function: &str, symbols: &'static [&'static [&'static str]]) -> u32 {
+        self.live.start();
         if self.refcount == 0 {
             let Ok(path) = std::env::var("FAKE_NVML_FIXTURE") else {
                 return codes::DRIVER_NOT_LOADED;
@@ -220,6 +248,7 @@ impl Global {
         self.refcount -= 1;
         if self.refcount == 0 {
             self.machine = None;
+            self.live.machine_gone();
             self.write_calls();
         }
         codes::SUCCESS

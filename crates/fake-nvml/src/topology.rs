@@ -5,7 +5,7 @@
 use crate::answers::*;
 use crate::codes::*;
 use crate::exports::{export, Call};
-use crate::state::{lock, Handle, Machine};
+use crate::state::{Handle, Machine};
 use crate::topology_fixture::{self as topo, ConfCompute, Link, Pcie, MAX_LINKS};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::c_uint;
@@ -79,7 +79,9 @@ export! {
     fn nvmlDeviceGetNvLinkState(device: nvmlDevice_t, l: c_uint, active: *mut nvmlEnableState_t) |c| {
         let (m, h) = c.handle(device)?;
         let (g, _) = link(m, h, l)?;
-        let on = m.nvlink_active[g as usize][l as usize];
+        let fixture_state = m.nvlink_active[g as usize][l as usize];
+        // `set nvlink.<link>.active` in the event file overrides the fixture from then on.
+        let on = c.g.live.adjust(g, crate::events::Key::NvlinkActive(l), u64::from(fixture_state)) != 0;
         out(active, if on { nvmlEnableState_enum_NVML_FEATURE_ENABLED } else { nvmlEnableState_enum_NVML_FEATURE_DISABLED })
     }
     fn nvmlDeviceGetNvLinkVersion(device: nvmlDevice_t, l: c_uint, version: *mut c_uint) |c| {

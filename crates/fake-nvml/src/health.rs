@@ -1,0 +1,166 @@
+//! GPU health: the `ecc`, `retired_pages_pending` and `remapped_rows` fixture keys and the NVML
+//! calls that read them (ECC mode and counters, retired pages, row remapping, field values). The
+//! values are the fixture's, changed from outside by the event file's `dbe`, `sbe` and `set` lines
+//! (see [`crate::events`]).
+
+use crate::answers::out;
+use crate::codes::*;
+use crate::events::Key;
+use crate::exports::{export, Call};
+use crate::state::Handle;
+use nvml_wrapper_sys::bindings::*;
+use serde::Deserialize;
+use std::ffi::{c_int, c_uint, c_ulonglong};
+
+/// `ecc:` of one GPU.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ecc {
+    /// `nvmlDeviceGetEccMode` current = pending.
+    pub enabled: bool,
+    /// `nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE_ECC)`.
+    #[serde(default)]
+    pub corrected_volatile: u64,
+    /// `nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE_ECC)`.
+    #[serde(default)]
+    pub uncorrected_volatile: u64,
+    /// `nvmlDeviceGetTotalEccErrors(CORRECTED, AGGREGATE_ECC)`.
+    #[serde(default)]
+    pub corrected_aggregate: u64,
+    /// `nvmlDeviceGetTotalEccErrors(UNCORRECTED, AGGREGATE_ECC)`.
+    #[serde(default)]
+    pub uncorrected_aggregate: u64,
+}
+
+/// `remapped_rows:` of one GPU.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRows {
+    /// Rows remapped for correctable errors.
+    #[serde(default)]
+    pub correctable: u32,
+    /// Rows remapped for uncorrectable errors.
+    #[serde(default)]
+    pub uncorrectable: u32,
+    /// A remapping is pending (a GPU reset applies it).
+    #[serde(default)]
+    pub pending: bool,
+    /// A remapping failed (no spare rows left).
+    #[serde(default)]
+    pub failure: bool,
+}
+
+/// The health value `key` of GPU `g` as the fixture and the event file make it now; `None`
+/// when the fixture does not have the section it belongs to (the call is `NOT_SUPPORTED`).
+fn value(c: &mut Call, g: u32, key: Key) -> Option<u64> {
+    let m = c.g.initialised().ok()?;
+    let gpu = &m.fixture.gpus[g as usize];
+    let base = match key {
+        Key::RetiredPagesPending => u64::from(gpu.retired_pages_pending?),
+        Key::RemappedPending => u64::from(gpu.remapped_rows.as_ref()?.pending),
+        Key::RemappedFailure => u64::from(gpu.remapped_rows.as_ref()?.failure),
+        Key::RemappedUncorrectable => u64::from(gpu.remapped_rows.as_ref()?.uncorrectable),
+        Key::RemappedCorrectable => u64::from(gpu.remapped_rows.as_ref()?.correctable),
+        Key::EccUncorrectedVolatile => gpu.ecc.as_ref()?.uncorrected_volatile,
+        Key::EccCorrectedVolatile => gpu.ecc.as_ref()?.corrected_volatile,
+        Key::EccUncorrectedAggregate => gpu.ecc.as_ref()?.uncorrected_aggregate,
+        Key::EccCorrectedAggregate => gpu.ecc.as_ref()?.corrected_aggregate,
+        Key::NvlinkActive(_) => return None,
+    };
+    Some(c.g.live.adjust(g, key, base))
+}
+
+/// A physical GPU handle; health calls on MIG devices are not supported, as on the driver.
+fn gpu_of(c: &mut Call, device: nvmlDevice_t) -> Result<u32, u32> {
+    match c.handle(device)?.1 {
+        Handle::Gpu(g) => Ok(g),
+        Handle::Mig(..) => Err(NOT_SUPPORTED),
+        _ => Err(INVALID_ARGUMENT),
+    }
+}
+
+/// One `nvmlDeviceGetFieldValues` entry: its return code and unsigned value.
+fn field(c: &mut Call, g: u32, id: u32) -> Result<u64, u32> {
+    let key = match id {
+        field_id::NVML_FI_DEV_RETIRED_PENDING => Key::RetiredPagesPending,
+        field_id::NVML_FI_DEV_REMAPPED_COR => Key::RemappedCorrectable,
+        field_id::NVML_FI_DEV_REMAPPED_UNC => Key::RemappedUncorrectable,
+        field_id::NVML_FI_DEV_REMAPPED_PENDING => Key::RemappedPending,
+        field_id::NVML_FI_DEV_REMAPPED_FAILURE => Key::RemappedFailure,
+        _ => return Err(NOT_SUPPORTED),
+    };
+    value(c, g, key).ok_or(NOT_SUPPORTED)
+}
+
+export! { HEALTH_SYMBOLS = [];
+    fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlEnableState_t, pending: *mut nvmlEnableState_t) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let m = c.g.initialised()?;
+        let ecc = m.fixture.gpus[g as usize].ecc.as_ref().ok_or(NOT_SUPPORTED)?;
+        if current.is_null() || pending.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        out(current, ecc.enabled as nvmlEnableState_t)?;
+        out(pending, ecc.enabled as nvmlEnableState_t)
+    }
+    fn nvmlDeviceGetTotalEccErrors(device: nvmlDevice_t, error_type: nvmlMemoryErrorType_t, counter_type: nvmlEccCounterType_t, count: *mut c_ulonglong) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let key = match (error_type, counter_type) {
+            (0, 0) => Key::EccCorrectedVolatile,
+            (1, 0) => Key::EccUncorrectedVolatile,
+            (0, 1) => Key::EccCorrectedAggregate,
+            (1, 1) => Key::EccUncorrectedAggregate,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let v = value(&mut c, g, key).ok_or(NOT_SUPPORTED)?;
+        out(count, v)
+    }
+    fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, pending: *mut nvmlEnableState_t) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let v = value(&mut c, g, Key::RetiredPagesPending).ok_or(NOT_SUPPORTED)?;
+        out(pending, (v != 0) as nvmlEnableState_t)
+    }
+    fn nvmlDeviceGetRemappedRows(device: nvmlDevice_t, corr_rows: *mut c_uint, unc_rows: *mut c_uint, is_pending: *mut c_uint, failure_occurred: *mut c_uint) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let mut read = |key| value(&mut c, g, key).ok_or(NOT_SUPPORTED).map(|v| v.min(u64::from(u32::MAX)) as c_uint);
+        let values = [
+            read(Key::RemappedCorrectable)?,
+            read(Key::RemappedUncorrectable)?,
+            read(Key::RemappedPending)?,
+            read(Key::RemappedFailure)?,
+        ];
+        if [corr_rows, unc_rows, is_pending, failure_occurred].iter().any(|p| p.is_null()) {
+            return Err(INVALID_ARGUMENT);
+        }
+        for (p, v) in [corr_rows, unc_rows, is_pending, failure_occurred].into_iter().zip(values) {
+            out(p, v)?;
+        }
+        Ok(())
+    }
+    fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, values_count: c_int, values: *mut nvmlFieldValue_t) |c| {
+        let g = gpu_of(&mut c, device)?;
+        if values_count <= 0 || values.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        for i in 0..values_count as usize {
+            let v = &mut *values.add(i);
+            v.timestamp = now;
+            v.latencyUsec = 0;
+            v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+            match field(&mut c, g, v.fieldId) {
+                Ok(n) => {
+                    v.nvmlReturn = SUCCESS;
+                    v.value = nvmlValue_t { uiVal: n.min(u64::from(u32::MAX)) as c_uint };
+                }
+                Err(code) => {
+                    v.nvmlReturn = code;
+                    v.value = nvmlValue_t { ullVal: 0 };
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,153 @@
+//! `--health` and its options, resolved like every other flag (command line > env > config
+//! file `flags` > default).
+
+use super::file::FileFlags;
+use super::flags::HealthArgs;
+use super::settings::{bool_flag, found_flag, invalid, CliError, Env, Found};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// The default condition type.
+pub const DEFAULT_CONDITION_TYPE: &str = "GPUHealthy";
+/// Where Linux keeps the id of the current boot.
+pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+/// Conditions the kubelet owns: writing one would fight it.
+const KUBELET_CONDITIONS: [&str; 5] =
+    ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"];
+
+/// GPU health reporting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// `--health`: publish the Node condition.
+    pub enabled: bool,
+    /// `--health-condition-type`.
+    pub condition_type: String,
+    /// `--health-ignore-xids`: Xids that are not faults.
+    pub ignored_xids: BTreeSet<u64>,
+    /// `--boot-id-file`.
+    pub boot_id_file: PathBuf,
+}
+
+impl Default for HealthSettings {
+    fn default() -> HealthSettings {
+        HealthSettings {
+            enabled: false,
+            condition_type: DEFAULT_CONDITION_TYPE.into(),
+            ignored_xids: crate::health::rules::DEFAULT_IGNORED_XIDS.into_iter().collect(),
+            boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+        }
+    }
+}
+
+/// Resolves the health flags; `file_path` names the config file in errors.
+pub fn resolve(
+    a: &HealthArgs,
+    env: Env,
+    ff: &FileFlags,
+    file_path: &str,
+) -> Result<HealthSettings, CliError> {
+    let in_file = |field: &str, value: &str| Found {
+        value: value.to_string(),
+        origin: format!("{field} in config file {file_path}"),
+    };
+    let mut s = HealthSettings {
+        enabled: bool_flag(a.health, env, "health")?.or(ff.health).unwrap_or(false),
+        ..HealthSettings::default()
+    };
+    if let Some(f) = found_flag(a.health_condition_type.clone(), env, "health-condition-type")
+        .or_else(|| ff.health_condition_type.as_deref().map(|v| in_file("flags.healthConditionType", v)))
+    {
+        s.condition_type = condition_type(&f)?;
+    }
+    if let Some(f) = found_flag(a.health_ignore_xids.clone(), env, "health-ignore-xids")
+        .or_else(|| ff.health_ignore_xids.as_deref().map(|v| in_file("flags.healthIgnoreXids", v)))
+    {
+        s.ignored_xids = xids(&f)?;
+    }
+    if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
+        .filter(|f| !f.value.is_empty())
+    {
+        s.boot_id_file = f.value.into();
+    }
+    Ok(s)
+}
+
+/// A condition type the API server accepts (a qualified name) and that is not the kubelet's.
+fn condition_type(f: &Found) -> Result<String, CliError> {
+    let v = f.value.as_str();
+    let name = v.rsplit_once('/').map_or(v, |(_, n)| n);
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(ok_char)
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !valid {
+        return Err(invalid(f, "a condition type is a name such as GPUHealthy (letters, digits, -_.)"));
+    }
+    if KUBELET_CONDITIONS.contains(&v) {
+        return Err(invalid(f, "the kubelet owns this condition; choose another type such as GPUHealthy"));
+    }
+    Ok(v.to_string())
+}
+
+/// A comma-separated list of Xid numbers; empty means every Xid is a fault.
+fn xids(f: &Found) -> Result<BTreeSet<u64>, CliError> {
+    f.value
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse()
+                .map_err(|_| invalid(f, format!("{x:?} is not an Xid number; use a list such as 13,31,43")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve_env(vars: &[(&str, &str)], ff: &FileFlags) -> Result<HealthSettings, CliError> {
+        let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        resolve(&HealthArgs::default(), &env, ff, "/etc/config.yaml")
+    }
+
+    #[test]
+    fn defaults_env_and_file_forms() {
+        let s = resolve_env(&[], &FileFlags::default()).unwrap();
+        assert_eq!(s, HealthSettings::default());
+        assert!(!s.enabled && s.ignored_xids.contains(&13) && !s.ignored_xids.contains(&79));
+        let s = resolve_env(
+            &[
+                ("NVLABEL_HEALTH", "true"),
+                ("NVLABEL_HEALTH_IGNORE_XIDS", "13, 79"),
+                ("NVLABEL_HEALTH_CONDITION_TYPE", "AcceleratedHardwareReady"),
+            ],
+            &FileFlags::default(),
+        )
+        .unwrap();
+        assert!(s.enabled);
+        assert_eq!(s.ignored_xids, [13, 79].into_iter().collect());
+        assert_eq!(s.condition_type, "AcceleratedHardwareReady");
+        let ff =
+            FileFlags { health: Some(true), health_ignore_xids: Some(String::new()), ..FileFlags::default() };
+        let s = resolve_env(&[], &ff).unwrap();
+        assert!(s.enabled && s.ignored_xids.is_empty(), "an empty list: every Xid is a fault");
+    }
+
+    #[test]
+    fn bad_values_name_where_they_came_from() {
+        let e = resolve_env(&[("NVLABEL_HEALTH_IGNORE_XIDS", "13,x")], &FileFlags::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("NVLABEL_HEALTH_IGNORE_XIDS") && e.to_string().contains("\"x\""),
+            "{e}"
+        );
+        let e =
+            resolve_env(&[("NVLABEL_HEALTH_CONDITION_TYPE", "Ready")], &FileFlags::default()).unwrap_err();
+        assert!(e.to_string().contains("kubelet"), "{e}");
+        let ff = FileFlags { health_condition_type: Some("GPU Healthy".into()), ..FileFlags::default() };
+        let e = resolve_env(&[], &ff).unwrap_err();
+        assert!(e.to_string().contains("flags.healthConditionType in config file /etc/config.yaml"), "{e}");
+    }
+}

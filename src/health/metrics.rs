@@ -1,0 +1,136 @@
+//! Per-GPU health metrics. Where dcgm-exporter has the metric, the name and the `gpu` / `UUID`
+//! labels are its own, so dashboards and alerts written for it work on nvlabel's too:
+//! `DCGM_FI_DEV_XID_ERRORS` (the last Xid), `DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`,
+//! `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, `DCGM_FI_DEV_RETIRED_PENDING`,
+//! `DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS`, `DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS`,
+//! `DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`. dcgm-exporter has no
+//! health flag or per-Xid count: `nvlabel_gpu_healthy` and `nvlabel_gpu_xid_errors_total` are ours.
+
+use super::rules::GpuReading;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// dcgm-exporter's GPU labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct GpuLabels {
+    /// NVML index.
+    pub gpu: String,
+    /// GPU UUID (dcgm-exporter's label name).
+    pub UUID: String,
+}
+
+/// The GPU labels plus the Xid.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct XidLabels {
+    /// NVML index.
+    pub gpu: String,
+    /// GPU UUID.
+    pub UUID: String,
+    /// The Xid number.
+    pub xid: String,
+}
+
+/// The health metrics.
+#[derive(Debug, Default)]
+pub struct HealthMetrics {
+    /// 1 healthy, 0 a fault is recorded.
+    pub healthy: Family<GpuLabels, Gauge>,
+    /// Xid events by Xid (ignored ones too: they are still worth seeing).
+    pub xid_errors: Family<XidLabels, Counter>,
+    /// The last Xid.
+    pub last_xid: Family<GpuLabels, Gauge>,
+    /// Volatile corrected ECC errors.
+    pub sbe_volatile: Family<GpuLabels, Gauge>,
+    /// Volatile uncorrected ECC errors.
+    pub dbe_volatile: Family<GpuLabels, Gauge>,
+    /// Retired pages pending (0/1).
+    pub retired_pending: Family<GpuLabels, Gauge>,
+    /// Rows remapped for correctable errors.
+    pub remapped_correctable: Family<GpuLabels, Gauge>,
+    /// Rows remapped for uncorrectable errors.
+    pub remapped_uncorrectable: Family<GpuLabels, Gauge>,
+    /// Row remapping pending (0/1).
+    pub remap_pending: Family<GpuLabels, Gauge>,
+    /// Row remapping failed (0/1).
+    pub remap_failure: Family<GpuLabels, Gauge>,
+}
+
+impl HealthMetrics {
+    /// Registers the metrics into the daemon's registry.
+    pub fn register(&self, registry: &mut Registry) {
+        let gauges: [(&str, &str, &Family<GpuLabels, Gauge>); 9] = [
+            ("nvlabel_gpu_healthy", "1 while the GPU has no recorded fault this boot, else 0", &self.healthy),
+            ("DCGM_FI_DEV_XID_ERRORS", "The last Xid error of the GPU", &self.last_xid),
+            (
+                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                "Volatile single-bit (corrected) ECC errors",
+                &self.sbe_volatile,
+            ),
+            (
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                "Volatile double-bit (uncorrected) ECC errors",
+                &self.dbe_volatile,
+            ),
+            ("DCGM_FI_DEV_RETIRED_PENDING", "1 while retired pages wait for a reset", &self.retired_pending),
+            (
+                "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                "Rows remapped for correctable errors",
+                &self.remapped_correctable,
+            ),
+            (
+                "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+                "Rows remapped for uncorrectable errors",
+                &self.remapped_uncorrectable,
+            ),
+            (
+                "DCGM_FI_DEV_ROW_REMAP_PENDING",
+                "1 while a row remapping waits for a reset",
+                &self.remap_pending,
+            ),
+            ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 when row remapping failed", &self.remap_failure),
+        ];
+        for (name, help, family) in gauges {
+            registry.register(name, help, family.clone());
+        }
+        registry.register("nvlabel_gpu_xid_errors", "Xid errors by GPU and Xid", self.xid_errors.clone());
+    }
+
+    /// Records a pass's reading of one GPU.
+    pub fn observe(&self, gpu: &GpuReading, uuid: &str) {
+        let l = labels(gpu.index, uuid);
+        let set = |f: &Family<GpuLabels, Gauge>, v: Option<u64>| {
+            if let Some(v) = v {
+                f.get_or_create(&l).set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+        };
+        set(&self.sbe_volatile, gpu.corrected_volatile);
+        set(&self.dbe_volatile, gpu.uncorrected_volatile);
+        set(&self.retired_pending, gpu.retired_pages_pending.map(u64::from));
+        set(&self.remapped_correctable, gpu.remapped.map(|r| r.correctable));
+        set(&self.remapped_uncorrectable, gpu.remapped.map(|r| r.uncorrectable));
+        set(&self.remap_pending, gpu.remapped.map(|r| u64::from(r.pending)));
+        set(&self.remap_failure, gpu.remapped.map(|r| u64::from(r.failure)));
+    }
+
+    /// Records an Xid event.
+    pub fn xid(&self, index: u32, uuid: &str, xid: u64) {
+        let l = labels(index, uuid);
+        self.last_xid.get_or_create(&l).set(i64::try_from(xid).unwrap_or(i64::MAX));
+        let x = XidLabels { gpu: l.gpu, UUID: l.UUID, xid: xid.to_string() };
+        self.xid_errors.get_or_create(&x).inc();
+    }
+
+    /// Records whether a GPU is healthy.
+    pub fn healthy(&self, index: u32, uuid: &str, healthy: bool) {
+        self.healthy.get_or_create(&labels(index, uuid)).set(i64::from(healthy));
+    }
+}
+
+fn labels(index: u32, uuid: &str) -> GpuLabels {
+    GpuLabels { gpu: index.to_string(), UUID: uuid.to_string() }
+}

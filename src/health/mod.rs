@@ -1,0 +1,12 @@
+//! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
+//! pages, lost and missing GPUs, inactive NVLinks. [`rules`] says what a fault is, [`sticky`]
+//! keeps faults until the node reboots; the rest reads NVML and publishes.
+
+pub mod metrics;
+pub mod monitor;
+pub mod nvml;
+pub mod oneshot;
+pub mod publish;
+mod raw_events;
+pub mod rules;
+pub mod sticky;

@@ -1,0 +1,357 @@
+//! The health loop beside the labeller: a reading every pass interval and each NVML event as it
+//! comes, into the sticky record, out to the Node condition (only when it changes), Events and
+//! metrics. Its own task, so the labelling loop only starts it.
+
+use super::metrics::HealthMetrics;
+use super::nvml;
+use super::publish::{NodeCondition, NodeEvents};
+use super::rules::{Event, Found, Reading, Rules};
+use super::sticky::{Entry, Tracker, Verdict};
+use crate::config::Settings;
+use crate::duration::Interval;
+use crate::probe::ProbeOptions;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why health could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// `--health` without Kubernetes API access.
+    #[error("--health publishes a Node condition, which needs API access: use --sink=node or --use-node-feature-api with --node-name")]
+    NoApi,
+    /// The event thread could not be started.
+    #[error("cannot start the NVML event thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Why the boot id is unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the boot id from {path}: {reason}")]
+pub struct BootIdError {
+    /// The file.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Reads the node's boot id (a UUID line; at most 128 bytes are read).
+pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
+    let err = |reason: String| BootIdError { path: path.into(), reason };
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text)
+        .map_err(|e| err(e.to_string()))?;
+    let id = text.trim();
+    if id.is_empty() {
+        return Err(err("the file is empty".into()));
+    }
+    Ok(id.to_string())
+}
+
+/// The health state between passes.
+pub struct Monitor {
+    opts: ProbeOptions,
+    rules: Rules,
+    boot_id_file: PathBuf,
+    tracker: Option<Tracker>,
+    last: Option<Reading>,
+    uuids: BTreeMap<u32, String>,
+    condition: NodeCondition,
+    events: NodeEvents,
+    metrics: Arc<HealthMetrics>,
+    published: Option<Verdict>,
+    /// Faults from events that came before the Node could be read.
+    pending: Vec<Found>,
+    /// After a failed API call: no call before this time (growing, jittered backoff).
+    backoff: Backoff,
+}
+
+/// A growing, jittered wait between failed API calls: 1 s, 2 s, 4 s ... 5 min, each plus up to
+/// a quarter more at random.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: u32,
+    until: Option<std::time::Instant>,
+}
+
+impl Backoff {
+    /// Whether a call may go at `now`.
+    pub fn ready(&self, now: std::time::Instant) -> bool {
+        self.until.is_none_or(|t| now >= t)
+    }
+
+    /// A call failed at `now`: the next waits longer. Returns the wait.
+    pub fn failed(&mut self, now: std::time::Instant) -> Duration {
+        let base = Duration::from_secs(1u64 << self.failures.min(9)).min(Duration::from_secs(300));
+        self.failures += 1;
+        let wait = base + base.mul_f64(rand::random::<f64>() / 4.0);
+        self.until = Some(now + wait);
+        wait
+    }
+
+    /// A call succeeded.
+    pub fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
+impl Monitor {
+    /// The monitor for these settings, publishing through `client`.
+    pub fn new(
+        settings: &Settings,
+        client: kube::Client,
+        metrics: Arc<HealthMetrics>,
+    ) -> Result<Monitor, HealthError> {
+        let node = settings.node_name.clone().ok_or(HealthError::NoApi)?;
+        let h = &settings.health;
+        let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
+        Ok(Monitor {
+            opts: ProbeOptions { keep_session: true, ..settings.probe_options() },
+            rules: Rules { ignored_xids: h.ignored_xids.clone(), ..Rules::default() },
+            boot_id_file: h.boot_id_file.clone(),
+            tracker: None,
+            last: None,
+            uuids: BTreeMap::new(),
+            condition: NodeCondition::new(client.clone(), &node, &h.condition_type),
+            events: NodeEvents::new(client, &node, &instance),
+            metrics,
+            published: None,
+            pending: Vec::new(),
+            backoff: Backoff::default(),
+        })
+    }
+
+    /// The record, recovered from the Node the first time (a restart forgets nothing), and
+    /// cleared when the boot id changed. `None` while either cannot be read: nothing is
+    /// published then, so a recorded fault is never overwritten by a guess.
+    async fn tracker(&mut self) -> Option<&mut Tracker> {
+        let boot = match boot_id(&self.boot_id_file) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "GPU health is not published without the boot id");
+                return None;
+            }
+        };
+        if self.tracker.is_none() {
+            if !self.backoff.ready(std::time::Instant::now()) {
+                return None;
+            }
+            match self.condition.read().await {
+                Ok(existing) => {
+                    self.backoff.succeeded();
+                    let t = match &existing {
+                        Some(c) => Tracker::recover(&boot, &c.status, &c.message),
+                        None => Tracker::new(&boot),
+                    };
+                    if t.faulty() {
+                        tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
+                    }
+                    self.published = existing.map(|c| Verdict {
+                        status: match c.status.as_str() {
+                            "True" => "True",
+                            "False" => "False",
+                            _ => "Unknown",
+                        },
+                        reason: c.reason,
+                        message: c.message,
+                    });
+                    self.tracker = Some(t);
+                }
+                Err(e) => {
+                    let wait = self.backoff.failed(std::time::Instant::now());
+                    tracing::warn!(error = %e, retry_in = ?wait, "cannot read the Node's health condition yet");
+                    return None;
+                }
+            }
+        }
+        let t = self.tracker.as_mut()?;
+        if t.boot_id() != boot && t.new_boot(&boot) {
+            tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
+            let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
+            let uid = self.condition.uid().map(String::from);
+            if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
+                tracing::warn!(error = %e, "cannot send the recovery Event");
+            }
+        }
+        self.tracker.as_mut()
+    }
+
+    /// One health pass: read NVML, record faults, publish what changed.
+    pub async fn pass(&mut self) {
+        let opts = self.opts.clone();
+        let reading = tokio::task::spawn_blocking(move || nvml::read(&opts))
+            .await
+            .unwrap_or_else(|e| Err(format!("health reading panicked: {e}")));
+        if let Ok(r) = &reading {
+            for g in &r.gpus {
+                if let Some(u) = &g.uuid {
+                    self.uuids.insert(g.index, u.clone());
+                }
+                self.metrics.observe(g, self.uuids.get(&g.index).map_or("", |u| u.as_str()));
+            }
+        }
+        if self.tracker().await.is_none() {
+            return;
+        }
+        let tracker = self.tracker.as_mut().expect("just made");
+        let mut found = std::mem::take(&mut self.pending);
+        match &reading {
+            Ok(r) => {
+                tracker.nvml(Ok(r.gpus.len()));
+                found.extend(self.rules.faults(r, self.last.as_ref()));
+            }
+            Err(e) => tracker.nvml(Err(e.clone())),
+        }
+        let new = self.record(&found);
+        if let Ok(r) = reading {
+            self.last = Some(r);
+        }
+        self.publish().await;
+        self.announce(new).await;
+    }
+
+    /// One NVML event.
+    pub async fn event(&mut self, event: Event) {
+        if let Event::Xid { index, xid, .. } = event {
+            self.metrics.xid(index, self.uuids.get(&index).map_or("", |u| u.as_str()), xid);
+        }
+        let Some(found) = self.rules.event_fault(&event) else {
+            tracing::info!(?event, "GPU event that is not a fault (application-caused Xid)");
+            return;
+        };
+        if self.tracker().await.is_none() {
+            // Kept for the next pass, which retries reading the Node.
+            tracing::warn!(?event, "GPU fault seen before the Node could be read; kept for the next pass");
+            self.pending.push(found);
+            return;
+        }
+        let new = self.record(&[found]);
+        self.publish().await;
+        self.announce(new).await;
+    }
+
+    /// Adds faults to the record; returns the new ones.
+    fn record(&mut self, found: &[Found]) -> Vec<Entry> {
+        let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
+        let mut new = Vec::new();
+        for f in found {
+            let uuid = f.0.and_then(|i| self.uuids.get(&i)).map(String::as_str);
+            if let Some(entry) = tracker.record(f, uuid) {
+                tracing::warn!(fault = %entry.text, "GPU fault");
+                new.push(entry);
+            }
+        }
+        let faulty = tracker.faulty_gpus();
+        for (index, uuid) in &self.uuids {
+            self.metrics.healthy(*index, uuid, !faulty.contains(index));
+        }
+        new
+    }
+
+    /// A Warning Event for each new fault (after the condition, so a slow Event API does not
+    /// hold the condition back).
+    async fn announce(&mut self, new: Vec<Entry>) {
+        let uid = self.condition.uid().map(String::from);
+        for entry in new {
+            let reason = super::rules::REASONS[entry.rank];
+            if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {
+                tracing::warn!(error = %e, "cannot send the fault Event");
+            }
+        }
+    }
+
+    /// Writes the condition if it differs from what the Node has.
+    async fn publish(&mut self) {
+        let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
+        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(std::time::Instant::now()) {
+            return;
+        }
+        match self.condition.apply(&verdict).await {
+            Ok(()) => {
+                self.backoff.succeeded();
+                tracing::info!(status = verdict.status, reason = %verdict.reason, message = %verdict.message, "GPU health condition");
+                self.published = Some(verdict);
+            }
+            Err(e) => {
+                let wait = self.backoff.failed(std::time::Instant::now());
+                tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
+            }
+        }
+    }
+}
+
+/// The time between health passes: the labelling interval (at least 1 s; 60 s when it is
+/// infinite, since health must still be looked at).
+pub fn interval(settings: &Settings) -> Duration {
+    match settings.sleep_interval {
+        Interval::Every(d) => d.max(Duration::from_secs(1)),
+        Interval::Infinite => Duration::from_secs(60),
+    }
+}
+
+/// Starts health when `--health` is on: the event thread and the loop task. Returns the metrics
+/// to register, or `None` when health is off.
+pub fn start(
+    settings: &Settings,
+    client: Option<kube::Client>,
+) -> Result<Option<Arc<HealthMetrics>>, HealthError> {
+    if !settings.health.enabled {
+        return Ok(None);
+    }
+    let client = client.ok_or(HealthError::NoApi)?;
+    let metrics = Arc::new(HealthMetrics::default());
+    let mut monitor = Monitor::new(settings, client, metrics.clone())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    // The thread ends when the loop (the receiver) is gone.
+    nvml::spawn_events(monitor.opts.clone(), tx, Arc::new(AtomicBool::new(false)))?;
+    let every = interval(settings);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => monitor.pass().await,
+                Some(event) = rx.recv() => monitor.event(event).await,
+            }
+        }
+    });
+    Ok(Some(metrics))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_up_to_a_cap_and_resets() {
+        let mut b = Backoff::default();
+        let t = std::time::Instant::now();
+        assert!(b.ready(t));
+        let first = b.failed(t);
+        assert!(first >= Duration::from_secs(1) && first <= Duration::from_millis(1250), "{first:?}");
+        assert!(!b.ready(t + Duration::from_millis(900)));
+        let second = b.failed(t);
+        assert!(second >= Duration::from_secs(2), "{second:?}");
+        for _ in 0..20 {
+            b.failed(t);
+        }
+        assert!(b.failed(t) <= Duration::from_secs(375), "capped");
+        b.succeeded();
+        assert!(b.ready(t));
+    }
+
+    #[test]
+    fn boot_id_is_read_trimmed_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("boot_id");
+        std::fs::write(&p, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
+        assert_eq!(boot_id(&p).unwrap(), "6f1e0c0a-1111-2222-3333-444455556666");
+        std::fs::write(&p, "").unwrap();
+        assert!(boot_id(&p).unwrap_err().to_string().contains("boot_id: the file is empty"));
+        let e = boot_id(&dir.path().join("missing")).unwrap_err().to_string();
+        assert!(e.contains("missing"), "{e}");
+    }
+}

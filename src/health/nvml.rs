@@ -1,0 +1,207 @@
+//! Health from NVML: each pass's reading (ECC counts, row remapping, retired pages, NVLink
+//! states, lost GPUs, the PCI bus count), and the event thread (Xids, double-bit ECC, GPUs
+//! becoming unavailable) that blocks in `nvmlEventSetWait` so the async runtime never does.
+//! Both use the one shared NVML session.
+
+use super::raw_events::{handle_key, EventSet, RawEvent};
+use super::rules::{Event, GpuReading, Reading, Remapped};
+use crate::probe::{session, ProbeOptions};
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::FieldValueSample;
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::Device;
+use nvml_wrapper_sys::bindings::{field_id::*, *};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// NVML's most links per GPU.
+const MAX_LINKS: u32 = 18;
+/// How long one wait blocks before the thread looks at the session and the stop flag again.
+const WAIT_MS: u32 = 500;
+
+/// Reads the node's health once. `Err` when NVML cannot answer at all.
+pub fn read(opts: &ProbeOptions) -> Result<Reading, String> {
+    let nvml = session::shared(opts).map_err(|e| e.to_string())?;
+    let count = nvml.device_count().map_err(|e| {
+        session::check(&e);
+        format!("nvmlDeviceGetCount_v2: {e}")
+    })?;
+    let mut gpus = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        let mut gpu = GpuReading { index, ..GpuReading::default() };
+        match nvml.device_by_index(index) {
+            Ok(dev) => read_gpu(&dev, &mut gpu),
+            Err(e) => gpu.lost = lost(&e),
+        }
+        gpus.push(gpu);
+    }
+    Ok(Reading { gpus, pci_gpus: pci_gpus(&opts.sysfs_root) })
+}
+
+fn lost(e: &NvmlError) -> bool {
+    matches!(e, NvmlError::GpuLost)
+}
+
+/// A value, `None` when the GPU cannot say; marks the GPU lost on `GPU_IS_LOST`.
+fn soft<T>(gpu: &mut GpuReading, r: Result<T, NvmlError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            gpu.lost |= lost(&e);
+            None
+        }
+    }
+}
+
+fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
+    gpu.uuid = soft(gpu, dev.uuid());
+    gpu.uncorrected_volatile =
+        soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+    gpu.corrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+    gpu.retired_pages_pending = soft(gpu, dev.are_pages_pending_retired());
+    let ids = [
+        NVML_FI_DEV_REMAPPED_COR,
+        NVML_FI_DEV_REMAPPED_UNC,
+        NVML_FI_DEV_REMAPPED_PENDING,
+        NVML_FI_DEV_REMAPPED_FAILURE,
+    ]
+    .map(FieldId);
+    if let Some(values) = soft(gpu, dev.field_values_for(&ids)) {
+        let v: Vec<Option<u64>> = values.into_iter().map(field_u64).collect();
+        if let [Some(c), Some(u), Some(p), Some(f)] = v[..] {
+            gpu.remapped =
+                Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
+        }
+    }
+    let mut links = Vec::new();
+    for link in 0..MAX_LINKS {
+        match dev.link_wrapper_for(link).is_active() {
+            Ok(active) => links.push(active),
+            Err(e) => {
+                gpu.lost |= lost(&e);
+                break;
+            }
+        }
+    }
+    gpu.nvlink_active = (!links.is_empty()).then_some(links);
+}
+
+fn field_u64(r: Result<FieldValueSample, NvmlError>) -> Option<u64> {
+    match r.ok()?.value.ok()? {
+        SampleValue::U32(v) => Some(v.into()),
+        SampleValue::U64(v) => Some(v),
+        SampleValue::I64(v) => u64::try_from(v).ok(),
+        SampleValue::F64(_) => None,
+    }
+}
+
+/// NVIDIA GPUs on the PCI bus: vendor 0x10de, display class (0x03xxxx; NVSwitches and audio
+/// functions are other classes). `None` when sysfs cannot be read.
+pub fn pci_gpus(sysfs_root: &Path) -> Option<u32> {
+    let dir = std::fs::read_dir(sysfs_root.join("bus/pci/devices")).ok()?;
+    let read = |p: std::path::PathBuf| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(std::fs::File::open(p).ok()?, 64), &mut text)
+            .ok()?;
+        u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
+    };
+    let count = dir
+        .flatten()
+        .filter(|e| read(e.path().join("vendor")) == Some(0x10de))
+        .filter(|e| read(e.path().join("class")).is_some_and(|c| c >> 16 == 0x03))
+        .count();
+    Some(count as u32)
+}
+
+/// Converts an NVML event; `None` for types health does not watch.
+fn convert(set: &EventSet, by_handle: &HashMap<usize, u32>, e: RawEvent) -> Option<Event> {
+    // From the registration, since a GPU that became unavailable cannot tell its index any more.
+    let index = match by_handle.get(&(e.device as usize)) {
+        Some(i) => *i,
+        None => set.index_of(e.device).ok()?,
+    };
+    let mig = (e.gpu_instance != u32::MAX).then_some((e.gpu_instance, e.compute_instance));
+    if e.kind & u64::from(nvmlEventTypeXidCriticalError) != 0 {
+        Some(Event::Xid { index, xid: e.data, mig })
+    } else if e.kind & u64::from(nvmlEventTypeDoubleBitEccError) != 0 {
+        Some(Event::DoubleBitEcc { index })
+    } else if e.kind & u64::from(nvmlEventTypeGpuUnavailableError) != 0 {
+        Some(Event::Lost { index })
+    } else {
+        None
+    }
+}
+
+/// Starts the event thread: it registers every GPU of the shared session, waits, and sends each
+/// event to `tx`; it registers again when the session is reopened, and ends when `stop` is set
+/// or the receiver is gone.
+pub fn spawn_events(
+    opts: ProbeOptions,
+    tx: tokio::sync::mpsc::Sender<Event>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("nvml-events".into()).spawn(move || {
+        let mut backoff = Duration::from_secs(1);
+        while !stop.load(Ordering::Relaxed) && !tx.is_closed() {
+            match listen(&opts, &tx, &stop) {
+                Ok(()) => backoff = Duration::from_secs(1),
+                Err(e) => {
+                    tracing::debug!(error = %e, "NVML events unavailable; trying again");
+                    // Growing, jittered, capped: a node without a driver is not a hot loop.
+                    let jitter = Duration::from_millis(rand::random::<u64>() % 500);
+                    std::thread::sleep(backoff + jitter);
+                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                }
+            }
+        }
+    })
+}
+
+/// One session's worth of listening; `Ok` when the session changed and listening starts over.
+fn listen(
+    opts: &ProbeOptions,
+    tx: &tokio::sync::mpsc::Sender<Event>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let nvml = session::shared(opts).map_err(|e| e.to_string())?;
+    let set = EventSet::new(&nvml).map_err(|e| format!("nvmlEventSetCreate: {e}"))?;
+    let count = nvml.device_count().map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;
+    let mut by_handle = HashMap::new();
+    for index in 0..count {
+        // A lost GPU cannot register; the pass reading reports it.
+        let registered = nvml.device_by_index(index).and_then(|d| {
+            by_handle.insert(handle_key(&d), index);
+            set.register(&d)
+        });
+        if let Err(e) = registered {
+            tracing::debug!(gpu = index, error = %e, "no health events from this GPU");
+        }
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match set.wait(WAIT_MS) {
+            Ok(raw) => {
+                if let Some(event) = convert(&set, &by_handle, raw) {
+                    if tx.blocking_send(event).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(NvmlError::Timeout) => {
+                let current = session::shared(opts).map_err(|e| e.to_string())?;
+                if !Arc::ptr_eq(&current, &nvml) {
+                    return Ok(());
+                }
+            }
+            Err(e) => {
+                session::check(&e);
+                return Err(format!("nvmlEventSetWait_v2: {e}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! What counts as a GPU fault, how bad it is and what to do about it. Pure functions of what
+//! NVML reported; no I/O.
+
+use std::collections::BTreeSet;
+
+/// Xids that applications cause (illegal memory access, a killed context, ...): not a GPU fault,
+/// as in NVIDIA's device plugin.
+pub const DEFAULT_IGNORED_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
+
+/// What to do about a fault, least drastic first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    /// Drain the GPU's work and reset it (`nvidia-smi -r`), or reboot.
+    ResetGpu,
+    /// Drain and reboot the node.
+    Reboot,
+    /// Drain the node and have the GPU replaced.
+    Replace,
+}
+
+impl Action {
+    /// The recommendation as the condition message says it.
+    pub fn text(self) -> &'static str {
+        match self {
+            Action::ResetGpu => "reset the GPU",
+            Action::Reboot => "reboot the node",
+            Action::Replace => "replace the GPU",
+        }
+    }
+}
+
+/// One fault of one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// NVML answers `GPU_IS_LOST` for the GPU, or sent a GPU-unavailable event.
+    Lost,
+    /// Fewer GPUs through NVML than NVIDIA GPUs on the PCI bus.
+    Missing {
+        /// GPUs NVML enumerates.
+        nvml: u32,
+        /// NVIDIA display-class devices on the PCI bus.
+        pci: u32,
+    },
+    /// The GPU ran out of spare rows: remapping failed.
+    RemappedRowsFailure,
+    /// A double-bit ECC error event.
+    DoubleBitEcc,
+    /// The volatile uncorrected ECC count is above zero.
+    UncorrectedEcc {
+        /// The count.
+        count: u64,
+    },
+    /// A critical Xid event, on the GPU or on one of its MIG devices.
+    Xid {
+        /// The Xid number.
+        xid: u64,
+        /// GPU-instance and compute-instance id of the MIG device it came from.
+        mig: Option<(u32, u32)>,
+    },
+    /// A row remapping waits for a GPU reset.
+    RemappedRowsPending,
+    /// Retired pages wait for a GPU reset or reboot.
+    RetiredPagesPending,
+    /// An NVLink link that was active is not any more.
+    NvlinkInactive {
+        /// The link number.
+        link: u32,
+    },
+}
+
+/// Condition reasons, worst first: a reason's position is its rank when faults are combined
+/// (also for reasons read back from a Node written by an earlier nvlabel).
+pub const REASONS: [&str; 9] = [
+    "GpuLost",
+    "GpuMissing",
+    "RemappedRowsFailure",
+    "DoubleBitEccError",
+    "UncorrectedEccErrors",
+    "XidCriticalError",
+    "RemappedRowsPending",
+    "RetiredPagesPending",
+    "NvlinkInactive",
+];
+
+impl Fault {
+    /// The CamelCase condition reason.
+    pub fn reason(&self) -> &'static str {
+        REASONS[self.rank()]
+    }
+
+    /// Position in [`REASONS`]: lower is worse.
+    pub fn rank(&self) -> usize {
+        match self {
+            Fault::Lost => 0,
+            Fault::Missing { .. } => 1,
+            Fault::RemappedRowsFailure => 2,
+            Fault::DoubleBitEcc => 3,
+            Fault::UncorrectedEcc { .. } => 4,
+            Fault::Xid { .. } => 5,
+            Fault::RemappedRowsPending => 6,
+            Fault::RetiredPagesPending => 7,
+            Fault::NvlinkInactive { .. } => 8,
+        }
+    }
+
+    /// The recommended action.
+    pub fn action(&self) -> Action {
+        match self {
+            Fault::Lost | Fault::Missing { .. } => Action::Reboot,
+            Fault::RemappedRowsFailure => Action::Replace,
+            // 79: fallen off the bus; 95: uncontained ECC error; 119/120: GSP firmware stuck.
+            Fault::Xid { xid: 79 | 95 | 119 | 120, .. } => Action::Reboot,
+            Fault::Xid { .. }
+            | Fault::DoubleBitEcc
+            | Fault::UncorrectedEcc { .. }
+            | Fault::RemappedRowsPending
+            | Fault::RetiredPagesPending
+            | Fault::NvlinkInactive { .. } => Action::ResetGpu,
+        }
+    }
+
+    /// What happened, with its value, as the message says it.
+    pub fn describe(&self) -> String {
+        match self {
+            Fault::Lost => "GPU is lost".into(),
+            Fault::Missing { nvml, pci } => {
+                format!("NVML sees {nvml} GPUs, the PCI bus has {pci}")
+            }
+            Fault::RemappedRowsFailure => "row remapping failed".into(),
+            Fault::DoubleBitEcc => "double-bit ECC error".into(),
+            Fault::UncorrectedEcc { count } => format!("{count} uncorrected ECC errors since reset"),
+            Fault::Xid { xid, mig: None } => format!("Xid {xid}"),
+            Fault::Xid { xid, mig: Some((gi, ci)) } => {
+                format!("Xid {xid} on MIG device GI {gi} CI {ci}")
+            }
+            Fault::RemappedRowsPending => "row remapping pending".into(),
+            Fault::RetiredPagesPending => "page retirement pending".into(),
+            Fault::NvlinkInactive { link } => format!("NVLink {link} went inactive"),
+        }
+    }
+}
+
+/// Whether an Xid is a fault: every Xid not in `ignored`.
+pub fn xid_is_fault(xid: u64, ignored: &BTreeSet<u64>) -> bool {
+    !ignored.contains(&xid)
+}
+
+/// One GPU's health values as NVML reported them this pass; `None` where it could not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuReading {
+    /// NVML index.
+    pub index: u32,
+    /// UUID, when known.
+    pub uuid: Option<String>,
+    /// NVML answered `GPU_IS_LOST`.
+    pub lost: bool,
+    /// Volatile uncorrected ECC errors.
+    pub uncorrected_volatile: Option<u64>,
+    /// Volatile corrected ECC errors (a metric, never a fault).
+    pub corrected_volatile: Option<u64>,
+    /// Rows remapped for correctable / uncorrectable errors, and pending / failure.
+    pub remapped: Option<Remapped>,
+    /// Retired pages pending.
+    pub retired_pages_pending: Option<bool>,
+    /// Each NVLink link's state (true: active), in link order.
+    pub nvlink_active: Option<Vec<bool>>,
+}
+
+/// `nvmlDeviceGetRemappedRows`, or fields 142-145.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remapped {
+    /// Rows remapped for correctable errors.
+    pub correctable: u64,
+    /// Rows remapped for uncorrectable errors.
+    pub uncorrectable: u64,
+    /// A remapping waits for a reset.
+    pub pending: bool,
+    /// Remapping failed.
+    pub failure: bool,
+}
+
+/// The whole node this pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Every GPU NVML enumerates.
+    pub gpus: Vec<GpuReading>,
+    /// NVIDIA GPUs on the PCI bus, when sysfs could say.
+    pub pci_gpus: Option<u32>,
+}
+
+/// Something NVML reported as it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An Xid critical error (MIG: with the instance ids).
+    Xid {
+        /// GPU index.
+        index: u32,
+        /// The Xid.
+        xid: u64,
+        /// GPU-instance and compute-instance id.
+        mig: Option<(u32, u32)>,
+    },
+    /// A double-bit ECC error.
+    DoubleBitEcc {
+        /// GPU index.
+        index: u32,
+    },
+    /// The GPU became unavailable.
+    Lost {
+        /// GPU index.
+        index: u32,
+    },
+}
+
+/// One detector, so a mutation check can turn it off and see a test fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detector {
+    /// `GPU_IS_LOST` answers and GPU-unavailable events.
+    Lost,
+    /// Fewer NVML GPUs than on the PCI bus.
+    Missing,
+    /// Volatile uncorrected ECC count above zero.
+    UncorrectedEcc,
+    /// Double-bit ECC events.
+    DoubleBitEcc,
+    /// Row remapping failed.
+    RemappedRowsFailure,
+    /// Row remapping pending.
+    RemappedRowsPending,
+    /// Retired pages pending.
+    RetiredPagesPending,
+    /// Links that were active and are not.
+    NvlinkInactive,
+    /// Critical Xid events.
+    Xid,
+}
+
+/// Every detector.
+pub const DETECTORS: [Detector; 9] = [
+    Detector::Lost,
+    Detector::Missing,
+    Detector::UncorrectedEcc,
+    Detector::DoubleBitEcc,
+    Detector::RemappedRowsFailure,
+    Detector::RemappedRowsPending,
+    Detector::RetiredPagesPending,
+    Detector::NvlinkInactive,
+    Detector::Xid,
+];
+
+/// What counts as a fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// Xids that are not faults.
+    pub ignored_xids: BTreeSet<u64>,
+    /// Detectors turned off (all run in nvlabel; tests turn one off to see a test fail).
+    pub off: BTreeSet<Detector>,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules { ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(), off: BTreeSet::new() }
+    }
+}
+
+/// A fault of a GPU (by index), or of the node (`None`: GPUs missing).
+pub type Found = (Option<u32>, Fault);
+
+impl Rules {
+    fn on(&self, d: Detector) -> bool {
+        !self.off.contains(&d)
+    }
+
+    /// The faults a pass's reading shows. `previous` is the last reading, for links that were
+    /// active and are not now.
+    pub fn faults(&self, reading: &Reading, previous: Option<&Reading>) -> Vec<Found> {
+        let mut out = Vec::new();
+        for gpu in &reading.gpus {
+            let mut add = |d: Detector, f: Fault| {
+                if self.on(d) {
+                    out.push((Some(gpu.index), f));
+                }
+            };
+            if gpu.lost {
+                add(Detector::Lost, Fault::Lost);
+                continue;
+            }
+            if let Some(count) = gpu.uncorrected_volatile.filter(|c| *c > 0) {
+                add(Detector::UncorrectedEcc, Fault::UncorrectedEcc { count });
+            }
+            if let Some(r) = gpu.remapped {
+                if r.failure {
+                    add(Detector::RemappedRowsFailure, Fault::RemappedRowsFailure);
+                }
+                if r.pending {
+                    add(Detector::RemappedRowsPending, Fault::RemappedRowsPending);
+                }
+            }
+            if gpu.retired_pages_pending == Some(true) {
+                add(Detector::RetiredPagesPending, Fault::RetiredPagesPending);
+            }
+            let before = previous
+                .and_then(|p| p.gpus.iter().find(|g| g.index == gpu.index))
+                .and_then(|g| g.nvlink_active.as_ref());
+            if let (Some(now), Some(before)) = (&gpu.nvlink_active, before) {
+                for (link, (was, is)) in before.iter().zip(now).enumerate() {
+                    if *was && !*is {
+                        add(Detector::NvlinkInactive, Fault::NvlinkInactive { link: link as u32 });
+                    }
+                }
+            }
+        }
+        if let Some(pci) = reading.pci_gpus {
+            let nvml = reading.gpus.len() as u32;
+            if nvml < pci && self.on(Detector::Missing) {
+                out.push((None, Fault::Missing { nvml, pci }));
+            }
+        }
+        out
+    }
+
+    /// The fault an event is, if any.
+    pub fn event_fault(&self, event: &Event) -> Option<Found> {
+        let (detector, found) = match *event {
+            Event::Xid { index, xid, mig } => (
+                Detector::Xid,
+                xid_is_fault(xid, &self.ignored_xids).then_some((Some(index), Fault::Xid { xid, mig })),
+            ),
+            Event::DoubleBitEcc { index } => {
+                (Detector::DoubleBitEcc, Some((Some(index), Fault::DoubleBitEcc)))
+            }
+            Event::Lost { index } => (Detector::Lost, Some((Some(index), Fault::Lost))),
+        };
+        found.filter(|_| self.on(detector))
+    }
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;

@@ -1,0 +1,163 @@
+use super::*;
+
+fn healthy(index: u32) -> GpuReading {
+    GpuReading {
+        index,
+        uuid: Some(format!("GPU-{index}")),
+        uncorrected_volatile: Some(0),
+        corrected_volatile: Some(5),
+        remapped: Some(Remapped::default()),
+        retired_pages_pending: Some(false),
+        nvlink_active: Some(vec![true, true]),
+        ..GpuReading::default()
+    }
+}
+
+fn reading(gpus: Vec<GpuReading>) -> Reading {
+    Reading { pci_gpus: Some(gpus.len() as u32), gpus }
+}
+
+#[test]
+fn a_healthy_node_has_no_faults_and_corrected_errors_are_not_faults() {
+    let r = reading(vec![healthy(0), healthy(1)]);
+    assert_eq!(Rules::default().faults(&r, Some(&r)), vec![]);
+}
+
+#[test]
+fn each_pass_detector_reports_its_fault() {
+    let rules = Rules::default();
+    type Change = Box<dyn Fn(&mut GpuReading)>;
+    let cases: Vec<(Change, Fault)> = vec![
+        (Box::new(|g| g.lost = true), Fault::Lost),
+        (Box::new(|g| g.uncorrected_volatile = Some(2)), Fault::UncorrectedEcc { count: 2 }),
+        (Box::new(|g| g.remapped.as_mut().unwrap().failure = true), Fault::RemappedRowsFailure),
+        (Box::new(|g| g.remapped.as_mut().unwrap().pending = true), Fault::RemappedRowsPending),
+        (Box::new(|g| g.retired_pages_pending = Some(true)), Fault::RetiredPagesPending),
+        (Box::new(|g| g.nvlink_active = Some(vec![true, false])), Fault::NvlinkInactive { link: 1 }),
+    ];
+    let before = reading(vec![healthy(0), healthy(1)]);
+    for (change, fault) in cases {
+        let mut now = before.clone();
+        change(&mut now.gpus[1]);
+        assert_eq!(rules.faults(&now, Some(&before)), vec![(Some(1), fault.clone())], "{fault:?}");
+    }
+}
+
+#[test]
+fn a_link_that_was_never_active_is_not_a_fault() {
+    let mut before = reading(vec![healthy(0)]);
+    before.gpus[0].nvlink_active = Some(vec![false, true]);
+    let now = before.clone();
+    assert_eq!(Rules::default().faults(&now, Some(&before)), vec![]);
+    assert_eq!(Rules::default().faults(&now, None), vec![]);
+}
+
+#[test]
+fn fewer_nvml_gpus_than_on_the_pci_bus_is_a_node_fault() {
+    let mut r = reading(vec![healthy(0)]);
+    r.pci_gpus = Some(2);
+    assert_eq!(Rules::default().faults(&r, None), vec![(None, Fault::Missing { nvml: 1, pci: 2 })]);
+    r.pci_gpus = None;
+    assert_eq!(Rules::default().faults(&r, None), vec![]);
+}
+
+#[test]
+fn application_xids_are_not_faults_unless_configured() {
+    let rules = Rules::default();
+    for xid in DEFAULT_IGNORED_XIDS {
+        assert_eq!(rules.event_fault(&Event::Xid { index: 0, xid, mig: None }), None, "{xid}");
+    }
+    for xid in [48, 63, 64, 74, 79, 92, 94, 95, 119] {
+        let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) });
+        assert_eq!(found, Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)) })));
+    }
+    let custom = Rules { ignored_xids: [79].into_iter().collect(), ..Rules::default() };
+    assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }), None);
+    assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }).is_some());
+}
+
+#[test]
+fn ecc_and_lost_events_are_faults() {
+    let rules = Rules::default();
+    assert_eq!(rules.event_fault(&Event::DoubleBitEcc { index: 3 }), Some((Some(3), Fault::DoubleBitEcc)));
+    assert_eq!(rules.event_fault(&Event::Lost { index: 1 }), Some((Some(1), Fault::Lost)));
+}
+
+#[test]
+fn reasons_are_camel_case_ranked_and_have_actions() {
+    assert_eq!(Fault::Lost.reason(), "GpuLost");
+    assert_eq!(Fault::Xid { xid: 79, mig: None }.action(), Action::Reboot);
+    assert_eq!(Fault::Xid { xid: 48, mig: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
+    assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
+    for r in REASONS {
+        assert!(
+            r.chars().next().unwrap().is_ascii_uppercase() && r.chars().all(|c| c.is_ascii_alphanumeric())
+        );
+    }
+    assert_eq!(Fault::Xid { xid: 31, mig: Some((9, 0)) }.describe(), "Xid 31 on MIG device GI 9 CI 0");
+}
+
+/// Every rule's case, checked against `rules`: the cases it gets wrong.
+fn misses(rules: &Rules) -> Vec<String> {
+    let before = reading(vec![healthy(0), healthy(1)]);
+    let mut wrong = Vec::new();
+    let mut check = |what: &str, got: Vec<Found>, want: Vec<Found>| {
+        if got != want {
+            wrong.push(format!("{what}: {got:?}"));
+        }
+    };
+    let pass = |change: &dyn Fn(&mut Reading)| {
+        let mut now = before.clone();
+        change(&mut now);
+        rules.faults(&now, Some(&before))
+    };
+    check("lost", pass(&|r| r.gpus[1].lost = true), vec![(Some(1), Fault::Lost)]);
+    check("missing", pass(&|r| r.pci_gpus = Some(3)), vec![(None, Fault::Missing { nvml: 2, pci: 3 })]);
+    check(
+        "ecc",
+        pass(&|r| r.gpus[0].uncorrected_volatile = Some(1)),
+        vec![(Some(0), Fault::UncorrectedEcc { count: 1 })],
+    );
+    check(
+        "failure",
+        pass(&|r| r.gpus[0].remapped.as_mut().unwrap().failure = true),
+        vec![(Some(0), Fault::RemappedRowsFailure)],
+    );
+    check(
+        "pending",
+        pass(&|r| r.gpus[0].remapped.as_mut().unwrap().pending = true),
+        vec![(Some(0), Fault::RemappedRowsPending)],
+    );
+    check(
+        "retired",
+        pass(&|r| r.gpus[0].retired_pages_pending = Some(true)),
+        vec![(Some(0), Fault::RetiredPagesPending)],
+    );
+    check(
+        "nvlink",
+        pass(&|r| r.gpus[0].nvlink_active = Some(vec![false, true])),
+        vec![(Some(0), Fault::NvlinkInactive { link: 0 })],
+    );
+    let event = |e: Event| rules.event_fault(&e).into_iter().collect::<Vec<_>>();
+    check(
+        "xid",
+        event(Event::Xid { index: 0, xid: 79, mig: None }),
+        vec![(Some(0), Fault::Xid { xid: 79, mig: None })],
+    );
+    check("xid 13", event(Event::Xid { index: 0, xid: 13, mig: None }), vec![]);
+    check("dbe", event(Event::DoubleBitEcc { index: 1 }), vec![(Some(1), Fault::DoubleBitEcc)]);
+    check("lost event", event(Event::Lost { index: 1 }), vec![(Some(1), Fault::Lost)]);
+    wrong
+}
+
+#[test]
+fn mutation_check_turning_off_any_detector_fails_a_case() {
+    assert_eq!(misses(&Rules::default()), Vec::<String>::new());
+    for d in DETECTORS {
+        let off = Rules { off: [d].into_iter().collect(), ..Rules::default() };
+        assert!(!misses(&off).is_empty(), "with {d:?} off no case fails: the cases do not guard it");
+    }
+    let all_xids = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
+    assert_eq!(misses(&all_xids), vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None })]".to_string()]);
+}

@@ -7,10 +7,10 @@
 
 pub mod conditions;
 pub mod config;
-pub mod config_label;
 pub mod daemon;
 pub mod duration;
 pub mod http;
+pub mod kubeapi;
 pub mod labels;
 pub mod limits;
 pub mod logging;

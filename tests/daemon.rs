@@ -83,9 +83,12 @@ fn loaded(dir: &Path, output: &Path, source: ConfigSource, label: Option<&str>) 
 
 fn tokio_stream(
     mut rx: mpsc::UnboundedReceiver<Option<String>>,
-) -> futures::stream::BoxStream<'static, nvlabel::config_label::NodeView> {
+) -> futures::stream::BoxStream<'static, nvlabel::kubeapi::node_view::NodeView> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-        .map(|config_label| nvlabel::config_label::NodeView { config_label, allocatable: Default::default() })
+        .map(|config_label| nvlabel::kubeapi::node_view::NodeView {
+            config_label,
+            allocatable: Default::default(),
+        })
         .boxed()
 }
 

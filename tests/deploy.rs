@@ -327,7 +327,7 @@ fn rbac_grants_exactly_what_the_code_calls_in_the_right_scope() {
         let ns = settings.namespace.as_str();
         let mut needed = calls(&settings.target().unwrap().api_calls(!settings.oneshot), ns);
         if settings.config_dir.is_some() && !settings.oneshot {
-            needed.extend(calls(nvlabel::config_label::API_CALLS, ns));
+            needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
         }
         let sa = "ServiceAccount/nvlabel/nvlabel".to_string();
         let mut granted = BTreeSet::new();

@@ -41,7 +41,7 @@ async fn label_added_changed_and_removed() {
         send.send_response(Response::new(Body::from(body.into_bytes())));
         handle
     });
-    let labels = nvlabel::config_label::node_changes(client, "gpu-node-1").map(|v| v.config_label);
+    let labels = nvlabel::kubeapi::node_view::node_changes(client, "gpu-node-1").map(|v| v.config_label);
     // The view follows the latest state: changes that arrive together may be seen only as the
     // last of them (the config in force must be the latest label, not every one in between).
     let collect = labels.take_until(tokio::time::sleep(Duration::from_secs(2))).collect::<Vec<_>>();
@@ -73,7 +73,7 @@ async fn one_shot_reads_the_label_once() {
         let n = node(json!({"nvidia.com/device-plugin.config": "t4-mps"}), "9");
         send.send_response(Response::new(Body::from(serde_json::to_vec(&n).unwrap())));
     });
-    let label = nvlabel::config_label::get_config_label(client, "gpu-node-1").await.unwrap();
+    let label = nvlabel::kubeapi::node_view::get_config_label(client, "gpu-node-1").await.unwrap();
     assert_eq!(label.as_deref(), Some("t4-mps"));
     server.await.unwrap();
 }

@@ -1,9 +1,10 @@
 //! The Node object itself (no NFD): server-side apply of only `metadata.labels` under field
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
-use super::object_watch::{ObjectWatch, Seen};
-use super::retry::{retry, Backoff};
 use super::{PublishError, Writer};
+use crate::kubeapi::errors::ApiFailure;
+use crate::kubeapi::object_watch::{ObjectWatch, Seen};
+use crate::kubeapi::retry::{retry, Backoff};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
@@ -87,7 +88,7 @@ impl NodeLabels {
             Seen::Absent => Some(Ok(None)),
             Seen::Present(node) => {
                 *self.allocatable.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(crate::config_label::allocatable(&node));
+                    Some(crate::kubeapi::node_view::allocatable(&node));
                 if skip_if_current && self.last.as_ref() == Some(labels) && Self::carries(&node, labels) {
                     Some(Ok(Some(Step::Skipped)))
                 } else {
@@ -124,7 +125,7 @@ impl NodeLabels {
                     None => {
                         let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
                         *seen.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(crate::config_label::allocatable(&current));
+                            Some(crate::kubeapi::node_view::allocatable(&current));
                         // Drift (someone removed or changed one of ours) shows here and is repaired.
                         if last.as_ref() == Some(labels) && Self::carries(&current, labels) {
                             return Ok(Some(Step::Skipped));
@@ -145,8 +146,19 @@ impl NodeLabels {
             }
         })
         .await
-        .map_err(|source| PublishError::Api { writer: "node", source })?;
+        .map_err(|source| self.failure(source))?;
         step.ok_or_else(|| PublishError::NodeMissing(self.node.clone()))
+    }
+
+    /// A failed request on this Node as one line.
+    fn failure(&self, source: kube::Error) -> PublishError {
+        // A read that fails is reported as the read, an apply as the apply.
+        let (action, verb) = match &source {
+            kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot get") => ("read", "get"),
+            _ => ("apply labels to", "patch"),
+        };
+        let object = format!("Node {}", self.node);
+        PublishError::Api(ApiFailure { action, object, verb, resource: "nodes", source })
     }
 
     /// Removes every label this field manager applied (`nvlabel prune`).

@@ -3,9 +3,10 @@
 //! (never by the pod, so a pod restart does not garbage-collect it), created or updated only
 //! when it differs.
 
-use super::object_watch::{ObjectWatch, Seen};
-use super::retry::{retry, Backoff};
 use super::{PublishError, Writer};
+use crate::kubeapi::errors::ApiFailure;
+use crate::kubeapi::object_watch::{ObjectWatch, Seen};
+use crate::kubeapi::retry::{retry, Backoff};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
@@ -91,6 +92,7 @@ pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Opti
 /// Writes one node's NodeFeature object.
 pub struct NodeFeature {
     api: Api<DynamicObject>,
+    namespace: String,
     node: String,
     name: String,
     owner: Option<OwnerReference>,
@@ -109,6 +111,7 @@ impl NodeFeature {
     pub fn new(client: Client, namespace: &str, node: &str, owner: Option<OwnerReference>) -> NodeFeature {
         NodeFeature {
             api: Api::namespaced_with(client, namespace, &api_resource()),
+            namespace: namespace.into(),
             node: node.into(),
             name: object_name(node),
             owner,
@@ -163,6 +166,13 @@ impl NodeFeature {
         labels_ok && node_ok && owners == self.owner.clone().into_iter().collect::<Vec<_>>()
     }
 
+    /// A failed request on this object as one line.
+    fn failure(&self, action: &'static str, verb: &'static str, source: kube::Error) -> PublishError {
+        let object = format!("NodeFeature {}/{}", self.namespace, self.name);
+        let resource = "nodefeatures.nfd.k8s-sigs.io";
+        PublishError::Api(ApiFailure { action, object, verb, resource, source })
+    }
+
     /// Deletes the object (`nvlabel prune`); absent is fine.
     pub async fn delete(&self) -> Result<bool, PublishError> {
         let api = self.api.clone();
@@ -175,7 +185,7 @@ impl NodeFeature {
         match result {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-            Err(source) => Err(PublishError::Api { writer: "nodefeature", source }),
+            Err(source) => Err(self.failure("delete", "delete", source)),
         }
     }
 }
@@ -216,9 +226,14 @@ impl Writer for NodeFeature {
                 Some(Seen::Absent) => Some(None),
                 Some(Seen::Unknown) | None => None,
             };
+            // Which request failed, for the message: 0 the read, 1 the create, 2 the update.
+            let step = std::sync::atomic::AtomicU8::new(0);
+            let step = &step;
             let written = retry("NodeFeature", self.backoff, || {
                 let known = cached.take();
                 async move {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    step.store(0, Relaxed);
                     let post =
                         PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
                     let current = match known {
@@ -228,6 +243,7 @@ impl Writer for NodeFeature {
                     match current {
                         None => {
                             tracing::info!(name = %this.name, "creating NodeFeature object");
+                            step.store(1, Relaxed);
                             this.api.create(&post, &this.desired(labels, None)).await.map(|_| true)
                         }
                         Some(existing) if this.up_to_date(&existing, labels) => Ok(false),
@@ -235,6 +251,7 @@ impl Writer for NodeFeature {
                             tracing::info!(name = %this.name, "updating NodeFeature object");
                             // Replace carries the resourceVersion we read: a concurrent change is a
                             // 409, retried from a fresh read.
+                            step.store(2, Relaxed);
                             this.api
                                 .replace(&this.name, &post, &this.desired(labels, Some(existing.metadata)))
                                 .await
@@ -244,7 +261,14 @@ impl Writer for NodeFeature {
                 }
             })
             .await
-            .map_err(|source| PublishError::Api { writer: "nodefeature", source })?;
+            .map_err(|source| {
+                let (action, verb) = match step.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => ("read", "get"),
+                    1 => ("create", "create"),
+                    _ => ("update", "update"),
+                };
+                this.failure(action, verb, source)
+            })?;
             self.last = Some(labels.clone());
             Ok(written)
         })

@@ -1,0 +1,213 @@
+//! Publishing for the daemon: the writer (rebuilt when a reload changes the target), the labels
+//! last published, drift repair with its guard, and the expiry refresh. The daemon's loop asks it
+//! when to wake and tells it what happened; it never probes.
+
+use super::drift::DriftGuard;
+use super::metrics::Metrics;
+use crate::kubeapi::object_watch::ObjectWatch;
+use crate::labels::Labels;
+use crate::publish::{FailureReason, PublishError, SetupError, Target, Writer};
+use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long one publish (with its retries) may take before it is abandoned.
+pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The writer and what it last published.
+pub struct Publisher {
+    client: Option<kube::Client>,
+    /// Whether the API writers decide from watches (the daemon), and this Node's one watch.
+    watching: Option<Option<ObjectWatch<Node>>>,
+    writer: Option<(Target, Box<dyn Writer>)>,
+    /// The labels last published, for logging what changed, refreshes and repairs.
+    published: Option<Labels>,
+    drift: DriftGuard,
+    /// When the next drift repair runs, if one is waiting.
+    repair_due: Option<Instant>,
+    /// The changes of the object the writer publishes into, kept across passes so none is missed.
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+impl Publisher {
+    /// A publisher whose API writers use `client`.
+    pub fn new(client: Option<kube::Client>) -> Publisher {
+        Publisher {
+            client,
+            watching: None,
+            writer: None,
+            published: None,
+            drift: DriftGuard::default(),
+            repair_due: None,
+            changes: None,
+        }
+    }
+
+    /// Makes the API writers decide from watches, the Node writer from `node_watch`.
+    pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
+        self.watching = Some(node_watch);
+        self.writer = None;
+    }
+
+    /// The labels last published.
+    pub fn published(&self) -> Option<&Labels> {
+        self.published.as_ref()
+    }
+
+    /// The writer for `target`; rebuilt when a reload changed the target.
+    pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn Writer>, SetupError> {
+        if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
+            let writer = match &self.watching {
+                Some(w) => target.build_with(self.client.as_ref(), true, w.clone()).await?,
+                None => target.build(self.client.as_ref()).await?,
+            };
+            self.changes = writer.changes();
+            self.writer = Some((target, writer));
+        }
+        Ok(&mut self.writer.as_mut().expect("just built").1)
+    }
+
+    /// Publishes `labels` to `target` within [`PUBLISH_DEADLINE`]; logs what changed.
+    pub async fn publish(
+        &mut self,
+        target: Target,
+        labels: Labels,
+        metrics: &Metrics,
+    ) -> Result<(), FailureReason> {
+        let writer = match self.writer(target).await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up the label writer; will retry");
+                metrics.publish_failed("setup", FailureReason::Setup);
+                return Err(FailureReason::Setup);
+            }
+        };
+        let name = writer.name();
+        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
+            Ok(r) => r,
+            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+        };
+        match result {
+            Ok(changed) => {
+                log_changes(self.published.as_ref(), &labels, name, changed);
+                self.published = Some(labels);
+                if let Some(w) = &self.watching {
+                    // The API answered: a watch that failed for the same cause may work now.
+                    w.iter().for_each(ObjectWatch::retry_now);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(writer = name, error = %e, "publishing labels failed; will retry");
+                metrics.publish_failed(name, e.reason());
+                Err(e.reason())
+            }
+        }
+    }
+
+    /// The watched object changed: schedules a repair if it lost our labels.
+    pub fn object_changed(&mut self, now: Instant) {
+        let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
+        if drifted && self.repair_due.is_none() {
+            self.repair_due = Some(self.drift.drift_seen(now));
+        }
+    }
+
+    /// Waits for the next change of the watched object (forever without one).
+    pub async fn next_change(&mut self) -> Option<()> {
+        match self.changes.as_mut() {
+            Some(rx) => rx.changed().await.ok(),
+            None => futures::future::pending().await,
+        }
+    }
+
+    /// When a repair is due.
+    pub fn repair_due(&self) -> Option<Instant> {
+        self.repair_due
+    }
+
+    /// Puts the last published labels back after someone changed them.
+    pub async fn repair(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
+        self.repair_due = None;
+        let Some(labels) = self.published.clone() else { return Ok(()) };
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        if !writer.drifted() {
+            return Ok(());
+        }
+        let name = writer.name();
+        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
+            Ok(r) => r,
+            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+        };
+        match result {
+            Ok(_) => {
+                metrics.drift_repairs.inc();
+                if self.drift.repaired(Instant::now()) {
+                    metrics.drift_fights.inc();
+                    tracing::warn!(
+                        writer = name,
+                        "another writer keeps changing nvlabel's labels back; repairing at most once a minute until it stops for a minute"
+                    );
+                } else if !self.drift.fighting() {
+                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(writer = name, error = %e, "repairing the published labels failed; will retry");
+                metrics.publish_failed(name, e.reason());
+                Err(e.reason())
+            }
+        }
+    }
+
+    /// How long until the writer wants its labels written again (the feature file's expiry).
+    pub fn refresh_in(&self) -> Option<Duration> {
+        self.writer.as_ref().and_then(|(_, w)| w.refresh_in())
+    }
+
+    /// Writes the last published labels again (an expiry that must move forward).
+    pub async fn refresh(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
+        let Some(labels) = self.published.clone() else { return Ok(()) };
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        if let Err(e) = writer.publish(&labels).await {
+            let name = writer.name();
+            tracing::error!(writer = name, error = %e, "refreshing the published labels failed; will retry");
+            metrics.publish_failed(name, e.reason());
+            return Err(e.reason());
+        }
+        Ok(())
+    }
+
+    /// The Node's allocatable resources as the writer last read them.
+    pub fn node_allocatable(&self) -> Option<BTreeMap<String, String>> {
+        self.writer.as_ref().and_then(|(_, w)| w.node_allocatable())
+    }
+}
+
+/// Logs what a publish did: one line at info. The first publish of a run that found everything
+/// in place says so instead of listing every label as added.
+fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: bool) {
+    let Some(before) = before else {
+        match written {
+            true => tracing::info!(writer, labels = after.len(), "published labels"),
+            false => {
+                tracing::info!(writer, labels = after.len(), "labels already published; nothing changed")
+            }
+        }
+        return;
+    };
+    if !written && before == after {
+        return;
+    }
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    let removed: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    let changed: Vec<String> = after
+        .iter()
+        .filter_map(|(k, v)| before.get(k).filter(|old| *old != v).map(|old| format!("{k}: {old} -> {v}")))
+        .collect();
+    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+        return;
+    }
+    tracing::info!(writer, labels = after.len(), ?added, ?removed, ?changed, "published labels");
+}

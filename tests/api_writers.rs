@@ -393,3 +393,50 @@ async fn prune_removes_everything_we_applied() {
     drop(writer);
     no_more_requests(handle).await;
 }
+
+/// A Node as it is after nvlabel applied `ours` (managedFields say so) next to `foreign` labels.
+fn node_applied_by_us(ours: &Labels, foreign: Value) -> Value {
+    let mut all = foreign;
+    all.as_object_mut().unwrap().extend(json!(ours).as_object().unwrap().clone());
+    let owned: serde_json::Map<String, Value> = ours.keys().map(|k| (format!("f:{k}"), json!({}))).collect();
+    let mut n = node("uid-1", all);
+    n["metadata"]["managedFields"] = json!([
+        {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}},
+        {"manager": "nvlabel", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": owned}}}
+    ]);
+    n
+}
+
+#[tokio::test]
+async fn a_restart_with_unchanged_labels_writes_nothing_but_one_that_must_remove_a_label_writes() {
+    let ours = labels(&[("nvidia.com/gpu.count", "8"), ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")]);
+    let foreign = json!({"kubernetes.io/hostname": "gpu-1"});
+
+    // A new process (nothing published yet in this run) finds exactly its labels: a read, no write.
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let task = tokio::spawn({
+        let ours = ours.clone();
+        async move { writer.publish(&ours).await.map_err(|e| e.to_string()) }
+    });
+    expect(&mut handle, Method::GET, NODE, 200, node_applied_by_us(&ours, foreign.clone())).await;
+    assert_eq!(task.await.unwrap(), Ok(false), "nothing written");
+    no_more_requests(handle).await;
+
+    // The hardware lost a label since the last run: the Node carries the new set, but we still own
+    // the old key, so the apply that removes it is sent.
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let fewer = labels(&[("nvidia.com/gpu.count", "8")]);
+    let task = tokio::spawn({
+        let fewer = fewer.clone();
+        async move { writer.publish(&fewer).await.map_err(|e| e.to_string()) }
+    });
+    expect(&mut handle, Method::GET, NODE, 200, node_applied_by_us(&ours, foreign)).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(body["metadata"]["labels"], json!(fewer));
+    assert_eq!(task.await.unwrap(), Ok(true));
+    no_more_requests(handle).await;
+}

@@ -3,7 +3,7 @@
 
 use super::{PublishError, Writer};
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::object_watch::{ObjectWatch, Seen};
+use crate::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
 use crate::kubeapi::retry::{retry, Backoff};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
@@ -36,6 +36,8 @@ pub struct NodeLabels {
     /// The Node's allocatable resources at the last read.
     allocatable: std::sync::Arc<std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>>,
     backoff: Backoff,
+    /// The Node as our last apply returned it.
+    applied: std::sync::Arc<std::sync::Mutex<Option<Node>>>,
     /// The Node as its watch last reported it; without one, each publish reads the Node.
     watch: Option<ObjectWatch<Node>>,
 }
@@ -58,6 +60,7 @@ impl NodeLabels {
             last: None,
             allocatable: Default::default(),
             backoff: Backoff::default(),
+            applied: Default::default(),
             watch: None,
         }
     }
@@ -75,6 +78,30 @@ impl NodeLabels {
         labels.iter().all(|(k, v)| carried.and_then(|c| c.get(k)) == Some(v))
     }
 
+    /// Whether applying `labels` would change nothing on `node`: it carries them, and our field
+    /// manager owns exactly their keys (so nothing of ours is left to remove). After a restart
+    /// with unchanged hardware this is what spares the write.
+    fn current(&self, node: &Node, labels: &Labels) -> bool {
+        Self::carries(node, labels)
+            && (self.last.as_ref() == Some(labels)
+                || owned_labels(node).is_some_and(|owned| owned.iter().eq(labels.keys())))
+    }
+
+    /// The newer of the watch's view and the Node our last apply returned (by resourceVersion):
+    /// a watch that lags or is down never makes an apply look undone.
+    fn freshest(&self, watched: Node) -> Node {
+        let applied = self.applied.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match applied {
+            Some(a)
+                if resource_version(&a) > resource_version(&watched)
+                    && a.metadata.uid == watched.metadata.uid =>
+            {
+                a
+            }
+            _ => watched,
+        }
+    }
+
     /// What the watch settles without a request: `Some(Ok(step))` when nothing is to be sent (a
     /// skip, or `None` for a missing Node); `Some(Err(uid))` to apply with that UID; `None` when
     /// the watch knows nothing yet.
@@ -87,9 +114,10 @@ impl NodeLabels {
             Seen::Unknown => None,
             Seen::Absent => Some(Ok(None)),
             Seen::Present(node) => {
+                let node = self.freshest(node);
                 *self.allocatable.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(crate::kubeapi::node_view::allocatable(&node));
-                if skip_if_current && self.last.as_ref() == Some(labels) && Self::carries(&node, labels) {
+                if skip_if_current && self.current(&node, labels) {
                     Some(Ok(Some(Step::Skipped)))
                 } else {
                     Some(Err(node.metadata.uid.clone()))
@@ -108,15 +136,15 @@ impl NodeLabels {
     /// exactly what we last applied.
     async fn apply(&self, labels: &Labels, skip_if_current: bool) -> Result<Step, PublishError> {
         let (api, node) = (self.api.clone(), self.node.clone());
-        let last = if skip_if_current { self.last.clone() } else { None };
         let seen = self.allocatable.clone();
+        let applied = self.applied.clone();
         let known_uid = match self.decided_by_watch(labels, skip_if_current) {
             Some(Ok(step)) => return step.ok_or_else(|| PublishError::NodeMissing(self.node.clone())),
             Some(Err(uid)) => Some(uid),
             None => None,
         };
         let step = retry("Node labels", self.backoff, || {
-            let (api, node, last, seen) = (api.clone(), node.clone(), last.clone(), seen.clone());
+            let (api, node, seen, applied) = (api.clone(), node.clone(), seen.clone(), applied.clone());
             let known_uid = known_uid.clone();
             async move {
                 // The watch already said what is on the Node: apply right away, no read.
@@ -127,7 +155,7 @@ impl NodeLabels {
                         *seen.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(crate::kubeapi::node_view::allocatable(&current));
                         // Drift (someone removed or changed one of ours) shows here and is repaired.
-                        if last.as_ref() == Some(labels) && Self::carries(&current, labels) {
+                        if skip_if_current && self.current(&current, labels) {
                             return Ok(Some(Step::Skipped));
                         }
                         current.metadata.uid
@@ -141,7 +169,8 @@ impl NodeLabels {
                     "metadata": {"name": node, "uid": uid, "labels": labels},
                 });
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(&node, &params, &Patch::Apply(&body)).await?;
+                let stored = api.patch(&node, &params, &Patch::Apply(&body)).await?;
+                *applied.lock().unwrap_or_else(|p| p.into_inner()) = Some(stored);
                 Ok(Some(Step::Applied))
             }
         })
@@ -180,7 +209,7 @@ impl Writer for NodeLabels {
 
     fn drifted(&self) -> bool {
         match (self.watch.as_ref().map(ObjectWatch::seen), &self.last) {
-            (Some(Seen::Present(node)), Some(last)) => !Self::carries(&node, last),
+            (Some(Seen::Present(node)), Some(last)) => !Self::carries(&self.freshest(node), last),
             _ => false,
         }
     }
@@ -207,4 +236,14 @@ impl Writer for NodeLabels {
             Ok(matches!(step, Step::Applied))
         })
     }
+}
+
+/// The label keys `node`'s managedFields say our field manager applied, if it applied any.
+fn owned_labels(node: &Node) -> Option<std::collections::BTreeSet<String>> {
+    let entry =
+        node.metadata.managed_fields.as_ref()?.iter().find(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        })?;
+    let labels = entry.fields_v1.as_ref()?.0.get("f:metadata")?.get("f:labels")?.as_object()?;
+    Some(labels.keys().filter_map(|k| k.strip_prefix("f:")).map(String::from).collect())
 }

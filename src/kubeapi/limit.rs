@@ -193,7 +193,7 @@ mod tests {
         let mut limited = LimitLayer::new(Duration::from_secs(5), 32).layer(big);
         let request = Request::get("/api/v1/nodes/a").body(()).unwrap();
         let response = limited.ready().await.unwrap().call(request).await.unwrap();
-        let error = response.into_body().collect().await.err().expect("cut off");
+        let Err(error) = response.into_body().collect().await else { panic!("not cut off") };
         assert_eq!(error.to_string(), "the API server's answer exceeded 0 MiB, the limit on every answer");
 
         let never = tower::service_fn(|_: Request<()>| {
@@ -203,7 +203,7 @@ mod tests {
         let mut limited = LimitLayer::new(Duration::from_secs(20), 32).layer(never);
         tokio::time::pause();
         let request = Request::get("/api/v1/nodes/a").body(()).unwrap();
-        let error = limited.ready().await.unwrap().call(request).await.err().expect("a deadline");
+        let Err(error) = limited.ready().await.unwrap().call(request).await else { panic!("no deadline") };
         assert_eq!(error.to_string(), "the API server did not answer within 20s");
     }
 }

@@ -27,6 +27,8 @@ impl fmt::Display for Short<'_> {
                 let message = status.message.split(": Failed to parse error data").next().unwrap_or_default();
                 write!(f, "{} {}", status.code, excerpt(message))
             }
+            // kube's own wrapper ("ServiceError: ...") says nothing a person needs.
+            kube::Error::Service(e) => f.write_str(&excerpt(&crate::logging::error_chain(e.as_ref()))),
             other => f.write_str(&excerpt(&crate::logging::error_chain(other))),
         }
     }

@@ -26,22 +26,32 @@ pub enum LimitError {
     /// The body did not arrive in time.
     #[error("the API server's answer did not arrive within {}s", .0.as_secs())]
     SlowBody(Duration),
+    /// The request failed below (connection refused, TLS, a cut connection).
+    #[error("{server}: {source}")]
+    Transport {
+        /// The API server's address.
+        server: String,
+        /// Why.
+        source: BoxError,
+    },
     /// The body (or a watch line) was too large.
     #[error("the API server's answer exceeded {} MiB, the limit on every answer", .0 >> 20)]
     TooLarge(usize),
 }
 
 /// The layer: `timeout` for an answer (and a plain request's body), `max` bytes per body or line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LimitLayer {
     timeout: Duration,
     max: usize,
+    /// The API server's address, named in transport errors.
+    server: std::sync::Arc<str>,
 }
 
 impl LimitLayer {
-    /// Limits of `timeout` and `max` bytes.
-    pub fn new(timeout: Duration, max: usize) -> LimitLayer {
-        LimitLayer { timeout, max }
+    /// Limits of `timeout` and `max` bytes for requests to `server`.
+    pub fn new(timeout: Duration, max: usize, server: &str) -> LimitLayer {
+        LimitLayer { timeout, max, server: server.into() }
     }
 }
 
@@ -49,7 +59,7 @@ impl<S> tower::Layer<S> for LimitLayer {
     type Service = Limited<S>;
 
     fn layer(&self, inner: S) -> Limited<S> {
-        Limited { inner, limits: *self }
+        Limited { inner, limits: self.clone() }
     }
 }
 
@@ -78,14 +88,14 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let watch = request.uri().query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
-        let LimitLayer { timeout, max } = self.limits;
+        let LimitLayer { timeout, max, server } = self.limits.clone();
         let answer = self.inner.call(request);
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + timeout;
             let response = tokio::time::timeout_at(deadline, answer)
                 .await
                 .map_err(|_| LimitError::NoAnswer(timeout))?
-                .map_err(Into::into)?;
+                .map_err(|e| LimitError::Transport { server: server.to_string(), source: e.into() })?;
             Ok(response.map(|body| LimitedBody {
                 inner: Box::pin(body),
                 max,
@@ -190,7 +200,7 @@ mod tests {
                 64
             ]))))
         });
-        let mut limited = LimitLayer::new(Duration::from_secs(5), 32).layer(big);
+        let mut limited = LimitLayer::new(Duration::from_secs(5), 32, "https://a").layer(big);
         let request = Request::get("/api/v1/nodes/a").body(()).unwrap();
         let response = limited.ready().await.unwrap().call(request).await.unwrap();
         let Err(error) = response.into_body().collect().await else { panic!("not cut off") };
@@ -200,7 +210,7 @@ mod tests {
             futures::future::pending::<Result<Response<http_body_util::Empty<Bytes>>, std::convert::Infallible>>(
             )
         });
-        let mut limited = LimitLayer::new(Duration::from_secs(20), 32).layer(never);
+        let mut limited = LimitLayer::new(Duration::from_secs(20), 32, "https://a").layer(never);
         tokio::time::pause();
         let request = Request::get("/api/v1/nodes/a").body(()).unwrap();
         let Err(error) = limited.ready().await.unwrap().call(request).await else { panic!("no deadline") };

@@ -12,11 +12,24 @@ pub mod retry;
 
 use std::time::Duration;
 
-/// How long a TCP (and TLS) connection to the API server may take to open.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one request may take, answer and body together (watches: only until the answer
-/// starts; their stream has the watcher's idle timeout instead).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// The limits every request of a client gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a TCP (and TLS) connection to the API server may take to open.
+    pub connect: Duration,
+    /// How long one request may take, answer and body together (watches: only until the answer
+    /// starts; their stream has the watcher's idle timeout instead).
+    pub request: Duration,
+    /// The largest body (a watch: the largest line) accepted.
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    /// 5 s to connect, 20 s per request, 4 MiB per body or watch line.
+    fn default() -> Limits {
+        Limits { connect: Duration::from_secs(5), request: Duration::from_secs(20), max_body: limit::MAX_BODY }
+    }
+}
 
 /// One kind of Kubernetes API request a mode makes, for checking RBAC against the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -91,24 +104,29 @@ pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<ku
         }
         None => kube::Config::infer().await.map_err(|e| ClientError::Infer { reason: e.to_string() })?,
     };
-    client_from(config, qps, burst)
+    client_from(config, qps, burst, Limits::default())
 }
 
-/// [`client`] from a configuration already made: every limit of this module applied.
-pub fn client_from(mut config: kube::Config, qps: f64, burst: u32) -> Result<kube::Client, ClientError> {
+/// [`client`] from a configuration already made, with `limits` on every request.
+pub fn client_from(
+    mut config: kube::Config,
+    qps: f64,
+    burst: u32,
+    limits: Limits,
+) -> Result<kube::Client, ClientError> {
     let url = config.cluster_url.to_string();
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.connect_timeout = Some(limits.connect);
     // Per-read timeouts would cut a quiet watch; the limit layer's deadline covers plain requests
     // and the watcher's idle timeout covers watches.
     config.read_timeout = None;
-    config.write_timeout = Some(REQUEST_TIMEOUT);
+    config.write_timeout = Some(limits.request);
     // kube's own retry layer would retry inside our deadline without our backoff: one retry rule.
     config.default_retry = false;
     let agent = hyper::header::HeaderValue::from_str(&user_agent()).expect("a valid header value");
     config.headers.push((hyper::header::USER_AGENT, agent));
     let fail = |e: kube::Error| ClientError::Build { url: url.clone(), reason: e.to_string() };
     let builder = kube::client::ClientBuilder::try_from(config).map_err(fail)?;
-    let builder = builder.with_layer(&limit::LimitLayer::new(REQUEST_TIMEOUT, limit::MAX_BODY));
+    let builder = builder.with_layer(&limit::LimitLayer::new(limits.request, limits.max_body, url.trim_end_matches('/')));
     Ok(match ratelimit::RateLimitLayer::new(qps, burst) {
         Some(rate) => builder.with_layer(&rate).build(),
         None => builder.build(),

@@ -143,10 +143,14 @@ impl NodeLabels {
             Some(Err(uid)) => Some(uid),
             None => None,
         };
+        // Whether the request that failed was the apply (else the read), for the message.
+        let applying = std::sync::atomic::AtomicBool::new(false);
+        let applying = &applying;
         let step = retry("Node labels", self.backoff, || {
             let (api, node, seen, applied) = (api.clone(), node.clone(), seen.clone(), applied.clone());
             let known_uid = known_uid.clone();
             async move {
+                applying.store(known_uid.is_some(), std::sync::atomic::Ordering::Relaxed);
                 // The watch already said what is on the Node: apply right away, no read.
                 let uid = match known_uid {
                     Some(uid) => uid,
@@ -163,29 +167,21 @@ impl NodeLabels {
                 };
                 // The UID makes the apply a precondition on this very Node: if it was deleted and
                 // re-created, or is gone, the API server refuses instead of creating one.
-                let body = json!({
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": node, "uid": uid, "labels": labels},
-                });
+                applying.store(true, std::sync::atomic::Ordering::Relaxed);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                let stored = api.patch(&node, &params, &Patch::Apply(&body)).await?;
+                let stored = api.patch(&node, &params, &Patch::Apply(&apply_body(&node, uid, labels))).await?;
                 *applied.lock().unwrap_or_else(|p| p.into_inner()) = Some(stored);
                 Ok(Some(Step::Applied))
             }
         })
         .await
-        .map_err(|source| self.failure(source))?;
+        .map_err(|source| self.failure(applying.load(std::sync::atomic::Ordering::Relaxed), source))?;
         step.ok_or_else(|| PublishError::NodeMissing(self.node.clone()))
     }
 
     /// A failed request on this Node as one line.
-    fn failure(&self, source: kube::Error) -> PublishError {
-        // A read that fails is reported as the read, an apply as the apply.
-        let (action, verb) = match &source {
-            kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot get") => ("read", "get"),
-            _ => ("apply labels to", "patch"),
-        };
+    fn failure(&self, applying: bool, source: kube::Error) -> PublishError {
+        let (action, verb) = if applying { ("apply labels to", "patch") } else { ("read", "get") };
         let object = format!("Node {}", self.node);
         PublishError::Api(ApiFailure { action, object, verb, resource: "nodes", source })
     }
@@ -246,4 +242,15 @@ fn owned_labels(node: &Node) -> Option<std::collections::BTreeSet<String>> {
         })?;
     let labels = entry.fields_v1.as_ref()?.0.get("f:metadata")?.get("f:labels")?.as_object()?;
     Some(labels.keys().filter_map(|k| k.strip_prefix("f:")).map(String::from).collect())
+}
+
+/// The server-side apply body for `labels` on Node `name`. The UID makes the apply a precondition
+/// on this very Node: if it was deleted and re-created, or is gone, the API server refuses (409)
+/// instead of creating a Node or labelling another one of the same name.
+pub fn apply_body(name: &str, uid: Option<String>, labels: &Labels) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": uid, "labels": labels},
+    })
 }

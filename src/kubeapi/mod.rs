@@ -27,7 +27,11 @@ pub struct Limits {
 impl Default for Limits {
     /// 5 s to connect, 20 s per request, 4 MiB per body or watch line.
     fn default() -> Limits {
-        Limits { connect: Duration::from_secs(5), request: Duration::from_secs(20), max_body: limit::MAX_BODY }
+        Limits {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(20),
+            max_body: limit::MAX_BODY,
+        }
     }
 }
 
@@ -126,7 +130,11 @@ pub fn client_from(
     config.headers.push((hyper::header::USER_AGENT, agent));
     let fail = |e: kube::Error| ClientError::Build { url: url.clone(), reason: e.to_string() };
     let builder = kube::client::ClientBuilder::try_from(config).map_err(fail)?;
-    let builder = builder.with_layer(&limit::LimitLayer::new(limits.request, limits.max_body, url.trim_end_matches('/')));
+    let builder = builder.with_layer(&limit::LimitLayer::new(
+        limits.request,
+        limits.max_body,
+        url.trim_end_matches('/'),
+    ));
     Ok(match ratelimit::RateLimitLayer::new(qps, burst) {
         Some(rate) => builder.with_layer(&rate).build(),
         None => builder.build(),

@@ -169,7 +169,8 @@ impl NodeLabels {
                 // re-created, or is gone, the API server refuses instead of creating one.
                 applying.store(true, std::sync::atomic::Ordering::Relaxed);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                let stored = api.patch(&node, &params, &Patch::Apply(&apply_body(&node, uid, labels))).await?;
+                let stored =
+                    api.patch(&node, &params, &Patch::Apply(&apply_body(&node, uid, labels))).await?;
                 *applied.lock().unwrap_or_else(|p| p.into_inner()) = Some(stored);
                 Ok(Some(Step::Applied))
             }

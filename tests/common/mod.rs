@@ -153,5 +153,5 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
 }
 pub mod apiserver;
 pub mod label_rules;
-pub mod raw_http;
 pub mod manifests;
+pub mod raw_http;

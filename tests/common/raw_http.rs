@@ -68,7 +68,9 @@ async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<String> {
     let head = String::from_utf8_lossy(&head).into_owned();
     let length = head
         .lines()
-        .find_map(|l| l.to_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+        .find_map(|l| {
+            l.to_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
+        })
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).await.ok()?;
@@ -79,7 +81,9 @@ async fn answer_one(stream: &mut tokio::net::TcpStream, answer: Answer) -> std::
     match answer {
         Answer::Never => futures::future::pending().await,
         Answer::Huge(size) => {
-            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {size}\r\n\r\n");
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {size}\r\n\r\n"
+            );
             stream.write_all(head.as_bytes()).await?;
             let chunk = vec![b'x'; 64 << 10];
             let mut left = size;

@@ -75,7 +75,7 @@ async fn real_main(
             }
             // The watch below delivers the label once the API answers.
             Err(e) => {
-                tracing::warn!(%node, error = %e, "cannot read this node's config label yet; using the default config")
+                tracing::warn!(%node, error = %nvlabel::kubeapi::errors::Short(&e), "cannot read this node's config label yet; using the default config")
             }
         }
     }

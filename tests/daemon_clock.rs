@@ -79,8 +79,40 @@ async fn node_updates_every_second_do_not_starve_passes() {
     task.await.unwrap().unwrap();
 }
 
+/// Log lines written while the guard lives (this thread's; the paused runtime is single-threaded).
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).lines().filter(|l| l.contains(text)).count()
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("features.d");
     let output = missing.join("gfd");
@@ -103,6 +135,8 @@ async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
     assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
     assert!(metrics.health.ready(), "the next attempt (at 62 s) succeeded");
     assert_eq!(failures(&metrics), 5);
+    assert_eq!(logs.count("publishing labels failed"), 1, "a lasting failure is logged when it starts");
+    assert_eq!(logs.count("resolved: publishing works again"), 1, "and when it ends");
     control.send(Control::Shutdown).await.unwrap();
     task.await.unwrap().unwrap();
 }

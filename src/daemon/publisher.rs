@@ -27,6 +27,8 @@ pub struct Publisher {
     repair_due: Option<Instant>,
     /// The changes of the object the writer publishes into, kept across passes so none is missed.
     changes: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The failure in force, logged when it starts (or changes) and when it ends, not every time.
+    failing: Option<String>,
 }
 
 impl Publisher {
@@ -40,6 +42,7 @@ impl Publisher {
             drift: DriftGuard::default(),
             repair_due: None,
             changes: None,
+            failing: None,
         }
     }
 
@@ -89,6 +92,7 @@ impl Publisher {
         };
         match result {
             Ok(changed) => {
+                self.succeeded(name);
                 log_changes(self.published.as_ref(), &labels, name, changed);
                 self.published = Some(labels);
                 if let Some(w) = &self.watching {
@@ -97,11 +101,12 @@ impl Publisher {
                 }
                 Ok(())
             }
-            Err(e) => {
-                tracing::error!(writer = name, error = %e, "publishing labels failed; will retry");
-                metrics.publish_failed(name, e.reason());
-                Err(e.reason())
-            }
+            Err(e) => Err(self.failed(
+                name,
+                "publishing labels failed; the published labels stay, retrying with backoff",
+                &e,
+                metrics,
+            )),
         }
     }
 
@@ -141,6 +146,7 @@ impl Publisher {
         };
         match result {
             Ok(_) => {
+                self.succeeded(name);
                 metrics.drift_repairs.inc();
                 if self.drift.repaired(Instant::now()) {
                     metrics.drift_fights.inc();
@@ -153,11 +159,12 @@ impl Publisher {
                 }
                 Ok(())
             }
-            Err(e) => {
-                tracing::error!(writer = name, error = %e, "repairing the published labels failed; will retry");
-                metrics.publish_failed(name, e.reason());
-                Err(e.reason())
-            }
+            Err(e) => Err(self.failed(
+                name,
+                "repairing the published labels failed; retrying with backoff",
+                &e,
+                metrics,
+            )),
         }
     }
 
@@ -170,13 +177,45 @@ impl Publisher {
     pub async fn refresh(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
         let Some(labels) = self.published.clone() else { return Ok(()) };
         let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
-        if let Err(e) = writer.publish(&labels).await {
-            let name = writer.name();
-            tracing::error!(writer = name, error = %e, "refreshing the published labels failed; will retry");
-            metrics.publish_failed(name, e.reason());
-            return Err(e.reason());
+        let name = writer.name();
+        match writer.publish(&labels).await {
+            Ok(_) => {
+                self.succeeded(name);
+                Ok(())
+            }
+            Err(e) => Err(self.failed(
+                name,
+                "refreshing the published labels failed; retrying with backoff",
+                &e,
+                metrics,
+            )),
         }
-        Ok(())
+    }
+
+    /// Counts a failure; logs it at error when it starts or differs from the one in force.
+    fn failed(
+        &mut self,
+        name: &'static str,
+        what: &str,
+        e: &PublishError,
+        metrics: &Metrics,
+    ) -> FailureReason {
+        metrics.publish_failed(name, e.reason());
+        let text = e.to_string();
+        if self.failing.as_deref() != Some(text.as_str()) {
+            tracing::error!(writer = name, error = %text, "{what}");
+            self.failing = Some(text);
+        } else {
+            tracing::debug!(writer = name, error = %text, "{what} (again)");
+        }
+        e.reason()
+    }
+
+    /// Logs the end of a failure in force.
+    fn succeeded(&mut self, name: &'static str) {
+        if let Some(error) = self.failing.take() {
+            tracing::info!(writer = name, %error, "resolved: publishing works again");
+        }
     }
 
     /// The Node's allocatable resources as the writer last read them.

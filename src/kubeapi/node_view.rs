@@ -1,11 +1,13 @@
 //! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
 
-use crate::config::select::CONFIG_LABEL;
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
+
+/// The node label that names the config key.
+pub const CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
 
 /// The requests the config-label watch makes: one get at start, then the watcher's list and watch.
 pub const API_CALLS: &[crate::kubeapi::ApiCall] = &[

@@ -4,6 +4,7 @@
 mod file;
 pub mod node;
 pub mod nodefeature;
+pub mod nodefeature_object;
 pub mod render;
 mod stdout;
 

@@ -3,6 +3,7 @@
 //! (never by the pod, so a pod restart does not garbage-collect it), created or updated only
 //! when it differs.
 
+use super::nodefeature_object::NodeFeatureObject;
 use super::{PublishError, Writer};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
@@ -11,9 +12,8 @@ use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostParams, TypeMeta};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::Client;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// The label nfd-master selects a node's NodeFeature objects by.
@@ -45,17 +45,6 @@ pub const PRUNE_API_CALLS: &[super::ApiCall] = &[super::ApiCall {
     verb: "delete",
 }];
 
-/// The NodeFeature API resource.
-pub fn api_resource() -> ApiResource {
-    ApiResource {
-        group: "nfd.k8s-sigs.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "nfd.k8s-sigs.io/v1alpha1".into(),
-        kind: "NodeFeature".into(),
-        plural: "nodefeatures".into(),
-    }
-}
-
 /// `nvidia-features-for-<node>`, shortened with a hash of the node name if it would exceed the
 /// 253 characters an object name may have.
 pub fn object_name(node: &str) -> String {
@@ -83,7 +72,7 @@ pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Opti
             owner.map(|o| OwnerReference { controller: Some(true), block_owner_deletion: None, ..o })
         }
         Err(e) => {
-            tracing::warn!(%namespace, %pod, error = %e, "cannot read our pod; NodeFeature gets no owner");
+            tracing::warn!(%namespace, %pod, error = %crate::kubeapi::errors::Short(&e), "cannot read our pod; NodeFeature gets no owner");
             None
         }
     }
@@ -91,14 +80,14 @@ pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Opti
 
 /// Writes one node's NodeFeature object.
 pub struct NodeFeature {
-    api: Api<DynamicObject>,
+    api: Api<NodeFeatureObject>,
     namespace: String,
     node: String,
     name: String,
     owner: Option<OwnerReference>,
     backoff: Backoff,
     /// The object as its watch last reported it; without one, each publish reads it.
-    watch: Option<ObjectWatch<DynamicObject>>,
+    watch: Option<ObjectWatch<NodeFeatureObject>>,
     /// What the last successful publish wrote, for drift detection.
     last: Option<Labels>,
 }
@@ -110,7 +99,7 @@ impl NodeFeature {
     /// A writer for `node` in `namespace`, owned by `owner`.
     pub fn new(client: Client, namespace: &str, node: &str, owner: Option<OwnerReference>) -> NodeFeature {
         NodeFeature {
-            api: Api::namespaced_with(client, namespace, &api_resource()),
+            api: Api::namespaced(client, namespace),
             namespace: namespace.into(),
             node: node.into(),
             name: object_name(node),
@@ -123,14 +112,14 @@ impl NodeFeature {
 
     /// Decides from `watch` (this object's) instead of reading it every pass: a publish that
     /// changes nothing sends nothing.
-    pub fn with_watch(mut self, watch: ObjectWatch<DynamicObject>) -> NodeFeature {
+    pub fn with_watch(mut self, watch: ObjectWatch<NodeFeatureObject>) -> NodeFeature {
         self.watch = Some(watch);
         self
     }
 
     /// Watches this node's object through `client` (list and watch of NodeFeatures by name).
-    pub fn watch(client: Client, namespace: &str, node: &str) -> ObjectWatch<DynamicObject> {
-        ObjectWatch::spawn(Api::namespaced_with(client, namespace, &api_resource()), &object_name(node))
+    pub fn watch(client: Client, namespace: &str, node: &str) -> ObjectWatch<NodeFeatureObject> {
+        ObjectWatch::spawn(Api::namespaced(client, namespace), &object_name(node))
     }
 
     /// Sets how hard one publish retries (tests make it quick).
@@ -139,27 +128,18 @@ impl NodeFeature {
         self
     }
 
-    fn spec(labels: &Labels) -> Value {
-        json!({"labels": labels, "features": {"flags": {}, "attributes": {}, "instances": {}}})
-    }
-
     /// The object we want, with `base`'s metadata (other labels, resourceVersion) kept.
-    fn desired(&self, labels: &Labels, base: Option<ObjectMeta>) -> DynamicObject {
+    fn desired(&self, labels: &Labels, base: Option<ObjectMeta>) -> NodeFeatureObject {
         let mut meta =
             base.unwrap_or_else(|| ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() });
         meta.labels.get_or_insert_with(BTreeMap::new).insert(NODE_NAME_LABEL.into(), self.node.clone());
         meta.owner_references = self.owner.clone().map(|o| vec![o]);
         meta.managed_fields = None;
-        let ar = api_resource();
-        DynamicObject {
-            types: Some(TypeMeta { api_version: ar.api_version, kind: ar.kind }),
-            metadata: meta,
-            data: json!({"spec": Self::spec(labels)}),
-        }
+        NodeFeatureObject::new(meta, labels.clone())
     }
 
-    fn up_to_date(&self, existing: &DynamicObject, labels: &Labels) -> bool {
-        let labels_ok = existing.data.pointer("/spec/labels") == Some(&json!(labels));
+    fn up_to_date(&self, existing: &NodeFeatureObject, labels: &Labels) -> bool {
+        let labels_ok = existing.spec.labels == *labels;
         let node_ok =
             existing.metadata.labels.as_ref().and_then(|l| l.get(NODE_NAME_LABEL)) == Some(&self.node);
         let owners = existing.metadata.owner_references.clone().unwrap_or_default();

@@ -4,107 +4,16 @@
 mod common;
 
 use common::labels;
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
-use kube::Client;
+use common::mock_api::{expect, mock, no_more_requests, status};
+use http::Method;
 use nvlabel::kubeapi::retry::Backoff;
 use nvlabel::labels::Labels;
 use nvlabel::publish::{NodeFeature, NodeLabels, PublishError, Writer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-fn mock() -> (Client, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(service, "default"), handle)
-}
-
 fn quick() -> Backoff {
     Backoff { attempts: 4, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
-}
-
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
-}
-
-/// Expects one request; checks method and path+query; answers; returns the request body as JSON.
-async fn expect(
-    handle: &mut Handle,
-    method: Method,
-    path_and_query: &str,
-    code: u16,
-    answer: Value,
-) -> Value {
-    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path_and_query}"))
-        .expect("client alive");
-    assert_eq!(request.method(), method, "{}", request.uri());
-    assert_eq!(request.uri().path_and_query().unwrap().as_str(), path_and_query);
-    assert_declared(request.method(), request.uri());
-    let content_type = request.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
-    let bytes = request.into_body().collect_bytes().await.unwrap();
-    let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-    if method == Method::PATCH {
-        assert_eq!(content_type.as_deref(), Some("application/apply-patch+yaml"));
-    }
-    let response = Response::builder()
-        .status(StatusCode::from_u16(code).unwrap())
-        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
-        .unwrap();
-    send.send_response(response);
-    body
-}
-
-/// What RBAC must grant for a request: (namespaced, group, resource, verb), read from its path
-/// the way the API server's authorizer reads it.
-fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, String) {
-    let parts: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
-    let (group, rest) = match parts.as_slice() {
-        ["api", _version, rest @ ..] => (String::new(), rest),
-        ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
-        _ => panic!("not a resource path: {uri}"),
-    };
-    let (namespaced, rest) = match rest {
-        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => (true, rest),
-        rest => (false, rest),
-    };
-    let named = rest.len() > 1;
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
-    let verb = match *method {
-        Method::GET if watch => "watch",
-        Method::GET if named => "get",
-        Method::GET => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => panic!("unexpected method {method}"),
-    };
-    (namespaced, group, rest[0].to_string(), verb.to_string())
-}
-
-/// Every request a writer sends must be in the list RBAC is checked against (tests/deploy.rs);
-/// `delete` is `nvlabel prune`'s, run with an admin's credentials, and is listed as such.
-fn assert_declared(method: &Method, uri: &http::Uri) {
-    let observed = rbac_of(method, uri);
-    let declared = nvlabel::publish::node::API_CALLS
-        .iter()
-        .chain(nvlabel::publish::nodefeature::API_CALLS)
-        .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
-        .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
-        .chain(nvlabel::publish::node::WATCH_API_CALLS)
-        .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
-    assert!(
-        declared.into_iter().any(|d| d == observed),
-        "{method} {uri} needs {observed:?}, which no writer declares: RBAC would refuse it"
-    );
-}
-
-/// After the writer (and its client) is dropped, no request may be pending.
-async fn no_more_requests(mut handle: Handle) {
-    assert!(handle.next_request().await.is_none(), "an unexpected extra request was made");
 }
 
 const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";

@@ -1,7 +1,9 @@
-//! The node-label watch against a mocked API server (kube `Client` over tower-test).
+//! The node-label watch against the mocked API server (`common::mock_api`).
+
+mod common;
 
 use futures::StreamExt;
-use http::{Request, Response};
+use http::Response;
 use kube::client::Body;
 use serde_json::json;
 use std::time::Duration;
@@ -12,8 +14,7 @@ fn node(labels: serde_json::Value, rv: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn label_added_changed_and_removed() {
-    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(mock, "default");
+    let (client, mut handle) = common::mock_api::mock();
     let server = tokio::spawn(async move {
         let (request, send) = handle.next_request().await.expect("a list request");
         assert_eq!(request.method(), http::Method::GET);
@@ -65,8 +66,7 @@ async fn label_added_changed_and_removed() {
 
 #[tokio::test]
 async fn one_shot_reads_the_label_once() {
-    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(mock, "default");
+    let (client, mut handle) = common::mock_api::mock();
     let server = tokio::spawn(async move {
         let (request, send) = handle.next_request().await.unwrap();
         assert_eq!(request.uri().path(), "/api/v1/nodes/gpu-node-1");

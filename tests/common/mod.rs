@@ -154,4 +154,5 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
 pub mod apiserver;
 pub mod label_rules;
 pub mod manifests;
+pub mod mock_api;
 pub mod raw_http;

@@ -4,6 +4,7 @@
 //! keeps the last good config and labels. Everything else lives in modules named for it: the
 //! configuration in `config::source`, the metrics in [`metrics`], the file watch in [`watch`].
 
+mod cross_check;
 pub mod drift;
 pub mod metrics;
 pub mod publisher;
@@ -19,11 +20,10 @@ use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::pass::{self, PassError};
 use crate::publish::{PublishError, SetupError, Target};
-use crate::sharing_check::{self, Finding, SharingCheck};
+use crate::sharing_check::SharingCheck;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use metrics::Resource;
 use publisher::Publisher;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -215,48 +215,6 @@ impl Daemon {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
-    }
-
-    /// With `--extended-labels`: compares what the published labels promise with the Node's
-    /// allocatable resources, from the writer's read of the Node or the node watch.
-    fn cross_check(&mut self) {
-        let (extended, grace) = {
-            let s = self.settings();
-            (s.extended_labels, s.sharing_check_grace)
-        };
-        if !extended {
-            return;
-        }
-        let from_writer = self.publisher.node_allocatable();
-        let (Some(labels), Some(allocatable)) =
-            (self.publisher.published(), from_writer.or(self.watched_allocatable.clone()))
-        else {
-            return;
-        };
-        let promised = sharing_check::promised(labels, &self.config.loaded().config.sharing);
-        for resource in promised.keys() {
-            // Present at 0 from the first check, so alerts see the series.
-            let _ = self.metrics.sharing_mismatch.get_or_create(&Resource { resource: resource.clone() });
-        }
-        let check = self.sharing_check.get_or_insert_with(|| SharingCheck::new(grace));
-        for finding in check.check(&promised, &allocatable, std::time::Instant::now()) {
-            match finding {
-                Finding::Mismatch { resource, promised, allocatable } => {
-                    let shown = allocatable.map_or("none".to_string(), |a| a.to_string());
-                    tracing::warn!(
-                        %resource,
-                        promised,
-                        allocatable = %shown,
-                        "the sharing labels promise {promised} {resource}, the node has {shown} allocatable; labels unchanged"
-                    );
-                    self.metrics.sharing_mismatch.get_or_create(&Resource { resource }).set(1);
-                }
-                Finding::Cleared { resource } => {
-                    tracing::info!(%resource, "resolved: the sharing labels and the node's allocatable agree");
-                    self.metrics.sharing_mismatch.get_or_create(&Resource { resource }).set(0);
-                }
-            }
-        }
     }
 
     /// After a pass that could not do its whole job (NVML down, publish failed), the next one

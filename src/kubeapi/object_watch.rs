@@ -8,6 +8,7 @@
 //!   over the size limit, a resourceVersion going backwards): relist, never resuming at a
 //!   resourceVersion a restarted API server with a new store may not know (it would accept the
 //!   watch and deliver nothing until its store caught up).
+//!
 //! Relists wait with the full-jitter backoff, so after an API server restart the watchers of many
 //! nodes spread over seconds, and a lasting refusal (403, 404) is retried less and less often, up
 //! to minutes; the backoff resets once a watch has run for a minute. [`ObjectWatch::retry_now`]

@@ -140,3 +140,24 @@ pub fn client_from(
         None => builder.build(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_named_once_with_the_reason() {
+        let Err(error) = client(Some("/nonexistent/kubeconfig"), 5.0, 10).await else {
+            panic!("no such file")
+        };
+        assert_eq!(
+            crate::logging::error_chain(&error),
+            "cannot read the kubeconfig \"/nonexistent/kubeconfig\": No such file or directory (os error 2)"
+        );
+    }
+
+    #[test]
+    fn the_user_agent_names_nvlabel_and_its_version() {
+        assert_eq!(user_agent(), format!("nvlabel/{}", env!("CARGO_PKG_VERSION")));
+    }
+}

@@ -14,11 +14,19 @@ use std::time::{Duration, Instant};
 /// How long one publish (with its retries) may take before it is abandoned.
 pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Whether the API writers decide from watches.
+enum Watching {
+    /// They read their object on every publish.
+    Off,
+    /// They decide from watches; the Node writer from this Node's one watch, if there is one.
+    On(Option<ObjectWatch<Node>>),
+}
+
 /// The writer and what it last published.
 pub struct Publisher {
     client: Option<kube::Client>,
-    /// Whether the API writers decide from watches (the daemon), and this Node's one watch.
-    watching: Option<Option<ObjectWatch<Node>>>,
+    /// How the API writers decide what to send.
+    watching: Watching,
     writer: Option<(Target, Box<dyn Writer>)>,
     /// The labels last published, for logging what changed, refreshes and repairs.
     published: Option<Labels>,
@@ -36,7 +44,7 @@ impl Publisher {
     pub fn new(client: Option<kube::Client>) -> Publisher {
         Publisher {
             client,
-            watching: None,
+            watching: Watching::Off,
             writer: None,
             published: None,
             drift: DriftGuard::default(),
@@ -48,7 +56,7 @@ impl Publisher {
 
     /// Makes the API writers decide from watches, the Node writer from `node_watch`.
     pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
-        self.watching = Some(node_watch);
+        self.watching = Watching::On(node_watch);
         self.writer = None;
     }
 
@@ -61,8 +69,8 @@ impl Publisher {
     pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn Writer>, SetupError> {
         if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
             let writer = match &self.watching {
-                Some(w) => target.build_with(self.client.as_ref(), true, w.clone()).await?,
-                None => target.build(self.client.as_ref()).await?,
+                Watching::On(node) => target.build_watched(self.client.as_ref(), node.clone()).await?,
+                Watching::Off => target.build(self.client.as_ref()).await?,
             };
             self.changes = writer.changes();
             self.writer = Some((target, writer));
@@ -95,9 +103,9 @@ impl Publisher {
                 self.succeeded(name);
                 log_changes(self.published.as_ref(), &labels, name, changed);
                 self.published = Some(labels);
-                if let Some(w) = &self.watching {
+                if let Watching::On(Some(node)) = &self.watching {
                     // The API answered: a watch that failed for the same cause may work now.
-                    w.iter().for_each(ObjectWatch::retry_now);
+                    node.retry_now();
                 }
                 Ok(())
             }

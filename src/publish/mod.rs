@@ -223,20 +223,28 @@ impl Target {
         matches!(self, Target::NodeFeature { .. } | Target::Node(_))
     }
 
-    /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
+    /// Builds the writer (an API writer gets `client`; the owner lookup happens here). It reads
+    /// its object on every publish: the one-shot run and `nvlabel prune`.
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        self.build_with(client, false, None).await
+        self.build_as(client, None).await
     }
 
-    /// [`Target::build`], for the daemon with `watching`: the API writers decide from watches
-    /// instead of reads (the Node writer from `node_watch`, the daemon's one watch of its Node;
-    /// the NodeFeature writer from a watch of its object), so a pass that changes nothing sends
-    /// nothing.
-    pub async fn build_with(
+    /// [`Target::build`] for the daemon: the API writers decide from watches instead of reads (the
+    /// Node writer from `node_watch`, the daemon's one watch of its Node; the NodeFeature writer
+    /// from a watch of its object), so a pass that changes nothing sends nothing.
+    pub async fn build_watched(
         &self,
         client: Option<&kube::Client>,
-        watching: bool,
         node_watch: Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
+    ) -> Result<Box<dyn Writer>, SetupError> {
+        self.build_as(client, Some(node_watch)).await
+    }
+
+    /// Builds; `watching` is `Some` for the daemon (with this Node's watch, if any).
+    async fn build_as(
+        &self,
+        client: Option<&kube::Client>,
+        watching: Option<Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>>,
     ) -> Result<Box<dyn Writer>, SetupError> {
         let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
@@ -244,7 +252,7 @@ impl Target {
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
             Target::Node(node) => {
                 let writer = NodeLabels::new(client()?, node);
-                Box::new(match node_watch.filter(|_| watching) {
+                Box::new(match watching.flatten() {
                     Some(w) => writer.with_watch(w),
                     None => writer,
                 })
@@ -259,8 +267,8 @@ impl Target {
                 };
                 let writer = NodeFeature::new(client()?, namespace, node, owner);
                 Box::new(match watching {
-                    true => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
-                    false => writer,
+                    Some(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
+                    None => writer,
                 })
             }
         })

@@ -42,6 +42,18 @@ pub struct NodeLabels {
     watch: Option<ObjectWatch<Node>>,
 }
 
+/// What the watch says to do, before any request.
+enum Decision {
+    /// It knows nothing yet: read the Node.
+    Read,
+    /// The Node does not exist: nothing to do (it is never created).
+    Missing,
+    /// The Node carries exactly what we would apply.
+    Skip,
+    /// Apply, with this UID as the precondition.
+    Apply(Option<String>),
+}
+
 /// What one attempt did.
 enum Step {
     Skipped,
@@ -102,25 +114,20 @@ impl NodeLabels {
         }
     }
 
-    /// What the watch settles without a request: `Some(Ok(step))` when nothing is to be sent (a
-    /// skip, or `None` for a missing Node); `Some(Err(uid))` to apply with that UID; `None` when
-    /// the watch knows nothing yet.
-    fn decided_by_watch(
-        &self,
-        labels: &Labels,
-        skip_if_current: bool,
-    ) -> Option<Result<Option<Step>, Option<String>>> {
-        match self.watch.as_ref()?.seen() {
-            Seen::Unknown => None,
-            Seen::Absent => Some(Ok(None)),
+    /// What the watch settles without a request.
+    fn decided_by_watch(&self, labels: &Labels, skip_if_current: bool) -> Decision {
+        let Some(watch) = self.watch.as_ref() else { return Decision::Read };
+        match watch.seen() {
+            Seen::Unknown => Decision::Read,
+            Seen::Absent => Decision::Missing,
             Seen::Present(node) => {
                 let node = self.freshest(node);
                 *self.allocatable.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(crate::kubeapi::node_view::allocatable(&node));
                 if skip_if_current && self.current(&node, labels) {
-                    Some(Ok(Some(Step::Skipped)))
+                    Decision::Skip
                 } else {
-                    Some(Err(node.metadata.uid.clone()))
+                    Decision::Apply(node.metadata.uid.clone())
                 }
             }
         }
@@ -139,9 +146,10 @@ impl NodeLabels {
         let seen = self.allocatable.clone();
         let applied = self.applied.clone();
         let known_uid = match self.decided_by_watch(labels, skip_if_current) {
-            Some(Ok(step)) => return step.ok_or_else(|| PublishError::NodeMissing(self.node.clone())),
-            Some(Err(uid)) => Some(uid),
-            None => None,
+            Decision::Skip => return Ok(Step::Skipped),
+            Decision::Missing => return Err(PublishError::NodeMissing(self.node.clone())),
+            Decision::Apply(uid) => Some(uid),
+            Decision::Read => None,
         };
         // Whether the request that failed was the apply (else the read), for the message.
         let applying = std::sync::atomic::AtomicBool::new(false);

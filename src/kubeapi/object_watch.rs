@@ -204,9 +204,11 @@ pub fn resource_version<K: kube::Resource>(obj: &K) -> Option<u64> {
 
 impl<K: Clone> ObjectWatch<K> {
     /// Restarts a failed watch now instead of after its backoff: another request just succeeded,
-    /// so the cause (RBAC, the API server) is likely gone. Nothing happens to a working watch.
+    /// so the cause (RBAC, the API server) is likely gone. Only a watch waiting right now is
+    /// woken; nothing is remembered for a later failure, so a fleet's relists after an API server
+    /// restart keep their jitter.
     pub fn retry_now(&self) {
-        self.kick.notify_one();
+        self.kick.notify_waiters();
     }
 
     /// The state now.

@@ -271,5 +271,4 @@ async fn after_a_store_reset_the_watch_relists_and_the_re_created_node_is_labell
     let took = until_count(&admin, "reset-node", Some("1"), Duration::from_secs(90)).await;
     eprintln!("the re-created Node was labelled {took:?} after it was created");
     running.stop().await;
-    kts("stop", dir.path());
 }

@@ -233,12 +233,16 @@ async fn after_a_store_reset_the_watch_relists_and_the_re_created_node_is_labell
     {
         return;
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("nvlabel=debug,kube_runtime=debug")
-        .with_test_writer()
-        .try_init();
     let dir = tempfile::Builder::new().prefix("nvlabel-reset-").tempdir().unwrap();
+    // Stops the private server however the test ends (a failed assertion included).
+    struct Stop<'a>(&'a Path);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            kts("stop", self.0);
+        }
+    }
     kts("start", dir.path());
+    let _stop = Stop(dir.path());
     let proxy = Proxy::start(&server_addr(dir.path())).await;
     // nvlabel reaches the server only through the proxy; the PKI survives the restart.
     let admin_config = std::fs::read_to_string(dir.path().join("kubeconfig")).unwrap();

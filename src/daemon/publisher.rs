@@ -6,7 +6,7 @@ use super::drift::DriftGuard;
 use super::metrics::Metrics;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::labels::Labels;
-use crate::publish::{FailureReason, PublishError, SetupError, Target, Writer};
+use crate::publish::{DaemonWriter, FailureReason, PublishError, SetupError, Target, Watches};
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,20 +14,12 @@ use std::time::{Duration, Instant};
 /// How long one publish (with its retries) may take before it is abandoned.
 pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Whether the API writers decide from watches.
-enum Watching {
-    /// They read their object on every publish.
-    Off,
-    /// They decide from watches; the Node writer from this Node's one watch, if there is one.
-    On(Option<ObjectWatch<Node>>),
-}
-
 /// The writer and what it last published.
 pub struct Publisher {
     client: Option<kube::Client>,
     /// How the API writers decide what to send.
-    watching: Watching,
-    writer: Option<(Target, Box<dyn Writer>)>,
+    watching: Watches,
+    writer: Option<(Target, Box<dyn DaemonWriter>)>,
     /// The labels last published, for logging what changed, refreshes and repairs.
     published: Option<Labels>,
     drift: DriftGuard,
@@ -44,7 +36,7 @@ impl Publisher {
     pub fn new(client: Option<kube::Client>) -> Publisher {
         Publisher {
             client,
-            watching: Watching::Off,
+            watching: Watches::Off,
             writer: None,
             published: None,
             drift: DriftGuard::default(),
@@ -56,7 +48,7 @@ impl Publisher {
 
     /// Makes the API writers decide from watches, the Node writer from `node_watch`.
     pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
-        self.watching = Watching::On(node_watch);
+        self.watching = Watches::On(node_watch);
         self.writer = None;
     }
 
@@ -66,12 +58,9 @@ impl Publisher {
     }
 
     /// The writer for `target`; rebuilt when a reload changed the target.
-    pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn Writer>, SetupError> {
+    pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn DaemonWriter>, SetupError> {
         if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
-            let writer = match &self.watching {
-                Watching::On(node) => target.build_watched(self.client.as_ref(), node.clone()).await?,
-                Watching::Off => target.build(self.client.as_ref()).await?,
-            };
+            let writer = target.build_daemon(self.client.as_ref(), &self.watching).await?;
             self.changes = writer.changes();
             self.writer = Some((target, writer));
         }
@@ -103,7 +92,7 @@ impl Publisher {
                 self.succeeded(name);
                 log_changes(self.published.as_ref(), &labels, name, changed);
                 self.published = Some(labels);
-                if let Watching::On(Some(node)) = &self.watching {
+                if let Watches::On(Some(node)) = &self.watching {
                     // The API answered: a watch that failed for the same cause may work now.
                     node.retry_now();
                 }

@@ -226,35 +226,26 @@ impl Target {
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here). It reads
     /// its object on every publish: the one-shot run and `nvlabel prune`.
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        self.build_as(client, None).await
+        Ok(self.build_daemon(client, &Watches::Off).await?)
     }
 
-    /// [`Target::build`] for the daemon: the API writers decide from watches instead of reads (the
-    /// Node writer from `node_watch`, the daemon's one watch of its Node; the NodeFeature writer
-    /// from a watch of its object), so a pass that changes nothing sends nothing.
-    pub async fn build_watched(
+    /// Builds the daemon's writer; with [`Watches::On`] the API writers decide from watches
+    /// instead of reads (the Node writer from the daemon's one watch of its Node; the NodeFeature
+    /// writer from a watch of its object), so a pass that changes nothing sends nothing.
+    pub async fn build_daemon(
         &self,
         client: Option<&kube::Client>,
-        node_watch: Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
-    ) -> Result<Box<dyn Writer>, SetupError> {
-        self.build_as(client, Some(node_watch)).await
-    }
-
-    /// Builds; `watching` is `Some` for the daemon (with this Node's watch, if any).
-    async fn build_as(
-        &self,
-        client: Option<&kube::Client>,
-        watching: Option<Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>>,
-    ) -> Result<Box<dyn Writer>, SetupError> {
+        watches: &Watches,
+    ) -> Result<Box<dyn DaemonWriter>, SetupError> {
         let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
             Target::Stdout(format) => Box::new(Stdout::new(*format)),
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
             Target::Node(node) => {
                 let writer = NodeLabels::new(client()?, node);
-                Box::new(match watching.flatten() {
-                    Some(w) => writer.with_watch(w),
-                    None => writer,
+                Box::new(match watches {
+                    Watches::On(Some(w)) => writer.with_watch(w.clone()),
+                    Watches::On(None) | Watches::Off => writer,
                 })
             }
             Target::NodeFeature { namespace, node, pod } => {
@@ -266,13 +257,23 @@ impl Target {
                     }
                 };
                 let writer = NodeFeature::new(client()?, namespace, node, owner);
-                Box::new(match watching {
-                    Some(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
-                    None => writer,
+                Box::new(match watches {
+                    Watches::On(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
+                    Watches::Off => writer,
                 })
             }
         })
     }
+}
+
+/// Whether the API writers decide from watches.
+#[derive(Clone, Default)]
+pub enum Watches {
+    /// They read their object on every publish.
+    #[default]
+    Off,
+    /// They decide from watches; the Node writer from this Node's one watch, if there is one.
+    On(Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>),
 }
 
 /// A label sink.
@@ -289,6 +290,15 @@ pub trait Writer: Send + Sync {
         None
     }
 
+    /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// What the daemon reads of a writer besides publishing: the watch of its object, drift, and
+/// the Node's allocatable. The one-shot run and `nvlabel prune` use plain [`Writer`]s.
+pub trait DaemonWriter: Writer {
     /// The changes of the watched object this writer publishes into (the Node, or its
     /// NodeFeature object); `None` when it keeps no watch.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -305,9 +315,8 @@ pub trait Writer: Send + Sync {
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
         None
     }
-
-    /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
-    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
-        Box::pin(async { Ok(()) })
-    }
 }
+
+impl DaemonWriter for Stdout {}
+
+impl DaemonWriter for FeatureFile {}

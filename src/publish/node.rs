@@ -1,7 +1,7 @@
 //! The Node object itself (no NFD): server-side apply of only `metadata.labels` under field
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
-use super::{PublishError, Writer};
+use super::{DaemonWriter, PublishError, Writer};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
 use crate::kubeapi::retry::{retry, Backoff};
@@ -203,11 +203,7 @@ impl NodeLabels {
     }
 }
 
-impl Writer for NodeLabels {
-    fn name(&self) -> &'static str {
-        NodeLabels::NAME
-    }
-
+impl DaemonWriter for NodeLabels {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.watch.as_ref().map(ObjectWatch::changes)
     }
@@ -221,6 +217,12 @@ impl Writer for NodeLabels {
 
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
         self.allocatable.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Writer for NodeLabels {
+    fn name(&self) -> &'static str {
+        NodeLabels::NAME
     }
 
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {

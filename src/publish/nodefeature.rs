@@ -4,7 +4,7 @@
 //! when it differs.
 
 use super::nodefeature_object::NodeFeatureObject;
-use super::{PublishError, Writer};
+use super::{DaemonWriter, PublishError, Writer};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use crate::kubeapi::retry::{retry, Backoff};
@@ -170,11 +170,7 @@ impl NodeFeature {
     }
 }
 
-impl Writer for NodeFeature {
-    fn name(&self) -> &'static str {
-        NodeFeature::NAME
-    }
-
+impl DaemonWriter for NodeFeature {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.watch.as_ref().map(ObjectWatch::changes)
     }
@@ -185,6 +181,12 @@ impl Writer for NodeFeature {
             (Some(Seen::Absent), Some(_)) => true,
             _ => false,
         }
+    }
+}
+
+impl Writer for NodeFeature {
+    fn name(&self) -> &'static str {
+        NodeFeature::NAME
     }
 
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {

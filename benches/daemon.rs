@@ -11,8 +11,8 @@ use nvlabel::daemon::{Daemon, Metrics};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-#[path = "../tests/common/mock_node.rs"]
-mod mock_node;
+#[path = "../tests/common/mock_api.rs"]
+mod mock_api;
 
 const PASSES: u64 = 20_000;
 const CHANGE_EVERY: u64 = 100;
@@ -85,7 +85,7 @@ fn main() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (client, node) = mock_node::spawn("bench-node", 0, false);
+        let (client, node) = mock_api::node_server("bench-node", 0, false);
         let cli = Cli::try_from_args([
             "nvlabel",
             "--sink=node",
@@ -112,14 +112,14 @@ fn main() {
             }
             daemon.run_pass().await.unwrap();
             if pass == WARM {
-                (rss_warm, heap_warm) = (mock_node::rss_kib(), live_bytes());
+                (rss_warm, heap_warm) = (mock_api::rss_kib(), live_bytes());
             }
             if [WARM, 5_000, 10_000, 15_000, PASSES].contains(&pass) {
-                samples.push(format!("{pass}: {} bytes live, {} KiB RSS", live_bytes(), mock_node::rss_kib()));
+                samples.push(format!("{pass}: {} bytes live, {} KiB RSS", live_bytes(), mock_api::rss_kib()));
             }
         }
         let cpu_per_pass_ms = (cpu_seconds() - cpu_start) * 1000.0 / PASSES as f64;
-        let (rss_last, heap_last) = (mock_node::rss_kib(), live_bytes());
+        let (rss_last, heap_last) = (mock_api::rss_kib(), live_bytes());
         let heap_growth = heap_last - heap_warm;
         let writes = node.lock().unwrap().patches;
         let mut missed = Vec::new();

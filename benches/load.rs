@@ -13,7 +13,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use kube::client::Body;
 use nvlabel::config::{Cli, ConfigSource, ConfigState};
 use nvlabel::daemon::{Control, Daemon};
-use nvlabel::publish::object_watch::ObjectWatch;
+use nvlabel::kubeapi::object_watch::ObjectWatch;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;

@@ -17,12 +17,33 @@ pub struct Health {
     state: Mutex<Option<(bool, Instant)>>,
     /// How old a success may be and still count (`None`: any age, for an infinite interval).
     pub fresh_for: Mutex<Option<Duration>>,
+    /// Since when the loop has been in a pass (`None` while it waits).
+    busy_since: Mutex<Option<Instant>>,
 }
+
+/// How long one pass may keep the loop busy before liveness fails: longer than a publish's
+/// deadline and any probe, so only a loop that is stuck gets the container restarted.
+pub const STUCK_AFTER: Duration = Duration::from_secs(300);
 
 impl Health {
     /// Records the outcome of a publish.
     pub fn record(&self, ok: bool) {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some((ok, Instant::now()));
+    }
+
+    /// Marks the loop as in a pass (`true`) or waiting (`false`).
+    pub fn busy(&self, yes: bool) {
+        let mut busy = self.busy_since.lock().unwrap_or_else(|p| p.into_inner());
+        *busy = match (yes, *busy) {
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(Instant::now()),
+            (false, _) => None,
+        };
+    }
+
+    /// Alive: the loop is not stuck in one pass for longer than `limit`.
+    pub fn alive(&self, limit: Duration) -> bool {
+        self.busy_since.lock().unwrap_or_else(|p| p.into_inner()).is_none_or(|since| since.elapsed() <= limit)
     }
 
     /// Ready: the last publish succeeded, and (with a finite interval) not too long ago.
@@ -46,7 +67,12 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
 /// Answers one request.
 pub fn handle(path: &str, health: &Health, registry: &Registry) -> Response<Full<Bytes>> {
     match path {
-        "/healthz" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/healthz" if health.alive(STUCK_AFTER) => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/healthz" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            format!("the labelling loop has been stuck in one pass for over {}s\n", STUCK_AFTER.as_secs()),
+        ),
         "/readyz" if health.ready() => respond(StatusCode::OK, "text/plain", "ready\n".into()),
         "/readyz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -137,8 +163,13 @@ mod tests {
         assert!(!h.ready());
         h.record(true);
         *h.fresh_for.lock().unwrap() = Some(Duration::ZERO);
+        h.busy(true);
+        assert!(h.alive(Duration::from_secs(60)), "a pass in progress is alive");
         std::thread::sleep(Duration::from_millis(5));
         assert!(!h.ready(), "a stale success is not ready");
+        assert!(!h.alive(Duration::ZERO), "a loop stuck in a pass is not alive");
+        h.busy(false);
+        assert!(h.alive(Duration::ZERO), "a waiting loop is alive");
     }
 
     #[test]

@@ -8,11 +8,11 @@
 pub mod clock;
 pub mod conditions;
 pub mod config;
-pub mod config_label;
 pub mod daemon;
 pub mod duration;
 pub mod health;
 pub mod http;
+pub mod kubeapi;
 pub mod labels;
 pub mod limits;
 pub mod logging;

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
 use nvlabel::daemon::{Control, Daemon, Metrics};
+use nvlabel::kubeapi::object_watch::ObjectWatch;
 use nvlabel::logging::LogFormat;
-use nvlabel::publish::object_watch::ObjectWatch;
 use nvlabel::publish::Target;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ async fn real_main(
     let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
     let client = if needs_api {
         Some(
-            nvlabel::publish::client(
+            nvlabel::kubeapi::client(
                 settings.kubeconfig.as_deref(),
                 settings.kube_api_qps,
                 settings.kube_api_burst,
@@ -82,7 +82,7 @@ async fn real_main(
         None
     };
     if let (Some(node), Some(client)) = (&label_node, &client) {
-        match nvlabel::config_label::get_config_label(client.clone(), node).await {
+        match nvlabel::kubeapi::node_view::get_config_label(client.clone(), node).await {
             Ok(label) => {
                 if config.set_label(label) {
                     if let Err(e) = config.reload(false) {
@@ -93,7 +93,7 @@ async fn real_main(
             }
             // The watch below delivers the label once the API answers.
             Err(e) => {
-                tracing::warn!(%node, error = %e, "cannot read this node's config label yet; using the default config")
+                tracing::warn!(%node, error = %nvlabel::kubeapi::errors::Short(&e), "cannot read this node's config label yet; using the default config")
             }
         }
     }
@@ -118,6 +118,8 @@ async fn real_main(
             target.build(client.as_ref()).await?.prune().await?;
         }
         None => {
+            // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
+            let control = if settings.oneshot { None } else { Some(signals()?) };
             let mut daemon = Daemon::new(config, metrics.clone());
             daemon.set_client(client.clone());
             if settings.oneshot {
@@ -139,7 +141,7 @@ async fn real_main(
             daemon.watch_objects(node_watch.clone());
             let health = nvlabel::health::monitor::start(&settings, client.clone())?;
             if let Some(target) = &target {
-                metrics.zero(target.writer_name());
+                metrics.zero(target);
             }
             let addr = settings.metrics_addr.clone();
             if !addr.is_empty() {
@@ -152,10 +154,10 @@ async fn real_main(
                 nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
             }
             let labels = match (label_node, node_watch) {
-                (Some(_), Some(watch)) => Some(nvlabel::config_label::views(watch).boxed()),
+                (Some(_), Some(watch)) => Some(nvlabel::kubeapi::node_view::views(watch).boxed()),
                 _ => None,
             };
-            daemon.serve(labels, signals()?).await?;
+            daemon.serve(labels, control.expect("installed above")).await?;
         }
     }
     Ok(())

@@ -4,107 +4,16 @@
 mod common;
 
 use common::labels;
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
-use kube::Client;
+use common::mock_api::{expect, mock, no_more_requests, status};
+use http::Method;
+use nvlabel::kubeapi::retry::Backoff;
 use nvlabel::labels::Labels;
-use nvlabel::publish::retry::Backoff;
 use nvlabel::publish::{NodeFeature, NodeLabels, PublishError, Writer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-fn mock() -> (Client, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(service, "default"), handle)
-}
-
 fn quick() -> Backoff {
     Backoff { attempts: 4, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
-}
-
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
-}
-
-/// Expects one request; checks method and path+query; answers; returns the request body as JSON.
-async fn expect(
-    handle: &mut Handle,
-    method: Method,
-    path_and_query: &str,
-    code: u16,
-    answer: Value,
-) -> Value {
-    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path_and_query}"))
-        .expect("client alive");
-    assert_eq!(request.method(), method, "{}", request.uri());
-    assert_eq!(request.uri().path_and_query().unwrap().as_str(), path_and_query);
-    assert_declared(request.method(), request.uri());
-    let content_type = request.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
-    let bytes = request.into_body().collect_bytes().await.unwrap();
-    let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-    if method == Method::PATCH {
-        assert_eq!(content_type.as_deref(), Some("application/apply-patch+yaml"));
-    }
-    let response = Response::builder()
-        .status(StatusCode::from_u16(code).unwrap())
-        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
-        .unwrap();
-    send.send_response(response);
-    body
-}
-
-/// What RBAC must grant for a request: (namespaced, group, resource, verb), read from its path
-/// the way the API server's authorizer reads it.
-fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, String) {
-    let parts: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
-    let (group, rest) = match parts.as_slice() {
-        ["api", _version, rest @ ..] => (String::new(), rest),
-        ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
-        _ => panic!("not a resource path: {uri}"),
-    };
-    let (namespaced, rest) = match rest {
-        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => (true, rest),
-        rest => (false, rest),
-    };
-    let named = rest.len() > 1;
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
-    let verb = match *method {
-        Method::GET if watch => "watch",
-        Method::GET if named => "get",
-        Method::GET => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => panic!("unexpected method {method}"),
-    };
-    (namespaced, group, rest[0].to_string(), verb.to_string())
-}
-
-/// Every request a writer sends must be in the list RBAC is checked against (tests/deploy.rs);
-/// `delete` is `nvlabel prune`'s, run with an admin's credentials, and is listed as such.
-fn assert_declared(method: &Method, uri: &http::Uri) {
-    let observed = rbac_of(method, uri);
-    let declared = nvlabel::publish::node::API_CALLS
-        .iter()
-        .chain(nvlabel::publish::nodefeature::API_CALLS)
-        .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
-        .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
-        .chain(nvlabel::publish::node::WATCH_API_CALLS)
-        .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
-    assert!(
-        declared.into_iter().any(|d| d == observed),
-        "{method} {uri} needs {observed:?}, which no writer declares: RBAC would refuse it"
-    );
-}
-
-/// After the writer (and its client) is dropped, no request may be pending.
-async fn no_more_requests(mut handle: Handle) {
-    assert!(handle.next_request().await.is_none(), "an unexpected extra request was made");
 }
 
 const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";
@@ -391,5 +300,52 @@ async fn prune_removes_everything_we_applied() {
     let (result, writer) = task.await.unwrap();
     assert_eq!(result, Ok(()));
     drop(writer);
+    no_more_requests(handle).await;
+}
+
+/// A Node as it is after nvlabel applied `ours` (managedFields say so) next to `foreign` labels.
+fn node_applied_by_us(ours: &Labels, foreign: Value) -> Value {
+    let mut all = foreign;
+    all.as_object_mut().unwrap().extend(json!(ours).as_object().unwrap().clone());
+    let owned: serde_json::Map<String, Value> = ours.keys().map(|k| (format!("f:{k}"), json!({}))).collect();
+    let mut n = node("uid-1", all);
+    n["metadata"]["managedFields"] = json!([
+        {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}},
+        {"manager": "nvlabel", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": owned}}}
+    ]);
+    n
+}
+
+#[tokio::test]
+async fn a_restart_with_unchanged_labels_writes_nothing_but_one_that_must_remove_a_label_writes() {
+    let ours = labels(&[("nvidia.com/gpu.count", "8"), ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")]);
+    let foreign = json!({"kubernetes.io/hostname": "gpu-1"});
+
+    // A new process (nothing published yet in this run) finds exactly its labels: a read, no write.
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let task = tokio::spawn({
+        let ours = ours.clone();
+        async move { writer.publish(&ours).await.map_err(|e| e.to_string()) }
+    });
+    expect(&mut handle, Method::GET, NODE, 200, node_applied_by_us(&ours, foreign.clone())).await;
+    assert_eq!(task.await.unwrap(), Ok(false), "nothing written");
+    no_more_requests(handle).await;
+
+    // The hardware lost a label since the last run: the Node carries the new set, but we still own
+    // the old key, so the apply that removes it is sent.
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let fewer = labels(&[("nvidia.com/gpu.count", "8")]);
+    let task = tokio::spawn({
+        let fewer = fewer.clone();
+        async move { writer.publish(&fewer).await.map_err(|e| e.to_string()) }
+    });
+    expect(&mut handle, Method::GET, NODE, 200, node_applied_by_us(&ours, foreign)).await;
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert_eq!(body["metadata"]["labels"], json!(fewer));
+    assert_eq!(task.await.unwrap(), Ok(true));
     no_more_requests(handle).await;
 }

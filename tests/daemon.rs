@@ -3,9 +3,6 @@
 //! so no NVML and no process environment are involved.
 
 mod common;
-#[path = "common/mock_node.rs"]
-#[allow(dead_code)]
-mod mock_node;
 
 use common::*;
 use futures::StreamExt;
@@ -83,9 +80,12 @@ fn loaded(dir: &Path, output: &Path, source: ConfigSource, label: Option<&str>) 
 
 fn tokio_stream(
     mut rx: mpsc::UnboundedReceiver<Option<String>>,
-) -> futures::stream::BoxStream<'static, nvlabel::config_label::NodeView> {
+) -> futures::stream::BoxStream<'static, nvlabel::kubeapi::node_view::NodeView> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-        .map(|config_label| nvlabel::config_label::NodeView { config_label, allocatable: Default::default() })
+        .map(|config_label| nvlabel::kubeapi::node_view::NodeView {
+            config_label,
+            allocatable: Default::default(),
+        })
         .boxed()
 }
 
@@ -292,7 +292,7 @@ async fn the_sharing_cross_check_warns_after_the_grace_period_and_clears_itself(
         snapshot.to_str().unwrap(),
     ])
     .unwrap();
-    let (client, node) = mock_node::spawn("gpu-node", 0, false);
+    let (client, node) = common::mock_api::node_server("gpu-node", 0, false);
     node.lock().unwrap().allocatable = serde_json::json!({"nvidia.com/gpu": "1", "cpu": "8"});
     let metrics = Arc::new(Metrics::default());
     let state = ConfigState::load(cli, Default::default(), ConfigSource::File(config), None).unwrap();

@@ -1,7 +1,9 @@
-//! The node-label watch against a mocked API server (kube `Client` over tower-test).
+//! The node-label watch against the mocked API server (`common::mock_api`).
+
+mod common;
 
 use futures::StreamExt;
-use http::{Request, Response};
+use http::Response;
 use kube::client::Body;
 use serde_json::json;
 use std::time::Duration;
@@ -12,8 +14,7 @@ fn node(labels: serde_json::Value, rv: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn label_added_changed_and_removed() {
-    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(mock, "default");
+    let (client, mut handle) = common::mock_api::mock();
     let server = tokio::spawn(async move {
         let (request, send) = handle.next_request().await.expect("a list request");
         assert_eq!(request.method(), http::Method::GET);
@@ -41,7 +42,7 @@ async fn label_added_changed_and_removed() {
         send.send_response(Response::new(Body::from(body.into_bytes())));
         handle
     });
-    let labels = nvlabel::config_label::node_changes(client, "gpu-node-1").map(|v| v.config_label);
+    let labels = nvlabel::kubeapi::node_view::node_changes(client, "gpu-node-1").map(|v| v.config_label);
     // The view follows the latest state: changes that arrive together may be seen only as the
     // last of them (the config in force must be the latest label, not every one in between).
     let collect = labels.take_until(tokio::time::sleep(Duration::from_secs(2))).collect::<Vec<_>>();
@@ -65,15 +66,14 @@ async fn label_added_changed_and_removed() {
 
 #[tokio::test]
 async fn one_shot_reads_the_label_once() {
-    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(mock, "default");
+    let (client, mut handle) = common::mock_api::mock();
     let server = tokio::spawn(async move {
         let (request, send) = handle.next_request().await.unwrap();
         assert_eq!(request.uri().path(), "/api/v1/nodes/gpu-node-1");
         let n = node(json!({"nvidia.com/device-plugin.config": "t4-mps"}), "9");
         send.send_response(Response::new(Body::from(serde_json::to_vec(&n).unwrap())));
     });
-    let label = nvlabel::config_label::get_config_label(client, "gpu-node-1").await.unwrap();
+    let label = nvlabel::kubeapi::node_view::get_config_label(client, "gpu-node-1").await.unwrap();
     assert_eq!(label.as_deref(), Some("t4-mps"));
     server.await.unwrap();
 }

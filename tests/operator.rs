@@ -147,7 +147,7 @@ fn the_operators_rbac_covers_every_call_nvlabel_makes_there() {
         assert!(namespaced.contains(&triple(&call)), "the Operator's Role lacks {call:?}");
     }
     // The node watch (only with --config-dir, never in the Operator's pod) would fit too.
-    for call in nvlabel::config_label::API_CALLS {
+    for call in nvlabel::kubeapi::node_view::API_CALLS {
         assert!(cluster.contains(&triple(call)), "the Operator's ClusterRole lacks {call:?}");
     }
     // Not granted there, so never needed by a drop-in: node patch, NodeFeature delete.

@@ -322,7 +322,7 @@ async fn node_mode_server_side_apply_owns_exactly_its_labels() {
     // A missing Node is never created.
     let mut missing = NodeLabels::new(admin.clone(), "node-gone");
     let err = missing.publish(&second).await.unwrap_err();
-    assert_eq!(err.reason(), "node-missing", "{err}");
+    assert_eq!(err.reason().as_str(), "node-missing", "{err}");
     assert!(Api::<Node>::all(admin.clone()).get_opt("node-gone").await.unwrap().is_none());
 
     // `nvlabel prune` (an administrator's) removes exactly ours.
@@ -391,7 +391,7 @@ async fn nodefeature_mode_does_its_job_in_its_namespace_and_nothing_elsewhere() 
     namespace(&admin, "elsewhere", json!({})).await;
     let mut outside = NodeFeature::new(sa.clone(), "elsewhere", "nf-node", None);
     let err = outside.publish(&first).await.unwrap_err();
-    assert_eq!(err.reason(), "refused", "{err}");
+    assert_eq!(err.reason().as_str(), "refused", "{err}");
     assert_eq!(refused(nodefeature_api(&sa, "elsewhere").list(&Default::default()).await).code, 403);
     assert_eq!(
         refused(
@@ -465,7 +465,7 @@ async fn the_gpu_operators_pod_is_admitted_and_its_rbac_is_enough() {
     assert!(writer.publish(&labels(&[("nvidia.com/gpu.count", "8")])).await.unwrap());
     assert!(writer.publish(&labels(&[("nvidia.com/gpu.count", "4")])).await.unwrap());
     // And the config-label read, were --config-dir used.
-    assert!(nvlabel::config_label::get_config_label(sa.clone(), "op-node").await.is_ok());
+    assert!(nvlabel::kubeapi::node_view::get_config_label(sa.clone(), "op-node").await.is_ok());
     // Not granted: patching nodes.
     let nodes: Api<Node> = Api::all(sa.clone());
     let patch = json!({"metadata": {"labels": {"nvidia.com/x": "1"}}});
@@ -605,7 +605,7 @@ async fn watching_daemon(
     let mut daemon = nvlabel::daemon::Daemon::new(state, Default::default());
     daemon.set_client(Some(client.clone()));
     let node_watch = node_watch_of
-        .map(|n| nvlabel::publish::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), n));
+        .map(|n| nvlabel::kubeapi::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), n));
     daemon.watch_objects(node_watch);
     let (control, rx) = tokio::sync::mpsc::channel(4);
     let task = tokio::spawn(async move { daemon.serve(None, rx).await.unwrap() });

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
 
-#[path = "common/mock_node.rs"]
-mod mock_node;
+#[path = "common/mock_api.rs"]
+mod mock_api;
 
 /// Counts the "retrying" warnings the API writers log for each failed attempt.
 struct RetryCounter(Arc<AtomicU64>);
@@ -62,7 +62,7 @@ fn soak() {
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
     runtime.block_on(async move {
-        let (client, state) = mock_node::spawn("soak-node", 10, true);
+        let (client, state) = mock_api::node_server("soak-node", 10, true);
         let cli = Cli::try_from_args([
             "nvlabel",
             "--sink=node",
@@ -94,14 +94,14 @@ fn soak() {
             std::fs::write(&fixture, base.replace("550.90.07", &version)).unwrap();
             versions.push(version);
             if rss_early.is_none() && start.elapsed() >= Duration::from_secs(seconds / 10) {
-                rss_early = Some(mock_node::rss_kib());
+                rss_early = Some(mock_api::rss_kib());
             }
         }
         // Let the last change through (retries included), then stop.
         tokio::time::sleep(Duration::from_secs(5)).await;
         control.send(Control::Shutdown).await.unwrap();
         task.await.unwrap();
-        let rss_end = mock_node::rss_kib();
+        let rss_end = mock_api::rss_kib();
 
         let s = state.lock().unwrap();
         let version = |labels: &serde_json::Value| {

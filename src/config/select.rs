@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// The node label that names the config key.
-pub const CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
+/// The node label that names the config key (defined with the Node view, which reads it).
+pub use crate::kubeapi::node_view::CONFIG_LABEL;
 
 /// Why no config could be chosen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,7 +1,8 @@
 //! How often drift is repaired. A label someone removed is put back within a second, but a fight
 //! with another writer (it changes the label back every time) must not become a hot loop: after
-//! five repairs within a minute, repairs slow to one a minute until a quiet minute has passed,
-//! and the fight is logged once and counted.
+//! five repairs within a minute, repairs slow to one a minute, and the fight is logged and counted
+//! once. The fight ends only when the other writer leaves the labels alone for a full minute after
+//! a repair; the minute nvlabel itself waits before repairing does not count as quiet.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -10,7 +11,8 @@ use std::time::{Duration, Instant};
 const MIN_GAP: Duration = Duration::from_secs(1);
 /// Repairs within [`WINDOW`] that make a fight.
 const FIGHT_REPAIRS: usize = 5;
-/// The window repairs are counted in, and the gap between repairs during a fight.
+/// The window repairs are counted in, the gap between repairs during a fight, and the quiet time
+/// that ends one.
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// Recent repairs.
@@ -21,11 +23,16 @@ pub struct DriftGuard {
 }
 
 impl DriftGuard {
-    /// When the next repair may run.
-    pub fn allowed_at(&self, now: Instant) -> Instant {
+    /// Drift was seen at `now`: when the repair may run.
+    pub fn drift_seen(&mut self, now: Instant) -> Instant {
         let Some(&last) = self.repairs.back() else { return now };
-        let recent = self.repairs.iter().filter(|t| now.duration_since(**t) < WINDOW).count();
-        let gap = if recent >= FIGHT_REPAIRS { WINDOW } else { MIN_GAP };
+        if self.fighting && now.duration_since(last) >= WINDOW {
+            // Left alone for a minute after our last repair: the fight is over.
+            self.fighting = false;
+            self.repairs.clear();
+            return now;
+        }
+        let gap = if self.fighting { WINDOW } else { MIN_GAP };
         (last + gap).max(now)
     }
 
@@ -35,10 +42,14 @@ impl DriftGuard {
         while self.repairs.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
             self.repairs.pop_front();
         }
-        let fight = self.repairs.len() >= FIGHT_REPAIRS;
-        let started = fight && !self.fighting;
-        self.fighting = fight;
+        let started = !self.fighting && self.repairs.len() >= FIGHT_REPAIRS;
+        self.fighting |= started;
         started
+    }
+
+    /// Whether a fight is going on.
+    pub fn fighting(&self) -> bool {
+        self.fighting
     }
 }
 
@@ -46,25 +57,51 @@ impl DriftGuard {
 mod tests {
     use super::*;
 
+    /// The other writer reverts `after` each repair; returns the gaps between repairs and how
+    /// many repairs reported a new fight.
+    fn fight(g: &mut DriftGuard, start: Instant, repairs: usize, after: Duration) -> (Vec<Duration>, usize) {
+        let (mut now, mut gaps, mut started, mut last) = (start, vec![], 0, None::<Instant>);
+        for _ in 0..repairs {
+            let at = g.drift_seen(now);
+            if let Some(l) = last {
+                gaps.push(at - l);
+            }
+            started += usize::from(g.repaired(at));
+            last = Some(at);
+            now = at + after;
+        }
+        (gaps, started)
+    }
+
     #[test]
-    fn repairs_are_quick_until_they_become_a_fight() {
+    fn repairs_are_quick_until_a_fight_then_once_a_minute_for_three_cycles_and_logged_once() {
         let t0 = Instant::now();
         let mut g = DriftGuard::default();
-        assert_eq!(g.allowed_at(t0), t0, "the first repair runs at once");
-        let mut now = t0;
-        for i in 0..4 {
-            assert!(!g.repaired(now), "repair {i} is no fight");
-            now = g.allowed_at(now);
-            assert_eq!(now - t0, MIN_GAP * (i + 1), "one a second");
-        }
-        assert!(g.repaired(now), "the fifth within a minute starts a fight");
-        let next = g.allowed_at(now);
-        assert_eq!(next - now, WINDOW, "then one a minute");
-        assert!(!g.repaired(next), "the fight is reported once");
-        // A quiet minute ends it.
-        let later = next + WINDOW * 2;
-        assert_eq!(g.allowed_at(later), later);
-        assert!(!g.repaired(later));
-        assert_eq!(g.allowed_at(later) - later, MIN_GAP);
+        assert_eq!(g.drift_seen(t0), t0, "the first repair runs at once");
+        // Five quick repairs start the fight; then three more cycles of the other writer reverting
+        // 10 ms after each repair.
+        let (gaps, started) = fight(&mut g, t0, 8, Duration::from_millis(10));
+        assert_eq!(gaps[..4], [MIN_GAP; 4], "one a second until the fight");
+        assert_eq!(gaps[4..], [WINDOW; 3], "one write a minute in the fight, three cycles long");
+        assert_eq!(started, 1, "the fight is reported once, not every minute");
+        assert!(g.fighting());
+    }
+
+    #[test]
+    fn only_a_quiet_minute_after_a_repair_ends_the_fight() {
+        let t0 = Instant::now();
+        let mut g = DriftGuard::default();
+        fight(&mut g, t0, 6, Duration::from_millis(10));
+        let last = *g.repairs.back().unwrap();
+        // Drift 59 s after the last repair: still a fight, the repair waits for the minute.
+        let mut probe = DriftGuard { repairs: g.repairs.clone(), fighting: true };
+        assert_eq!(probe.drift_seen(last + Duration::from_secs(59)), last + WINDOW);
+        assert!(probe.fighting());
+        // Drift 61 s after: the other writer was quiet for a minute; repaired at once, no fight.
+        let at = last + Duration::from_secs(61);
+        assert_eq!(g.drift_seen(at), at);
+        assert!(!g.fighting());
+        assert!(!g.repaired(at));
+        assert_eq!(g.drift_seen(at) - at, MIN_GAP);
     }
 }

@@ -140,11 +140,12 @@ impl Metrics {
     /// Creates every labelled series a fresh process can know of at zero, so that alerts see 0
     /// rather than no data: failures of `writer` for each reason, and errors of every NVML
     /// function the probe calls.
-    pub fn zero(&self, writer: &str) {
-        for reason in crate::publish::FAILURE_REASONS {
+    pub fn zero(&self, target: &crate::publish::Target) {
+        let writer = target.writer_name();
+        for reason in target.failure_reasons() {
             let _ = self
                 .publish_failures
-                .get_or_create(&PublishFailure { writer: writer.into(), reason: (*reason).into() });
+                .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.as_str().into() });
         }
         let _ = self.sharing_mismatch.get_or_create(&Resource { resource: "nvidia.com/gpu".into() });
         for function in crate::probe::NVML_FUNCTIONS {
@@ -153,9 +154,9 @@ impl Metrics {
     }
 
     /// Counts a failed publish of `writer` and marks the labeler not ready.
-    pub fn publish_failed(&self, writer: &str, reason: &str) {
+    pub fn publish_failed(&self, writer: &str, reason: crate::publish::FailureReason) {
         self.publish_failures
-            .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.into() })
+            .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.as_str().into() })
             .inc();
         self.health.record(false);
     }

@@ -158,7 +158,9 @@ impl Writer for FeatureFile {
         let at = self.refresh_at()?;
         Some(at.duration_since((self.clock)()).unwrap_or(Duration::ZERO))
     }
+}
 
+impl super::DaemonWriter for FeatureFile {
     /// The file no longer holds what was last written (removed, truncated, overwritten, or
     /// replaced by something that is not a file).
     fn drifted(&self) -> bool {
@@ -169,6 +171,7 @@ impl Writer for FeatureFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::DaemonWriter;
     use std::sync::Mutex;
 
     fn labels(v: &str) -> Labels {

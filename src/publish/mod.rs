@@ -4,10 +4,8 @@
 mod file;
 pub mod node;
 pub mod nodefeature;
-pub mod object_watch;
-pub mod ratelimit;
+pub mod nodefeature_object;
 pub mod render;
-pub mod retry;
 mod stdout;
 
 /// Where labels are published.
@@ -69,55 +67,82 @@ pub enum PublishError {
     #[error("cannot write labels to stdout: {0}")]
     Stdout(std::io::Error),
     /// The Kubernetes API refused or could not be reached (after retries).
-    #[error("{writer}: {source}")]
-    Api {
-        /// Which writer.
-        writer: &'static str,
-        /// The API error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] crate::kubeapi::errors::ApiFailure),
     /// `nvlabel prune` left a feature file in place (someone else's) or could not remove it.
     #[error(transparent)]
     Prune(#[from] PruneFileError),
     /// Our Node does not exist; it is never created by us.
     #[error("node {0:?} not found; its labels are not written (a deleted Node is never re-created)")]
     NodeMissing(String),
+    /// The publish did not finish within the pass's deadline and was abandoned.
+    #[error("publishing did not finish within {}s and was abandoned; the next attempt backs off", .0.as_secs())]
+    Timeout(std::time::Duration),
 }
 
-/// Every value [`PublishError::reason`] can take, plus `setup` (no writer could be built).
-pub const FAILURE_REASONS: &[&str] =
-    &["file", "stdout", "conflict", "throttled", "server", "refused", "connection", "node-missing", "setup"];
+/// Why a publish failed, as the failure metric's `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FailureReason {
+    /// Writing the feature file.
+    File,
+    /// Writing stdout.
+    Stdout,
+    /// 409 from the API server.
+    Conflict,
+    /// 429 from the API server.
+    Throttled,
+    /// 5xx from the API server.
+    Server,
+    /// Any other refusal (403, 404, 422).
+    Refused,
+    /// The API server could not be reached, or its answer was cut off.
+    Connection,
+    /// Our Node does not exist.
+    NodeMissing,
+    /// The publish overran its deadline.
+    Timeout,
+    /// No writer could be built.
+    Setup,
+}
 
-impl PublishError {
-    /// A short, stable reason for the publish-failure metric.
-    pub fn reason(&self) -> &'static str {
+impl FailureReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
         match self {
-            PublishError::File(_) => "file",
-            PublishError::Stdout(_) => "stdout",
-            PublishError::Api { source: kube::Error::Api(s), .. } if s.code == 409 => "conflict",
-            PublishError::Api { source: kube::Error::Api(s), .. } if s.code == 429 => "throttled",
-            PublishError::Api { source: kube::Error::Api(s), .. } if s.code >= 500 => "server",
-            PublishError::Api { source: kube::Error::Api(_), .. } => "refused",
-            PublishError::Api { .. } => "connection",
-            PublishError::NodeMissing(_) => "node-missing",
-            PublishError::Prune(_) => "file",
+            FailureReason::File => "file",
+            FailureReason::Stdout => "stdout",
+            FailureReason::Conflict => "conflict",
+            FailureReason::Throttled => "throttled",
+            FailureReason::Server => "server",
+            FailureReason::Refused => "refused",
+            FailureReason::Connection => "connection",
+            FailureReason::NodeMissing => "node-missing",
+            FailureReason::Timeout => "timeout",
+            FailureReason::Setup => "setup",
         }
     }
 }
 
-/// One kind of Kubernetes API request a mode makes, for checking RBAC against the code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ApiCall {
-    /// Whether the request is made in one namespace (the NodeFeature namespace); otherwise it
-    /// is cluster-scoped, and only a ClusterRole can grant it.
-    pub namespaced: bool,
-    /// API group (`""` for core).
-    pub group: &'static str,
-    /// Resource (plural).
-    pub resource: &'static str,
-    /// Verb.
-    pub verb: &'static str,
+impl PublishError {
+    /// The reason for the publish-failure metric.
+    pub fn reason(&self) -> FailureReason {
+        match self {
+            PublishError::File(_) | PublishError::Prune(_) => FailureReason::File,
+            PublishError::Stdout(_) => FailureReason::Stdout,
+            PublishError::Api(a) => match a.code() {
+                Some(409) => FailureReason::Conflict,
+                Some(429) => FailureReason::Throttled,
+                Some(500..) => FailureReason::Server,
+                Some(_) => FailureReason::Refused,
+                None => FailureReason::Connection,
+            },
+            PublishError::NodeMissing(_) => FailureReason::NodeMissing,
+            PublishError::Timeout(_) => FailureReason::Timeout,
+        }
+    }
 }
+
+pub use crate::kubeapi::ApiCall;
 
 impl Target {
     /// Every API request this target's writer makes (its RBAC must grant exactly these).
@@ -141,20 +166,9 @@ pub enum SetupError {
     /// The NodeFeature writer needs a namespace.
     #[error("required flag namespace not set (--namespace or NAMESPACE)")]
     Namespace,
-    /// The kubeconfig could not be read or used.
-    #[error("cannot create a Kubernetes client from {path}: {source}")]
-    Kubeconfig {
-        /// The `--kubeconfig` file.
-        path: String,
-        /// Why.
-        source: kube::config::KubeconfigError,
-    },
-    /// No kubeconfig and no in-cluster configuration.
-    #[error("cannot create a Kubernetes client: {0}")]
-    Infer(#[source] kube::config::InferConfigError),
-    /// The configuration was found but no client could be built from it.
-    #[error("cannot create a Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
+    /// No Kubernetes client could be built.
+    #[error(transparent)]
+    Client(#[from] crate::kubeapi::ClientError),
     /// An API writer was built without a client (a caller's mistake, not the user's).
     #[error("no Kubernetes client was configured for the {0} writer")]
     NoClient(&'static str),
@@ -191,35 +205,47 @@ impl Target {
         }
     }
 
+    /// Every failure reason its writer can have (the metric exports exactly these, at 0 first).
+    pub fn failure_reasons(&self) -> &'static [FailureReason] {
+        use FailureReason::*;
+        match self {
+            Target::Stdout(_) => &[Stdout, Setup],
+            Target::File(..) => &[File, Setup],
+            Target::NodeFeature { .. } => &[Conflict, Throttled, Server, Refused, Connection, Timeout, Setup],
+            Target::Node(_) => {
+                &[Conflict, Throttled, Server, Refused, Connection, NodeMissing, Timeout, Setup]
+            }
+        }
+    }
+
     /// Whether this target talks to the Kubernetes API.
     pub fn needs_client(&self) -> bool {
         matches!(self, Target::NodeFeature { .. } | Target::Node(_))
     }
 
-    /// Builds the writer (an API writer gets `client`; the owner lookup happens here).
+    /// Builds the writer (an API writer gets `client`; the owner lookup happens here). It reads
+    /// its object on every publish: the one-shot run and `nvlabel prune`.
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        self.build_with(client, false, None).await
+        Ok(self.build_daemon(client, &Watches::Off).await?)
     }
 
-    /// [`Target::build`], for the daemon with `watching`: the API writers decide from watches
-    /// instead of reads (the Node writer from `node_watch`, the daemon's one watch of its Node;
-    /// the NodeFeature writer from a watch of its object), so a pass that changes nothing sends
-    /// nothing.
-    pub async fn build_with(
+    /// Builds the daemon's writer; with [`Watches::On`] the API writers decide from watches
+    /// instead of reads (the Node writer from the daemon's one watch of its Node; the NodeFeature
+    /// writer from a watch of its object), so a pass that changes nothing sends nothing.
+    pub async fn build_daemon(
         &self,
         client: Option<&kube::Client>,
-        watching: bool,
-        node_watch: Option<object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
-    ) -> Result<Box<dyn Writer>, SetupError> {
+        watches: &Watches,
+    ) -> Result<Box<dyn DaemonWriter>, SetupError> {
         let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
         Ok(match self {
             Target::Stdout(format) => Box::new(Stdout::new(*format)),
             Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
             Target::Node(node) => {
                 let writer = NodeLabels::new(client()?, node);
-                Box::new(match node_watch.filter(|_| watching) {
-                    Some(w) => writer.with_watch(w),
-                    None => writer,
+                Box::new(match watches {
+                    Watches::On(Some(w)) => writer.with_watch(w.clone()),
+                    Watches::On(None) | Watches::Off => writer,
                 })
             }
             Target::NodeFeature { namespace, node, pod } => {
@@ -231,33 +257,23 @@ impl Target {
                     }
                 };
                 let writer = NodeFeature::new(client()?, namespace, node, owner);
-                Box::new(match watching {
-                    true => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
-                    false => writer,
+                Box::new(match watches {
+                    Watches::On(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
+                    Watches::Off => writer,
                 })
             }
         })
     }
 }
 
-/// A client from `--kubeconfig`, else the usual inference (KUBECONFIG, in-cluster), limited to
-/// `qps` requests per second with bursts of `burst` (`--kube-api-qps`, `--kube-api-burst`).
-pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<kube::Client, SetupError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let fail = |source| SetupError::Kubeconfig { path: path.to_string(), source };
-            let file = kube::config::Kubeconfig::read_from(path).map_err(fail)?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(fail)?
-        }
-        None => kube::Config::infer().await.map_err(SetupError::Infer)?,
-    };
-    let builder = kube::client::ClientBuilder::try_from(config).map_err(SetupError::Client)?;
-    Ok(match ratelimit::RateLimitLayer::new(qps, burst) {
-        Some(limit) => builder.with_layer(&limit).build(),
-        None => builder.build(),
-    })
+/// Whether the API writers decide from watches.
+#[derive(Clone, Default)]
+pub enum Watches {
+    /// They read their object on every publish.
+    #[default]
+    Off,
+    /// They decide from watches; the Node writer from this Node's one watch, if there is one.
+    On(Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>),
 }
 
 /// A label sink.
@@ -274,6 +290,15 @@ pub trait Writer: Send + Sync {
         None
     }
 
+    /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
+    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// What the daemon reads of a writer besides publishing: the watch of its object, drift, and
+/// the Node's allocatable. The one-shot run and `nvlabel prune` use plain [`Writer`]s.
+pub trait DaemonWriter: Writer {
     /// The changes of the watched object this writer publishes into (the Node, or its
     /// NodeFeature object); `None` when it keeps no watch.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -290,9 +315,6 @@ pub trait Writer: Send + Sync {
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
         None
     }
-
-    /// Removes what this writer's target holds of ours (`nvlabel prune`); nothing to do for stdout.
-    fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
-        Box::pin(async { Ok(()) })
-    }
 }
+
+impl DaemonWriter for Stdout {}

@@ -1,9 +1,10 @@
 //! The Node object itself (no NFD): server-side apply of only `metadata.labels` under field
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
-use super::object_watch::{ObjectWatch, Seen};
-use super::retry::{retry, Backoff};
-use super::{PublishError, Writer};
+use super::{DaemonWriter, PublishError, Writer};
+use crate::kubeapi::errors::ApiFailure;
+use crate::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
+use crate::kubeapi::retry::{retry, Backoff};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
@@ -35,8 +36,22 @@ pub struct NodeLabels {
     /// The Node's allocatable resources at the last read.
     allocatable: std::sync::Arc<std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>>,
     backoff: Backoff,
+    /// The Node as our last apply returned it.
+    applied: std::sync::Arc<std::sync::Mutex<Option<Node>>>,
     /// The Node as its watch last reported it; without one, each publish reads the Node.
     watch: Option<ObjectWatch<Node>>,
+}
+
+/// What the watch says to do, before any request.
+enum Decision {
+    /// It knows nothing yet: read the Node.
+    Read,
+    /// The Node does not exist: nothing to do (it is never created).
+    Missing,
+    /// The Node carries exactly what we would apply.
+    Skip,
+    /// Apply, with this UID as the precondition.
+    Apply(Option<String>),
 }
 
 /// What one attempt did.
@@ -57,6 +72,7 @@ impl NodeLabels {
             last: None,
             allocatable: Default::default(),
             backoff: Backoff::default(),
+            applied: Default::default(),
             watch: None,
         }
     }
@@ -74,24 +90,44 @@ impl NodeLabels {
         labels.iter().all(|(k, v)| carried.and_then(|c| c.get(k)) == Some(v))
     }
 
-    /// What the watch settles without a request: `Some(Ok(step))` when nothing is to be sent (a
-    /// skip, or `None` for a missing Node); `Some(Err(uid))` to apply with that UID; `None` when
-    /// the watch knows nothing yet.
-    fn decided_by_watch(
-        &self,
-        labels: &Labels,
-        skip_if_current: bool,
-    ) -> Option<Result<Option<Step>, Option<String>>> {
-        match self.watch.as_ref()?.seen() {
-            Seen::Unknown => None,
-            Seen::Absent => Some(Ok(None)),
+    /// Whether applying `labels` would change nothing on `node`: it carries them, and our field
+    /// manager owns exactly their keys (so nothing of ours is left to remove). After a restart
+    /// with unchanged hardware this is what spares the write.
+    fn current(&self, node: &Node, labels: &Labels) -> bool {
+        Self::carries(node, labels)
+            && (self.last.as_ref() == Some(labels)
+                || owned_labels(node).is_some_and(|owned| owned.iter().eq(labels.keys())))
+    }
+
+    /// The newer of the watch's view and the Node our last apply returned (by resourceVersion):
+    /// a watch that lags or is down never makes an apply look undone.
+    fn freshest(&self, watched: Node) -> Node {
+        let applied = self.applied.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match applied {
+            Some(a)
+                if resource_version(&a) > resource_version(&watched)
+                    && a.metadata.uid == watched.metadata.uid =>
+            {
+                a
+            }
+            _ => watched,
+        }
+    }
+
+    /// What the watch settles without a request.
+    fn decided_by_watch(&self, labels: &Labels, skip_if_current: bool) -> Decision {
+        let Some(watch) = self.watch.as_ref() else { return Decision::Read };
+        match watch.seen() {
+            Seen::Unknown => Decision::Read,
+            Seen::Absent => Decision::Missing,
             Seen::Present(node) => {
+                let node = self.freshest(node);
                 *self.allocatable.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(crate::config_label::allocatable(&node));
-                if skip_if_current && self.last.as_ref() == Some(labels) && Self::carries(&node, labels) {
-                    Some(Ok(Some(Step::Skipped)))
+                    Some(crate::kubeapi::node_view::allocatable(&node));
+                if skip_if_current && self.current(&node, labels) {
+                    Decision::Skip
                 } else {
-                    Some(Err(node.metadata.uid.clone()))
+                    Decision::Apply(node.metadata.uid.clone())
                 }
             }
         }
@@ -107,26 +143,31 @@ impl NodeLabels {
     /// exactly what we last applied.
     async fn apply(&self, labels: &Labels, skip_if_current: bool) -> Result<Step, PublishError> {
         let (api, node) = (self.api.clone(), self.node.clone());
-        let last = if skip_if_current { self.last.clone() } else { None };
         let seen = self.allocatable.clone();
+        let applied = self.applied.clone();
         let known_uid = match self.decided_by_watch(labels, skip_if_current) {
-            Some(Ok(step)) => return step.ok_or_else(|| PublishError::NodeMissing(self.node.clone())),
-            Some(Err(uid)) => Some(uid),
-            None => None,
+            Decision::Skip => return Ok(Step::Skipped),
+            Decision::Missing => return Err(PublishError::NodeMissing(self.node.clone())),
+            Decision::Apply(uid) => Some(uid),
+            Decision::Read => None,
         };
+        // Whether the request that failed was the apply (else the read), for the message.
+        let applying = std::sync::atomic::AtomicBool::new(false);
+        let applying = &applying;
         let step = retry("Node labels", self.backoff, || {
-            let (api, node, last, seen) = (api.clone(), node.clone(), last.clone(), seen.clone());
+            let (api, node, seen, applied) = (api.clone(), node.clone(), seen.clone(), applied.clone());
             let known_uid = known_uid.clone();
             async move {
+                applying.store(known_uid.is_some(), std::sync::atomic::Ordering::Relaxed);
                 // The watch already said what is on the Node: apply right away, no read.
                 let uid = match known_uid {
                     Some(uid) => uid,
                     None => {
                         let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
                         *seen.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(crate::config_label::allocatable(&current));
+                            Some(crate::kubeapi::node_view::allocatable(&current));
                         // Drift (someone removed or changed one of ours) shows here and is repaired.
-                        if last.as_ref() == Some(labels) && Self::carries(&current, labels) {
+                        if skip_if_current && self.current(&current, labels) {
                             return Ok(Some(Step::Skipped));
                         }
                         current.metadata.uid
@@ -134,19 +175,24 @@ impl NodeLabels {
                 };
                 // The UID makes the apply a precondition on this very Node: if it was deleted and
                 // re-created, or is gone, the API server refuses instead of creating one.
-                let body = json!({
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": node, "uid": uid, "labels": labels},
-                });
+                applying.store(true, std::sync::atomic::Ordering::Relaxed);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(&node, &params, &Patch::Apply(&body)).await?;
+                let stored =
+                    api.patch(&node, &params, &Patch::Apply(&apply_body(&node, uid, labels))).await?;
+                *applied.lock().unwrap_or_else(|p| p.into_inner()) = Some(stored);
                 Ok(Some(Step::Applied))
             }
         })
         .await
-        .map_err(|source| PublishError::Api { writer: "node", source })?;
+        .map_err(|source| self.failure(applying.load(std::sync::atomic::Ordering::Relaxed), source))?;
         step.ok_or_else(|| PublishError::NodeMissing(self.node.clone()))
+    }
+
+    /// A failed request on this Node as one line.
+    fn failure(&self, applying: bool, source: kube::Error) -> PublishError {
+        let (action, verb) = if applying { ("apply labels to", "patch") } else { ("read", "get") };
+        let object = format!("Node {}", self.node);
+        PublishError::Api(ApiFailure { action, object, verb, resource: "nodes", source })
     }
 
     /// Removes every label this field manager applied (`nvlabel prune`).
@@ -157,24 +203,26 @@ impl NodeLabels {
     }
 }
 
-impl Writer for NodeLabels {
-    fn name(&self) -> &'static str {
-        NodeLabels::NAME
-    }
-
+impl DaemonWriter for NodeLabels {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.watch.as_ref().map(ObjectWatch::changes)
     }
 
     fn drifted(&self) -> bool {
         match (self.watch.as_ref().map(ObjectWatch::seen), &self.last) {
-            (Some(Seen::Present(node)), Some(last)) => !Self::carries(&node, last),
+            (Some(Seen::Present(node)), Some(last)) => !Self::carries(&self.freshest(node), last),
             _ => false,
         }
     }
 
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
         self.allocatable.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Writer for NodeLabels {
+    fn name(&self) -> &'static str {
+        NodeLabels::NAME
     }
 
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
@@ -195,4 +243,25 @@ impl Writer for NodeLabels {
             Ok(matches!(step, Step::Applied))
         })
     }
+}
+
+/// The label keys `node`'s managedFields say our field manager applied, if it applied any.
+fn owned_labels(node: &Node) -> Option<std::collections::BTreeSet<String>> {
+    let entry =
+        node.metadata.managed_fields.as_ref()?.iter().find(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        })?;
+    let labels = entry.fields_v1.as_ref()?.0.get("f:metadata")?.get("f:labels")?.as_object()?;
+    Some(labels.keys().filter_map(|k| k.strip_prefix("f:")).map(String::from).collect())
+}
+
+/// The server-side apply body for `labels` on Node `name`. The UID makes the apply a precondition
+/// on this very Node: if it was deleted and re-created, or is gone, the API server refuses (409)
+/// instead of creating a Node or labelling another one of the same name.
+pub fn apply_body(name: &str, uid: Option<String>, labels: &Labels) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": uid, "labels": labels},
+    })
 }

@@ -3,16 +3,17 @@
 //! (never by the pod, so a pod restart does not garbage-collect it), created or updated only
 //! when it differs.
 
-use super::object_watch::{ObjectWatch, Seen};
-use super::retry::{retry, Backoff};
-use super::{PublishError, Writer};
+use super::nodefeature_object::NodeFeatureObject;
+use super::{DaemonWriter, PublishError, Writer};
+use crate::kubeapi::errors::ApiFailure;
+use crate::kubeapi::object_watch::{ObjectWatch, Seen};
+use crate::kubeapi::retry::{retry, Backoff};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostParams, TypeMeta};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::Client;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// The label nfd-master selects a node's NodeFeature objects by.
@@ -44,17 +45,6 @@ pub const PRUNE_API_CALLS: &[super::ApiCall] = &[super::ApiCall {
     verb: "delete",
 }];
 
-/// The NodeFeature API resource.
-pub fn api_resource() -> ApiResource {
-    ApiResource {
-        group: "nfd.k8s-sigs.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "nfd.k8s-sigs.io/v1alpha1".into(),
-        kind: "NodeFeature".into(),
-        plural: "nodefeatures".into(),
-    }
-}
-
 /// `nvidia-features-for-<node>`, shortened with a hash of the node name if it would exceed the
 /// 253 characters an object name may have.
 pub fn object_name(node: &str) -> String {
@@ -82,7 +72,7 @@ pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Opti
             owner.map(|o| OwnerReference { controller: Some(true), block_owner_deletion: None, ..o })
         }
         Err(e) => {
-            tracing::warn!(%namespace, %pod, error = %e, "cannot read our pod; NodeFeature gets no owner");
+            tracing::warn!(%namespace, %pod, error = %crate::kubeapi::errors::Short(&e), "cannot read our pod; NodeFeature gets no owner");
             None
         }
     }
@@ -90,13 +80,14 @@ pub async fn daemonset_owner(client: Client, namespace: &str, pod: &str) -> Opti
 
 /// Writes one node's NodeFeature object.
 pub struct NodeFeature {
-    api: Api<DynamicObject>,
+    api: Api<NodeFeatureObject>,
+    namespace: String,
     node: String,
     name: String,
     owner: Option<OwnerReference>,
     backoff: Backoff,
     /// The object as its watch last reported it; without one, each publish reads it.
-    watch: Option<ObjectWatch<DynamicObject>>,
+    watch: Option<ObjectWatch<NodeFeatureObject>>,
     /// What the last successful publish wrote, for drift detection.
     last: Option<Labels>,
 }
@@ -108,7 +99,8 @@ impl NodeFeature {
     /// A writer for `node` in `namespace`, owned by `owner`.
     pub fn new(client: Client, namespace: &str, node: &str, owner: Option<OwnerReference>) -> NodeFeature {
         NodeFeature {
-            api: Api::namespaced_with(client, namespace, &api_resource()),
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
             node: node.into(),
             name: object_name(node),
             owner,
@@ -120,14 +112,14 @@ impl NodeFeature {
 
     /// Decides from `watch` (this object's) instead of reading it every pass: a publish that
     /// changes nothing sends nothing.
-    pub fn with_watch(mut self, watch: ObjectWatch<DynamicObject>) -> NodeFeature {
+    pub fn with_watch(mut self, watch: ObjectWatch<NodeFeatureObject>) -> NodeFeature {
         self.watch = Some(watch);
         self
     }
 
     /// Watches this node's object through `client` (list and watch of NodeFeatures by name).
-    pub fn watch(client: Client, namespace: &str, node: &str) -> ObjectWatch<DynamicObject> {
-        ObjectWatch::spawn(Api::namespaced_with(client, namespace, &api_resource()), &object_name(node))
+    pub fn watch(client: Client, namespace: &str, node: &str) -> ObjectWatch<NodeFeatureObject> {
+        ObjectWatch::spawn(Api::namespaced(client, namespace), &object_name(node))
     }
 
     /// Sets how hard one publish retries (tests make it quick).
@@ -136,31 +128,29 @@ impl NodeFeature {
         self
     }
 
-    fn spec(labels: &Labels) -> Value {
-        json!({"labels": labels, "features": {"flags": {}, "attributes": {}, "instances": {}}})
-    }
-
     /// The object we want, with `base`'s metadata (other labels, resourceVersion) kept.
-    fn desired(&self, labels: &Labels, base: Option<ObjectMeta>) -> DynamicObject {
+    fn desired(&self, labels: &Labels, base: Option<ObjectMeta>) -> NodeFeatureObject {
         let mut meta =
             base.unwrap_or_else(|| ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() });
         meta.labels.get_or_insert_with(BTreeMap::new).insert(NODE_NAME_LABEL.into(), self.node.clone());
         meta.owner_references = self.owner.clone().map(|o| vec![o]);
         meta.managed_fields = None;
-        let ar = api_resource();
-        DynamicObject {
-            types: Some(TypeMeta { api_version: ar.api_version, kind: ar.kind }),
-            metadata: meta,
-            data: json!({"spec": Self::spec(labels)}),
-        }
+        NodeFeatureObject::new(meta, labels.clone())
     }
 
-    fn up_to_date(&self, existing: &DynamicObject, labels: &Labels) -> bool {
-        let labels_ok = existing.data.pointer("/spec/labels") == Some(&json!(labels));
+    fn up_to_date(&self, existing: &NodeFeatureObject, labels: &Labels) -> bool {
+        let labels_ok = existing.spec.labels == *labels;
         let node_ok =
             existing.metadata.labels.as_ref().and_then(|l| l.get(NODE_NAME_LABEL)) == Some(&self.node);
         let owners = existing.metadata.owner_references.clone().unwrap_or_default();
         labels_ok && node_ok && owners == self.owner.clone().into_iter().collect::<Vec<_>>()
+    }
+
+    /// A failed request on this object as one line.
+    fn failure(&self, action: &'static str, verb: &'static str, source: kube::Error) -> PublishError {
+        let object = format!("NodeFeature {}/{}", self.namespace, self.name);
+        let resource = "nodefeatures.nfd.k8s-sigs.io";
+        PublishError::Api(ApiFailure { action, object, verb, resource, source })
     }
 
     /// Deletes the object (`nvlabel prune`); absent is fine.
@@ -175,16 +165,12 @@ impl NodeFeature {
         match result {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-            Err(source) => Err(PublishError::Api { writer: "nodefeature", source }),
+            Err(source) => Err(self.failure("delete", "delete", source)),
         }
     }
 }
 
-impl Writer for NodeFeature {
-    fn name(&self) -> &'static str {
-        NodeFeature::NAME
-    }
-
+impl DaemonWriter for NodeFeature {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.watch.as_ref().map(ObjectWatch::changes)
     }
@@ -195,6 +181,12 @@ impl Writer for NodeFeature {
             (Some(Seen::Absent), Some(_)) => true,
             _ => false,
         }
+    }
+}
+
+impl Writer for NodeFeature {
+    fn name(&self) -> &'static str {
+        NodeFeature::NAME
     }
 
     fn prune(&mut self) -> BoxFuture<'_, Result<(), PublishError>> {
@@ -216,9 +208,14 @@ impl Writer for NodeFeature {
                 Some(Seen::Absent) => Some(None),
                 Some(Seen::Unknown) | None => None,
             };
+            // Which request failed, for the message: 0 the read, 1 the create, 2 the update.
+            let step = std::sync::atomic::AtomicU8::new(0);
+            let step = &step;
             let written = retry("NodeFeature", self.backoff, || {
                 let known = cached.take();
                 async move {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    step.store(0, Relaxed);
                     let post =
                         PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
                     let current = match known {
@@ -228,6 +225,7 @@ impl Writer for NodeFeature {
                     match current {
                         None => {
                             tracing::info!(name = %this.name, "creating NodeFeature object");
+                            step.store(1, Relaxed);
                             this.api.create(&post, &this.desired(labels, None)).await.map(|_| true)
                         }
                         Some(existing) if this.up_to_date(&existing, labels) => Ok(false),
@@ -235,6 +233,7 @@ impl Writer for NodeFeature {
                             tracing::info!(name = %this.name, "updating NodeFeature object");
                             // Replace carries the resourceVersion we read: a concurrent change is a
                             // 409, retried from a fresh read.
+                            step.store(2, Relaxed);
                             this.api
                                 .replace(&this.name, &post, &this.desired(labels, Some(existing.metadata)))
                                 .await
@@ -244,7 +243,14 @@ impl Writer for NodeFeature {
                 }
             })
             .await
-            .map_err(|source| PublishError::Api { writer: "nodefeature", source })?;
+            .map_err(|source| {
+                let (action, verb) = match step.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => ("read", "get"),
+                    1 => ("create", "create"),
+                    _ => ("update", "update"),
+                };
+                this.failure(action, verb, source)
+            })?;
             self.last = Some(labels.clone());
             Ok(written)
         })

@@ -263,7 +263,7 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
     let ns = settings.namespace.as_str();
     let mut needed = calls(&settings.target().unwrap().api_calls(!settings.oneshot), ns);
     if settings.config_dir.is_some() && !settings.oneshot {
-        needed.extend(calls(nvlabel::config_label::API_CALLS, ns));
+        needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
     }
     needed
 }

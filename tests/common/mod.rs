@@ -174,3 +174,5 @@ pub mod deploy_checks;
 pub mod helm;
 pub mod label_rules;
 pub mod manifests;
+pub mod mock_api;
+pub mod raw_http;

@@ -1,7 +1,7 @@
-//! Retrying Kubernetes API calls: conflicts, throttling, server errors and connection failures
-//! are retried with jittered exponential backoff; anything else is returned at once.
+//! Retrying Kubernetes API calls within one publish: conflicts, throttling, server errors and
+//! connection failures are retried with the full-jitter backoff; anything else is returned at once.
 
-use rand::Rng;
+use super::backoff::FullJitter;
 use std::future::Future;
 use std::time::Duration;
 
@@ -10,9 +10,9 @@ use std::time::Duration;
 pub struct Backoff {
     /// Attempts in total.
     pub attempts: u32,
-    /// First delay.
+    /// The first wait's upper bound.
     pub initial: Duration,
-    /// Longest delay.
+    /// The longest wait.
     pub max: Duration,
 }
 
@@ -37,16 +37,14 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    let mut delay = backoff.initial;
+    let mut waits = FullJitter::new(backoff.initial, backoff.max);
     for attempt in 1.. {
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) if attempt < backoff.attempts && transient(&e) => {
-                // Full jitter, so thousands of nodes do not retry in step.
-                let wait = rand::rng().random_range(Duration::ZERO..=delay);
-                tracing::warn!(what, attempt, error = %e, wait_ms = wait.as_millis() as u64, "retrying");
+                let wait = waits.next().unwrap_or(backoff.max);
+                tracing::warn!(what, attempt, error = %super::errors::Short(&e), wait_ms = wait.as_millis() as u64, "retrying");
                 tokio::time::sleep(wait).await;
-                delay = (delay * 2).min(backoff.max);
             }
             Err(e) => return Err(e),
         }

@@ -1,17 +1,19 @@
 //! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
 
-use crate::config::select::CONFIG_LABEL;
-use crate::publish::object_watch::{ObjectWatch, Seen};
+use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 
+/// The node label that names the config key.
+pub const CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
+
 /// The requests the config-label watch makes: one get at start, then the watcher's list and watch.
-pub const API_CALLS: &[crate::publish::ApiCall] = &[
-    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
-    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
-    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "watch" },
+pub const API_CALLS: &[crate::kubeapi::ApiCall] = &[
+    crate::kubeapi::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
+    crate::kubeapi::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
+    crate::kubeapi::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "watch" },
 ];
 
 /// The label's value on a node object.

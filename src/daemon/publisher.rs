@@ -1,0 +1,257 @@
+//! Publishing for the daemon: the writer (rebuilt when a reload changes the target), the labels
+//! last published, drift repair with its guard, and the expiry refresh. The daemon's loop asks it
+//! when to wake and tells it what happened; it never probes.
+
+use super::drift::DriftGuard;
+use super::metrics::Metrics;
+use crate::kubeapi::object_watch::ObjectWatch;
+use crate::labels::Labels;
+use crate::publish::{DaemonWriter, FailureReason, PublishError, SetupError, Target, Watches};
+use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long one publish (with its retries) may take before it is abandoned.
+pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The writer and what it last published.
+pub struct Publisher {
+    client: Option<kube::Client>,
+    /// How the API writers decide what to send.
+    watching: Watches,
+    writer: Option<(Target, Box<dyn DaemonWriter>)>,
+    /// The labels last published, for logging what changed, refreshes and repairs.
+    published: Option<Labels>,
+    drift: DriftGuard,
+    /// When the next drift repair runs, if one is waiting.
+    repair_due: Option<Instant>,
+    /// The changes of the object the writer publishes into, kept across passes so none is missed.
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The failure in force, logged when it starts (or changes) and when it ends, not every time.
+    failing: Option<String>,
+}
+
+impl Publisher {
+    /// A publisher whose API writers use `client`.
+    pub fn new(client: Option<kube::Client>) -> Publisher {
+        Publisher {
+            client,
+            watching: Watches::Off,
+            writer: None,
+            published: None,
+            drift: DriftGuard::default(),
+            repair_due: None,
+            changes: None,
+            failing: None,
+        }
+    }
+
+    /// Makes the API writers decide from watches, the Node writer from `node_watch`.
+    pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
+        self.watching = Watches::On(node_watch);
+        self.writer = None;
+    }
+
+    /// The labels last published.
+    pub fn published(&self) -> Option<&Labels> {
+        self.published.as_ref()
+    }
+
+    /// The writer for `target`; rebuilt when a reload changed the target.
+    pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn DaemonWriter>, SetupError> {
+        if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
+            let writer = target.build_daemon(self.client.as_ref(), &self.watching).await?;
+            self.changes = writer.changes();
+            self.writer = Some((target, writer));
+        }
+        Ok(&mut self.writer.as_mut().expect("just built").1)
+    }
+
+    /// Publishes `labels` to `target` within [`PUBLISH_DEADLINE`]; logs what changed.
+    pub async fn publish(
+        &mut self,
+        target: Target,
+        labels: Labels,
+        metrics: &Metrics,
+    ) -> Result<(), FailureReason> {
+        let writer = match self.writer(target).await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up the label writer; will retry");
+                metrics.publish_failed("setup", FailureReason::Setup);
+                return Err(FailureReason::Setup);
+            }
+        };
+        let name = writer.name();
+        // What someone else did to our output since the last pass (a feature file removed or
+        // overwritten): this publish repairs it, and it is counted as drift.
+        let drifted = writer.drifted();
+        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
+            Ok(r) => r,
+            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+        };
+        match result {
+            Ok(changed) => {
+                self.succeeded(name);
+                if changed && drifted && self.published.as_ref() == Some(&labels) {
+                    metrics.drift_repairs.inc();
+                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                } else {
+                    log_changes(self.published.as_ref(), &labels, name, changed);
+                }
+                self.published = Some(labels);
+                if let Watches::On(Some(node)) = &self.watching {
+                    // The API answered: a watch that failed for the same cause may work now.
+                    node.retry_now();
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.failed(
+                name,
+                "publishing labels failed; the published labels stay, retrying with backoff",
+                &e,
+                metrics,
+            )),
+        }
+    }
+
+    /// The watched object changed: schedules a repair if it lost our labels.
+    pub fn object_changed(&mut self, now: Instant) {
+        let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
+        if drifted && self.repair_due.is_none() {
+            self.repair_due = Some(self.drift.drift_seen(now));
+        }
+    }
+
+    /// Waits for the next change of the watched object (forever without one).
+    pub async fn next_change(&mut self) -> Option<()> {
+        match self.changes.as_mut() {
+            Some(rx) => rx.changed().await.ok(),
+            None => futures::future::pending().await,
+        }
+    }
+
+    /// When a repair is due.
+    pub fn repair_due(&self) -> Option<Instant> {
+        self.repair_due
+    }
+
+    /// Puts the last published labels back after someone changed them.
+    pub async fn repair(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
+        self.repair_due = None;
+        let Some(labels) = self.published.clone() else { return Ok(()) };
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        if !writer.drifted() {
+            return Ok(());
+        }
+        let name = writer.name();
+        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
+            Ok(r) => r,
+            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+        };
+        match result {
+            Ok(_) => {
+                self.succeeded(name);
+                metrics.drift_repairs.inc();
+                if self.drift.repaired(Instant::now()) {
+                    metrics.drift_fights.inc();
+                    tracing::warn!(
+                        writer = name,
+                        "another writer keeps changing nvlabel's labels back; repairing at most once a minute until it stops for a minute"
+                    );
+                } else if !self.drift.fighting() {
+                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.failed(
+                name,
+                "repairing the published labels failed; retrying with backoff",
+                &e,
+                metrics,
+            )),
+        }
+    }
+
+    /// How long until the writer wants its labels written again (the feature file's expiry).
+    pub fn refresh_in(&self) -> Option<Duration> {
+        self.writer.as_ref().and_then(|(_, w)| w.refresh_in())
+    }
+
+    /// Writes the last published labels again (an expiry that must move forward).
+    pub async fn refresh(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
+        let Some(labels) = self.published.clone() else { return Ok(()) };
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        let name = writer.name();
+        match writer.publish(&labels).await {
+            Ok(_) => {
+                self.succeeded(name);
+                Ok(())
+            }
+            Err(e) => Err(self.failed(
+                name,
+                "refreshing the published labels failed; retrying with backoff",
+                &e,
+                metrics,
+            )),
+        }
+    }
+
+    /// Counts a failure; logs it at error when it starts or differs from the one in force.
+    fn failed(
+        &mut self,
+        name: &'static str,
+        what: &str,
+        e: &PublishError,
+        metrics: &Metrics,
+    ) -> FailureReason {
+        metrics.publish_failed(name, e.reason());
+        let text = e.to_string();
+        if self.failing.as_deref() != Some(text.as_str()) {
+            tracing::error!(writer = name, error = %text, "{what}");
+            self.failing = Some(text);
+        } else {
+            tracing::debug!(writer = name, error = %text, "{what} (again)");
+        }
+        e.reason()
+    }
+
+    /// Logs the end of a failure in force.
+    fn succeeded(&mut self, name: &'static str) {
+        if let Some(error) = self.failing.take() {
+            tracing::info!(writer = name, %error, "resolved: publishing works again");
+        }
+    }
+
+    /// The Node's allocatable resources as the writer last read them.
+    pub fn node_allocatable(&self) -> Option<BTreeMap<String, String>> {
+        self.writer.as_ref().and_then(|(_, w)| w.node_allocatable())
+    }
+}
+
+/// Logs what a publish did: one line at info. The first publish of a run that found everything
+/// in place says so instead of listing every label as added.
+fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: bool) {
+    let Some(before) = before else {
+        match written {
+            true => tracing::info!(writer, labels = after.len(), "published labels"),
+            false => {
+                tracing::info!(writer, labels = after.len(), "labels already published; nothing changed")
+            }
+        }
+        return;
+    };
+    if !written && before == after {
+        return;
+    }
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    let removed: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    let changed: Vec<String> = after
+        .iter()
+        .filter_map(|(k, v)| before.get(k).filter(|old| *old != v).map(|old| format!("{k}: {old} -> {v}")))
+        .collect();
+    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+        return;
+    }
+    tracing::info!(writer, labels = after.len(), ?added, ?removed, ?changed, "published labels");
+}

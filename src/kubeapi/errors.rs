@@ -1,0 +1,129 @@
+//! Kubernetes API errors as one line a person can act on: what was attempted, on which object,
+//! the status code, the server's message once (cut to a short excerpt, whatever the server sent),
+//! and the fix where one is known.
+
+use std::fmt;
+
+/// The longest excerpt of a server's message or an error chain put into a log line.
+pub const EXCERPT: usize = 300;
+
+/// `text` cut to [`EXCERPT`] characters, on a character boundary, marked when cut.
+pub fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(EXCERPT) {
+        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
+        None => text.to_string(),
+    }
+}
+
+/// A kube error on one line without Debug dumps: the status code and the server's message, or
+/// the transport error's causes, each once.
+pub struct Short<'a>(pub &'a kube::Error);
+
+impl fmt::Display for Short<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            kube::Error::Api(status) => {
+                let message = status.message.split(": Failed to parse error data").next().unwrap_or_default();
+                write!(f, "{} {}", status.code, excerpt(message))
+            }
+            // kube's own wrapper ("ServiceError: ...") says nothing a person needs.
+            kube::Error::Service(e) => f.write_str(&excerpt(&crate::logging::error_chain(e.as_ref()))),
+            other => f.write_str(&excerpt(&crate::logging::error_chain(other))),
+        }
+    }
+}
+
+/// One failed API request: what was attempted, on which object, why, and the fix.
+#[derive(Debug, thiserror::Error)]
+pub struct ApiFailure {
+    /// What was attempted (`apply labels to`, `read`, `create`).
+    pub action: &'static str,
+    /// The object (`Node gpu-1`, `NodeFeature gpu-operator/nvidia-features-for-gpu-1`).
+    pub object: String,
+    /// The RBAC verb and resource of the request, for the hint on a 403.
+    pub verb: &'static str,
+    /// The resource (plural), with its group when not core.
+    pub resource: &'static str,
+    /// The error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot {} {}: {}", self.action, self.object, Short(&self.source))?;
+        match &self.source {
+            kube::Error::Api(s) if s.code == 403 => write!(
+                f,
+                " (RBAC: nvlabel's ServiceAccount needs the `{}` verb on {}; see deploy/)",
+                self.verb, self.resource
+            ),
+            kube::Error::Api(s) if s.code == 404 && s.message.contains("namespaces") => {
+                f.write_str(" (the namespace does not exist: create it, or set --namespace)")
+            }
+            kube::Error::Api(s) if s.code == 404 && self.resource.starts_with("nodefeatures") => f.write_str(
+                " (the NodeFeature CRD is not installed: install NFD, or run with --use-node-feature-api=false)",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ApiFailure {
+    /// The HTTP status, if the server answered.
+    pub fn code(&self) -> Option<u16> {
+        match &self.source {
+            kube::Error::Api(s) => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure(message, "").with_code(code)))
+    }
+
+    fn failure(resource: &'static str, source: kube::Error) -> String {
+        ApiFailure { action: "update", object: "NodeFeature ns/x".into(), verb: "update", resource, source }
+            .to_string()
+    }
+
+    #[test]
+    fn a_missing_crd_names_the_fix() {
+        let text = failure(
+            "nodefeatures.nfd.k8s-sigs.io",
+            status(
+                404,
+                "404 page not found\n: Failed to parse error data (Status { status: Some(Failure) })",
+            ),
+        );
+        assert_eq!(
+            text,
+            "cannot update NodeFeature ns/x: 404 404 page not found (the NodeFeature CRD is not installed: install NFD, or run with --use-node-feature-api=false)"
+        );
+    }
+
+    #[test]
+    fn a_403_names_the_missing_verb_once() {
+        let text = failure(
+            "nodefeatures.nfd.k8s-sigs.io",
+            status(403, "nodefeatures is forbidden: User \"x\" cannot update"),
+        );
+        assert_eq!(
+            text,
+            "cannot update NodeFeature ns/x: 403 nodefeatures is forbidden: User \"x\" cannot update (RBAC: nvlabel's ServiceAccount needs the `update` verb on nodefeatures.nfd.k8s-sigs.io; see deploy/)"
+        );
+    }
+
+    #[test]
+    fn a_huge_message_is_cut_to_an_excerpt() {
+        let text = Short(&status(500, &"x".repeat(100_000))).to_string();
+        assert!(text.len() < EXCERPT + 40, "{}", text.len());
+        assert!(text.ends_with("(100000 bytes in all)"), "{text}");
+    }
+}

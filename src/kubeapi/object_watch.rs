@@ -1,0 +1,233 @@
+//! One object watched by name (this Node, or this node's NodeFeature object): the state the API
+//! server last reported, kept current by a watch, so a pass that changes nothing sends nothing and
+//! a change someone else makes is seen within moments.
+//!
+//! A plain list-then-watch of one object, so every way a watch can end is decided here:
+//! - the server ends it after its timeout (290 s): watch again from the last resourceVersion;
+//! - anything else (a cut or reset connection, an idle stream, a `410 Gone`, any error, an answer
+//!   over the size limit, a resourceVersion going backwards): relist, never resuming at a
+//!   resourceVersion a restarted API server with a new store may not know (it would accept the
+//!   watch and deliver nothing until its store caught up).
+//!
+//! Relists wait with the full-jitter backoff, so after an API server restart the watchers of many
+//! nodes spread over seconds, and a lasting refusal (403, 404) is retried less and less often, up
+//! to minutes; the backoff resets once a watch has run for a minute. [`ObjectWatch::retry_now`]
+//! cuts a wait short once another request shows the cause is gone. A failure is logged when it
+//! starts and when it ends, not on every attempt.
+
+use super::backoff::FullJitter;
+use futures::StreamExt;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::Api;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+/// The watch timeout asked of the server.
+const WATCH_TIMEOUT: u32 = 290;
+/// A watch that ends sooner than this ended early: relist.
+const NORMAL_END: Duration = Duration::from_secs(280);
+/// A watch silent for this long (no event, no bookmark) is dead.
+const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
+/// A watch that ran this long proves the cause of earlier failures gone.
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+
+/// What is known of the object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen<K> {
+    /// The watch has not listed yet (or never could): decide by reading.
+    Unknown,
+    /// The object does not exist.
+    Absent,
+    /// The object as last reported.
+    Present(K),
+}
+
+/// A watched object; cheap to clone, every clone sees the same state.
+#[derive(Clone)]
+pub struct ObjectWatch<K> {
+    rx: watch::Receiver<Seen<K>>,
+    /// Counts changes, in a type that does not depend on `K`, for whoever only needs "changed".
+    version: watch::Receiver<u64>,
+    /// Cuts a restart's backoff short.
+    kick: Arc<Notify>,
+}
+
+impl<K> ObjectWatch<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    /// Watches `name` through `api` in a background task that ends when every handle is dropped.
+    pub fn spawn(api: Api<K>, name: &str) -> ObjectWatch<K> {
+        let (tx, rx) = watch::channel(Seen::Unknown);
+        let (versions, version) = watch::channel(0u64);
+        let kick = Arc::new(Notify::new());
+        let state = Follow { api, name: name.to_string(), tx, versions, kick: kick.clone() };
+        tokio::spawn(state.run());
+        ObjectWatch { rx, version, kick }
+    }
+}
+
+/// The task behind an [`ObjectWatch`].
+struct Follow<K> {
+    api: Api<K>,
+    name: String,
+    tx: watch::Sender<Seen<K>>,
+    versions: watch::Sender<u64>,
+    kick: Arc<Notify>,
+}
+
+/// How one list-and-watch round ended.
+enum Ended {
+    /// Every handle was dropped.
+    Closed,
+    /// Something went wrong: relist after the backoff.
+    Failed(String),
+}
+
+impl<K> Follow<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    async fn run(self) {
+        let mut backoff = FullJitter::default();
+        let mut failing: Option<String> = None;
+        loop {
+            let error = match self.round(&mut backoff, &mut failing).await {
+                Ended::Closed => return,
+                Ended::Failed(error) => error,
+            };
+            if failing.is_none() {
+                tracing::warn!(object = %self.name, %error, "the watch failed; relisting with backoff until it works");
+            }
+            failing = Some(error);
+            let wait = backoff.next().unwrap_or_default();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.kick.notified() => {}
+                () = self.tx.closed() => return,
+            }
+        }
+    }
+
+    /// Publishes what is seen now.
+    fn report(&self, seen: Seen<K>) -> bool {
+        if self.tx.send(seen).is_err() {
+            return false;
+        }
+        self.versions.send_modify(|v| *v += 1);
+        true
+    }
+
+    /// One list, then watches from it for as long as they end normally.
+    async fn round(&self, backoff: &mut FullJitter, failing: &mut Option<String>) -> Ended {
+        let fields = format!("metadata.name={}", self.name);
+        let list = match self.api.list(&ListParams::default().fields(&fields)).await {
+            Ok(list) => list,
+            Err(e) => return Ended::Failed(format!("list: {}", super::errors::Short(&e))),
+        };
+        let mut rv = list.metadata.resource_version.clone().unwrap_or_default();
+        let mut newest = list.items.first().and_then(resource_version);
+        let seen = list.items.into_iter().next().map_or(Seen::Absent, Seen::Present);
+        if !self.report(seen) {
+            return Ended::Closed;
+        }
+        loop {
+            let params = WatchParams::default().fields(&fields).timeout(WATCH_TIMEOUT);
+            let started = Instant::now();
+            let mut stream = match self.api.watch(&params, &rv).await {
+                Ok(s) => s.boxed(),
+                Err(e) => return Ended::Failed(format!("watch: {}", super::errors::Short(&e))),
+            };
+            loop {
+                let event = tokio::select! {
+                    event = tokio::time::timeout(IDLE, stream.next()) => event,
+                    () = self.tx.closed() => return Ended::Closed,
+                };
+                if started.elapsed() >= HEALTHY_AFTER {
+                    backoff.reset();
+                    if let Some(error) = failing.take() {
+                        tracing::info!(object = %self.name, %error, "resolved: the watch works again");
+                    }
+                }
+                let seen = match event {
+                    Err(_) => return Ended::Failed(format!("no event for {}s", IDLE.as_secs())),
+                    Ok(None) if started.elapsed() >= NORMAL_END => break,
+                    Ok(None) => {
+                        return Ended::Failed(
+                            "the watch ended early (a cut connection or a restarted API server)".into(),
+                        )
+                    }
+                    Ok(Some(Err(e))) => return Ended::Failed(super::errors::Short(&e).to_string()),
+                    Ok(Some(Ok(WatchEvent::Error(status)))) => {
+                        return Ended::Failed(format!(
+                            "{} {}",
+                            status.code,
+                            super::errors::excerpt(&status.message)
+                        ))
+                    }
+                    Ok(Some(Ok(WatchEvent::Bookmark(mark)))) => {
+                        rv = mark.metadata.resource_version;
+                        continue;
+                    }
+                    Ok(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
+                        let now = resource_version(&obj);
+                        if let (Some(now), Some(before)) = (now, newest) {
+                            if now < before {
+                                return Ended::Failed(format!("resourceVersion went back from {before} to {now}: the API server's store was reset"));
+                            }
+                        }
+                        newest = now.or(newest);
+                        rv = obj.meta().resource_version.clone().unwrap_or(rv);
+                        Seen::Present(obj)
+                    }
+                    Ok(Some(Ok(WatchEvent::Deleted(obj)))) => {
+                        rv = obj.meta().resource_version.clone().unwrap_or(rv);
+                        Seen::Absent
+                    }
+                };
+                if !self.report(seen) {
+                    return Ended::Closed;
+                }
+            }
+        }
+    }
+}
+
+/// An object's resourceVersion as a number. The API server treats it as opaque for ordering,
+/// but every real store (etcd's revision) gives increasing integers; one that is not a number is
+/// never compared.
+pub fn resource_version<K: kube::Resource>(obj: &K) -> Option<u64> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
+}
+
+impl<K: Clone> ObjectWatch<K> {
+    /// Restarts a failed watch now instead of after its backoff: another request just succeeded,
+    /// so the cause (RBAC, the API server) is likely gone. Only a watch waiting right now is
+    /// woken; nothing is remembered for a later failure, so a fleet's relists after an API server
+    /// restart keep their jitter.
+    pub fn retry_now(&self) {
+        self.kick.notify_waiters();
+    }
+
+    /// The state now.
+    pub fn seen(&self) -> Seen<K> {
+        self.rx.borrow().clone()
+    }
+
+    /// A receiver of every change from now on (`changed()` on it misses none: changes while
+    /// nobody waits collapse into one); independent of this handle.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        let mut version = self.version.clone();
+        version.borrow_and_update();
+        version
+    }
+
+    /// Waits for the next change (forever once the watch has ended).
+    pub async fn changed(&mut self) {
+        if self.rx.changed().await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+}

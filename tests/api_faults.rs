@@ -1,0 +1,111 @@
+//! The real kube client as nvlabel builds it (`nvlabel::kubeapi::client_from`), against a
+//! misbehaving server on loopback: a server that never answers, a 100 MB answer, the User-Agent,
+//! and the QPS limit. What a mocked tower service cannot show, because it replaces the client's
+//! own stack.
+
+mod common;
+
+use common::raw_http::{self, Answer};
+use nvlabel::kubeapi::{client_from, Limits};
+use nvlabel::publish::{NodeLabels, Writer};
+use std::time::{Duration, Instant};
+
+fn quick() -> nvlabel::kubeapi::retry::Backoff {
+    nvlabel::kubeapi::retry::Backoff { attempts: 1, initial: Duration::ZERO, max: Duration::ZERO }
+}
+
+fn limits(request: Duration) -> Limits {
+    Limits { request, ..Limits::default() }
+}
+
+/// Bounds a test step: a hang fails the test instead of stalling the suite.
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f).await.unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_the_publish_at_the_request_deadline() {
+    let server = raw_http::start(Answer::Never).await;
+    let client = client_from(server.config(), 0.0, 0, limits(Duration::from_secs(1))).unwrap();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error = bounded("the publish", writer.publish(&labels)).await.expect_err("no answer").to_string();
+    assert_eq!(
+        error,
+        format!("cannot read Node gpu-1: the API server did not answer within 1s"),
+        "the message says what was attempted and why it failed"
+    );
+}
+
+#[tokio::test]
+async fn a_100_mb_answer_is_cut_at_the_limit_and_reported_in_one_short_line() {
+    let server = raw_http::start(Answer::Huge(100 << 20)).await;
+    let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error = bounded("the publish", writer.publish(&labels)).await.expect_err("cut off").to_string();
+    assert!(error.contains("exceeded 4 MiB"), "{error}");
+    assert!(error.len() < 400, "one short line, not the body: {} bytes", error.len());
+}
+
+#[tokio::test]
+async fn every_request_says_it_is_nvlabel() {
+    let server = raw_http::start(Answer::Status(404)).await;
+    let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let _ = bounded("the publish", writer.publish(&labels)).await;
+    let heads = server.heads.lock().unwrap().clone();
+    assert!(!heads.is_empty());
+    let agent = format!("user-agent: nvlabel/{}\r\n", env!("CARGO_PKG_VERSION"));
+    assert!(heads.iter().all(|h| h.contains(&agent)), "{heads:?}");
+}
+
+#[tokio::test]
+async fn the_qps_limit_is_part_of_the_client_nvlabel_builds() {
+    let server = raw_http::start(Answer::Status(404)).await;
+    // 2 requests a second, bursts of 1: the 2nd and 3rd request each wait about half a second.
+    let client = client_from(server.config(), 2.0, 1, Limits::default()).unwrap();
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let start = Instant::now();
+    for _ in 0..3 {
+        let _ = bounded("a request", nodes.get_opt("gpu-1")).await;
+    }
+    // A lower bound only: a slow machine can only make it longer.
+    assert!(start.elapsed() >= Duration::from_millis(900), "3 requests at 2/s took {:?}", start.elapsed());
+    assert_eq!(server.heads.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_stalled_api_server() {
+    use nvlabel::config::{Cli, ConfigSource, ConfigState};
+    use nvlabel::daemon::{Control, Daemon};
+    let server = raw_http::start(Answer::Never).await;
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("t4.yaml");
+    std::fs::write(&snapshot, common::ok(common::nvlabel(Some("t4")).arg("probe"))).unwrap();
+    let cli = Cli::try_from_args([
+        "nvlabel",
+        "--sink=node",
+        "--node-name=gpu-1",
+        "--sleep-interval=60s",
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    // The production limits: a request would wait 20 s, a publish 60 s.
+    let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
+    let mut daemon = Daemon::new(state, Default::default());
+    daemon.set_client(Some(client));
+    let (control, rx) = tokio::sync::mpsc::channel(4);
+    let task = tokio::spawn(daemon.serve(None, rx));
+    // The first pass is waiting on the server once it has received the read.
+    while server.heads.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    control.send(Control::Shutdown).await.unwrap();
+    // Far below the request deadline: the stop does not wait for the network at all.
+    let stopped = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "the daemon did not stop while a pass waited: {stopped:?}");
+}

@@ -5,6 +5,7 @@ use super::*;
 use crate::labels::test_support::{full, indexed, m, mig_enabled, plus, renamed, ts, COMPUTE};
 use crate::sharing::{ReplicatedResource, ReplicatedResources};
 
+/// The full-GPU labels of `gpus`, numbered as the probe numbers them.
 fn full_gpu(gpus: &[Gpu], sharing: &Sharing) -> Labels {
     full_gpu_labels(&indexed(gpus.to_vec()), sharing, &mut Vec::new())
 }

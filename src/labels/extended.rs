@@ -145,6 +145,7 @@ pub const KNOWN_MODELS: &[(&str, u16)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::test_support::{full, indexed, m, mig_enabled};
 
     #[test]
     fn model_names() {
@@ -176,5 +177,48 @@ mod tests {
         assert_eq!(ka, model_key(a), "deterministic");
         assert_eq!(model_key("l40s"), "l40s", "short names are kept");
         assert!(!ka.contains("--"), "{ka}");
+    }
+
+    #[test]
+    fn extended_labels_describe_the_physical_node() {
+        let l40s = |i| Gpu {
+            index: i,
+            name: "NVIDIA L40S".into(),
+            memory_bytes: Some(46068 << 20),
+            pci_device_id: Some(0x26b9),
+            ..full()
+        };
+        let t4 = |i, name: &str| Gpu {
+            index: i,
+            name: name.into(),
+            memory_bytes: Some(15360 << 20),
+            pci_device_id: Some(0x1eb8),
+            ..full()
+        };
+        // Two spellings of one model are one model; MIG does not change the physical view.
+        let gpus =
+            vec![l40s(0), t4(1, "Tesla T4"), l40s(2), t4(3, "NVIDIA T4"), mig_enabled(vec![m(1, 1, 5)])];
+        let gpus = indexed(gpus);
+        let mut w = Vec::new();
+        let l = labels(&gpus, &mut w);
+        assert_eq!(l["nvidia.com/gpu.physical.count"], "5");
+        assert_eq!(l["nvidia.com/gpu.models.l40s.count"], "2");
+        assert_eq!(l["nvidia.com/gpu.models.t4.count"], "2");
+        assert_eq!(l["nvidia.com/gpu.models.t4.memory"], "15360");
+        assert_eq!(l["nvidia.com/gpu.models.mockmodel.count"], "1");
+        // Primary by raw name, as gpu.product: two L40S beat one "Tesla T4" and one "NVIDIA T4".
+        assert_eq!(l["nvidia.com/gpu.model"], "l40s");
+        assert_eq!(l["nvidia.com/gpu.pci-device-id"], "26b9");
+        assert_eq!(l["nvidia.com/gpu.physical.memory"], "46068");
+        assert!(w.is_empty(), "{w:?}");
+        // A name with no model in it: counted, named nowhere, said once.
+        let odd = indexed(vec![Gpu { name: "NVIDIA".into(), pci_device_id: None, ..full() }]);
+        let l = labels(&odd, &mut w);
+        assert_eq!(l["nvidia.com/gpu.physical.count"], "1");
+        assert!(!l.keys().any(|k| k.starts_with("nvidia.com/gpu.model")), "{l:?}");
+        assert!(!l.contains_key("nvidia.com/gpu.pci-device-id"));
+        assert_eq!(w.len(), 1, "{w:?}");
+        // No GPUs, no labels.
+        assert!(labels(&[], &mut w).is_empty());
     }
 }

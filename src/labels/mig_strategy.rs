@@ -78,3 +78,7 @@ fn single(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> Labels
         None => Labels::new(),
     }
 }
+
+#[cfg(test)]
+#[path = "mig_strategy_tests.rs"]
+mod tests;

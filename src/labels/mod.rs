@@ -137,4 +137,6 @@ fn key(name: &str) -> String {
 }
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

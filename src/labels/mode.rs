@@ -34,3 +34,25 @@ pub fn labels(gpus: &[Gpu], warnings: &mut Vec<String>) -> Labels {
     };
     Labels::from([(key("gpu.mode"), mode.to_string())])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::test_support::full;
+
+    #[test]
+    fn gpu_mode() {
+        let with = |classes: &[u32]| {
+            let gpus: Vec<Gpu> = classes.iter().map(|c| Gpu { pci_class: Some(*c), ..full() }).collect();
+            labels(&gpus, &mut Vec::new())["nvidia.com/gpu.mode"].clone()
+        };
+        assert_eq!(with(&[0x030000]), "graphics");
+        assert_eq!(with(&[0x030200]), "compute");
+        assert_eq!(with(&[0x068000]), "unknown");
+        assert_eq!(with(&[0x030200; 3]), "compute");
+        assert_eq!(with(&[0x030000; 3]), "graphics");
+        assert_eq!(with(&[0x030000, 0x030200, 0x030000]), "unknown");
+        let unreadable = [Gpu { pci_class: Some(0x030200), ..full() }, Gpu { pci_class: None, ..full() }];
+        assert_eq!(labels(&unreadable, &mut Vec::new())["nvidia.com/gpu.mode"], "unknown");
+    }
+}

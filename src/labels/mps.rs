@@ -26,3 +26,71 @@ pub fn labels(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<String>) -> La
     }
     Labels::from([(key("mps.capable"), capable.to_string())])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::test_support::{full, indexed, m, mig_enabled, ts};
+    use crate::labels::{compute, LabelConfig, MigStrategy};
+    use crate::snapshot::Snapshot;
+
+    #[test]
+    fn mps_capability() {
+        let mut w = Vec::new();
+        assert_eq!(labels(&[full()], &Sharing::default(), &mut w)["nvidia.com/mps.capable"], "false");
+        assert_eq!(
+            labels(&[full()], &ts(&[("nvidia.com/gpu", 2)]), &mut w)["nvidia.com/mps.capable"],
+            "false"
+        );
+        assert_eq!(
+            labels(&[full()], &Sharing::mps(&[("nvidia.com/gpu", 1)]), &mut w)["nvidia.com/mps.capable"],
+            "false"
+        );
+        assert_eq!(
+            labels(&[full()], &Sharing::mps(&[("nvidia.com/gpu", 2)]), &mut w)["nvidia.com/mps.capable"],
+            "true"
+        );
+        assert!(w.is_empty());
+        // GFD exits here; nvlabel says false and why.
+        let got = labels(&[mig_enabled(vec![])], &Sharing::mps(&[("nvidia.com/gpu", 2)]), &mut w);
+        assert_eq!(got["nvidia.com/mps.capable"], "false");
+        assert!(w[0].contains("MPS sharing is not supported for MIG devices"), "{w:?}");
+    }
+
+    #[test]
+    fn mps_on_a_mig_node_claims_no_sharing() {
+        // The device plugin cannot share MIG-enabled devices with MPS, so neither replicas, -SHARED
+        // nor the strategy may say it does, under any MIG strategy.
+        let gpus = indexed(vec![mig_enabled(vec![m(1, 1, 5), m(1, 1, 5)]), full()]);
+        let snap = Snapshot { gpus, ..Snapshot::default() };
+        let sharing = Sharing::mps(&[("nvidia.com/gpu", 10), ("nvidia.com/mig-1g.5gb", 4)]);
+        for strategy in [MigStrategy::None, MigStrategy::Single, MigStrategy::Mixed] {
+            let config = LabelConfig {
+                mig_strategy: strategy,
+                sharing: sharing.clone(),
+                timestamp: None,
+                extended: false,
+            };
+            let out = compute(&snap, &config);
+            assert!(out.mps_on_mig);
+            assert_eq!(out.labels["nvidia.com/mps.capable"], "false");
+            for (k, v) in &out.labels {
+                assert!(!v.contains("SHARED"), "{strategy:?}: {k}={v}");
+                if k.ends_with(".replicas") {
+                    assert!(v == "0" || v == "1", "{strategy:?}: {k}={v}");
+                }
+                if k.ends_with(".sharing-strategy") {
+                    assert_ne!(v, "mps", "{strategy:?}: {k}");
+                }
+            }
+            assert_eq!(out.warnings.iter().filter(|w| w.contains("MPS sharing is not supported")).count(), 1);
+        }
+        // Without MIG the same config shares.
+        let snap = Snapshot { gpus: vec![full()], ..Snapshot::default() };
+        let config =
+            LabelConfig { mig_strategy: MigStrategy::None, sharing, timestamp: None, extended: false };
+        let out = compute(&snap, &config);
+        assert!(!out.mps_on_mig);
+        assert_eq!(out.labels["nvidia.com/gpu.sharing-strategy"], "mps");
+    }
+}

@@ -167,3 +167,7 @@ pub fn mig_labels(
     }
     l
 }
+
+#[cfg(test)]
+#[path = "resource_tests.rs"]
+mod tests;

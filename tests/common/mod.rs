@@ -170,6 +170,7 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
     Some(format!("{} differs:\n{diff}", path.display()))
 }
 pub mod apiserver;
+pub mod chart_cluster;
 pub mod deploy_checks;
 pub mod helm;
 pub mod label_rules;

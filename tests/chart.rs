@@ -287,7 +287,10 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "updateStrategy.maxUnavailable=1"], "maxUnavailable"),
         (&["--set", "updateStrategy.rollingUpdate.maxUnavailble=1"], "maxUnavailble"),
         (&["--set", "config.default=ts4"], "config.default"),
-        (&["--set", "metrics.service.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"], "metrics.service.enabled"),
+        (
+            &["--set", "metrics.service.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"],
+            "metrics.service.enabled",
+        ),
     ];
     for (args, names) in cases {
         let err = template(&helm, "nvlabel", args).err().unwrap_or_else(|| panic!("{args:?} was accepted"));

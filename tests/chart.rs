@@ -287,6 +287,11 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "updateStrategy.maxUnavailable=1"], "maxUnavailable"),
         (&["--set", "updateStrategy.rollingUpdate.maxUnavailble=1"], "maxUnavailble"),
         (&["--set", "config.default=ts4"], "config.default"),
+        (&["--set", "affinity.nodeAfinity.x=1"], "nodeAfinity"),
+        (&["--set", "tolerations[0].operator=Maybe"], "/tolerations/0/operator"),
+        (&["--set", "tolerations[0].efect=NoSchedule"], "efect"),
+        (&["--set", "resources.requests.cpu=lots"], "/resources/requests/cpu"),
+        (&["--set", "resources.limit.memory=1Gi"], "limit"),
         (
             &["--set", "metrics.service.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"],
             "metrics.service.enabled",

@@ -1,6 +1,7 @@
 //! The value catalogue `docs/models.md`: the stable model name, per-model key and PCI device id
 //! of every model nvlabel knows and every bundled fixture, rendered by the same code that labels.
-//! The file must equal the rendering; `UPDATE_GOLDEN=1` rewrites it.
+//! The file must equal the rendering; `UPDATE_GOLDEN=1` rewrites it. Also: README's layout names
+//! every module and doc.
 
 mod common;
 
@@ -80,4 +81,36 @@ fn model_keys_are_unique_across_the_catalogue() {
             assert_eq!(other, model, "{name}: two models share a key");
         }
     }
+}
+
+/// The fenced block under README's "## Development": the repository's layout.
+fn readme_layout() -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let development = readme.split("\n## Development\n").nth(1).expect("README has a Development section");
+    development.split("```").nth(1).expect("a fenced layout block").to_string()
+}
+
+#[test]
+fn the_readme_layout_names_every_module_and_doc() {
+    let layout = readme_layout();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(repo().join("src")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "lib.rs" || name == "main.rs" {
+            continue;
+        }
+        let shown = if entry.path().is_dir() { format!("src/{name}/") } else { format!("src/{name}") };
+        if !layout.contains(&shown) {
+            missing.push(shown);
+        }
+    }
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !layout.contains(&name) {
+            missing.push(format!("docs/{name}"));
+        }
+    }
+    missing.sort();
+    assert!(missing.is_empty(), "README's layout (## Development) does not name: {missing:?}");
 }

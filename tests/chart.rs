@@ -217,6 +217,49 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
 }
 
 #[test]
+fn tolerations_resources_and_annotations_replace_the_defaults() {
+    let Some(helm) = helm("tolerations_resources_and_annotations_replace_the_defaults") else { return };
+    let r = checked(
+        &helm,
+        "nvlabel",
+        &[
+            "--set-json",
+            r#"tolerations=[{"key":"nvidia.com/gpu","operator":"Exists"},{"key":"dedicated","operator":"Equal","value":"gpu","effect":"NoExecute"}]"#,
+            "--set",
+            "resources.requests.cpu=50m",
+            "--set",
+            "resources.limits.memory=128Mi",
+            "--set",
+            "podAnnotations.team=ml",
+            "--set",
+            "image.tag=0.2.0",
+            "--set",
+            "updateStrategy.rollingUpdate.maxUnavailable=10%",
+        ],
+    );
+    let (what, _, pod) = &r.pods[0];
+    let tolerations = pod.tolerations.as_ref().unwrap();
+    assert_eq!(tolerations.len(), 2, "{what}: a list value replaces the default list");
+    assert_eq!(tolerations[1].key.as_deref(), Some("dedicated"), "{what}");
+    assert_eq!(tolerations[1].effect.as_deref(), Some("NoExecute"), "{what}");
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some("ghcr.io/nvlabel/nvlabel:0.2.0"), "{what}");
+    let resources = c.resources.as_ref().unwrap();
+    assert_eq!(resources.requests.as_ref().unwrap()["cpu"].0, "50m", "{what}");
+    assert_eq!(resources.requests.as_ref().unwrap()["memory"].0, "16Mi", "{what}: defaults merge");
+    assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, "128Mi", "{what}");
+    let docs = template(
+        &helm,
+        "nvlabel",
+        &["--set", "podAnnotations.team=ml", "--set", "updateStrategy.rollingUpdate.maxUnavailable=10%"],
+    )
+    .unwrap();
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    assert_eq!(ds["spec"]["template"]["metadata"]["annotations"]["team"], "ml");
+    assert_eq!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], "10%");
+}
+
+#[test]
 fn wrong_values_are_refused_with_a_message_naming_them() {
     let Some(helm) = helm("wrong_values_are_refused_with_a_message_naming_them") else { return };
     let cases: &[(&[&str], &str)] = &[
@@ -240,6 +283,19 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "health.enabled=true"], "health.enabled"),
         (&["--set", "fullnameOverride=GPU_Labels"], "/fullnameOverride"),
         (&["--set", "updateStrategy.type=Sometimes"], "/updateStrategy/type"),
+        // Values that used to render a manifest the API server refuses, or to vanish silently.
+        (&["--set", "updateStrategy.maxUnavailable=1"], "maxUnavailable"),
+        (&["--set", "updateStrategy.rollingUpdate.maxUnavailble=1"], "maxUnavailble"),
+        (&["--set", "config.default=ts4"], "config.default"),
+        (&["--set", "affinity.nodeAfinity.x=1"], "nodeAfinity"),
+        (&["--set", "tolerations[0].operator=Maybe"], "/tolerations/0/operator"),
+        (&["--set", "tolerations[0].efect=NoSchedule"], "efect"),
+        (&["--set", "resources.requests.cpu=lots"], "/resources/requests/cpu"),
+        (&["--set", "resources.limit.memory=1Gi"], "limit"),
+        (
+            &["--set", "metrics.service.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"],
+            "metrics.service.enabled",
+        ),
     ];
     for (args, names) in cases {
         let err = template(&helm, "nvlabel", args).err().unwrap_or_else(|| panic!("{args:?} was accepted"));

@@ -137,6 +137,11 @@ fn every_error_in_every_topology_call() {
             if let Some(extra) = got.keys().find(|k| !base.contains_key(*k)) {
                 failures.push(format!("{case}: a label the healthy machine lacks: {extra}"));
             }
+            // The same wording as the probe's other calls, not nvml-wrapper's misspelt text.
+            if error == "gpu_is_lost" && !stderr.contains("become inaccessible") {
+                failures
+                    .push(format!("{case}: the log does not say the GPU has become inaccessible:\n{stderr}"));
+            }
             if error != "not_supported" && !stderr.contains(function) {
                 failures.push(format!("{case}: the log does not name {function}:\n{stderr}"));
             }

@@ -42,6 +42,17 @@ pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
             return format!("{message}: `nvlabel {sub}` does not use {arg} (see `nvlabel help {sub}`)");
         }
     }
+    // Clap lists the accepted values on a line of their own; the one line keeps them.
+    let mut message = message;
+    if let Some(clap::error::ContextValue::Strings(values)) = e.get(clap::error::ContextKind::ValidValue) {
+        if let Some((last, rest)) =
+            values.split_last().filter(|_| e.kind() == clap::error::ErrorKind::InvalidValue)
+        {
+            let accepted =
+                if rest.is_empty() { last.clone() } else { format!("{} or {last}", rest.join(", ")) };
+            message = format!("{message}: use {accepted}");
+        }
+    }
     match lines.find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{message} ({tip})"),
         None => message,
@@ -75,6 +86,22 @@ mod tests {
                 "a flag prune would ignore",
                 &["nvlabel", "prune", "--snapshot", "x"],
                 "unexpected argument '--snapshot' found: `nvlabel prune` does not use --snapshot (see `nvlabel help prune`)",
+            ),
+            (
+                "a value not among the flag's values",
+                &["nvlabel", "--mig-strategy", "foo"],
+                "invalid value 'foo' for '--mig-strategy <MIG_STRATEGY>': use none, single or mixed",
+            ),
+            ("two values", &["nvlabel", "--log-format=yaml"], "invalid value 'yaml' for '--log-format <LOG_FORMAT>': use text or json"),
+            (
+                "a value missing",
+                &["nvlabel", "--sink"],
+                "a value is required for '--sink <SINK>' but none was supplied: use gfd or node",
+            ),
+            (
+                "a near miss",
+                &["nvlabel", "--mig-strategy=singel"],
+                "invalid value 'singel' for '--mig-strategy <MIG_STRATEGY>': use none, single or mixed (tip: a similar value exists: 'single')",
             ),
             (
                 "a typo",

@@ -100,13 +100,22 @@ export! {
         let (m, h) = c.handle(device)?;
         let (_, entry) = link(m, h, l)?;
         let bus = entry.remote_pci_bus_id.as_deref().ok_or(NOT_SUPPORTED)?;
-        // A peer that is one of this machine's GPUs reports that GPU's device id, as NVML would.
+        // A peer that is one of this machine's GPUs is reported exactly as that GPU reports itself
+        // (bus id text and device id), so a client may compare the strings; any other address in
+        // NVML's own `%08X:%02X:%02X.%X` form, whatever the fixture's spelling.
         let address = |id: &str| {
             let hex = |p: &str| u32::from_str_radix(p, 16).ok();
             id.split([':', '.']).map(hex).collect::<Option<Vec<u32>>>()
         };
         let peer = (0..m.fixture.gpus.len() as u32).find(|&p| address(&bus_id(m, p)) == address(bus));
-        out(pci, pci_info(bus, peer.and_then(|p| gpu(m, p).pci_device_id)))
+        let text = match (peer, address(bus).as_deref()) {
+            (Some(p), _) => bus_id(m, p),
+            (None, Some(&[domain, bus, device, function])) => {
+                format!("{domain:08X}:{bus:02X}:{device:02X}.{function:X}")
+            }
+            (None, _) => bus.to_string(),
+        };
+        out(pci, pci_info(&text, peer.and_then(|p| gpu(m, p).pci_device_id)))
     }
 
     fn nvmlSystemGetConfComputeCapabilities(caps: *mut nvmlConfComputeSystemCaps_t) |c| {

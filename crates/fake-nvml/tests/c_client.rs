@@ -125,7 +125,7 @@ gpu 0:
   pcie max: Success gen 4, Success x16
   pcie now: Success gen 1, Success x8
   numa: Success 1
-  link 0: active 1, version Success 4, remote Success 0, pci Success 0000:0f:00.0 0f:00 id 20b010de
+  link 0: active 1, version Success 4, remote Success 0, pci Success 00000000:0F:00.0 0f:00 id 20b010de
   link 1: active 0, version Success 4, remote Success 2, pci Not Supported  00:00 id 00000000
   link 2: active 0, version Success 4, remote Success 2, pci Not Supported  00:00 id 00000000
   link 3: Not Supported

@@ -65,6 +65,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
      events create, bound to the service account, and a ValidatingAdmissionPolicy on nodes/status
      shaped like policy.yaml (own node, that one condition type, nothing else in status). The
      deploy checks then take the health calls from the code's list. */ -}}
+{{- $config := .Values.config -}}
+{{- if and $config.default $config.map (not $config.name) (not (hasKey $config.map $config.default)) -}}
+{{- fail (printf "config.default: %q is not a key of config.map (%s); nodes without the nvidia.com/device-plugin.config label would get no config" $config.default (keys $config.map | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled: the ServiceMonitor scrapes the metrics Service; set metrics.service.enabled=true too" -}}
+{{- end -}}
 {{- if .Values.health.enabled -}}
 {{- fail "health.enabled: the GPU health Node condition is not available in this chart version" -}}
 {{- end -}}

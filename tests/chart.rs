@@ -19,16 +19,18 @@ const MODES: [&str; 4] = ["nfd-nodefeature", "nfd-file", "node", "job"];
 #[test]
 fn helm_lint_strict_is_clean_in_every_mode() {
     let Some(helm) = helm("helm_lint_strict_is_clean_in_every_mode") else { return };
-    for mode in MODES {
+    let with_health = [("node", "true"), ("nfd-nodefeature", "true")];
+    for (mode, health) in MODES.map(|m| (m, "false")).into_iter().chain(with_health) {
         let out = Command::new(&helm)
             .args(["lint", "--strict"])
             .arg(chart())
             .args(["--set", &format!("mode={mode}"), "--set", "job.nodeName=gpu-node-1"])
+            .args(["--set", &format!("health.enabled={health}")])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mode}: {text}");
-        assert!(!text.contains("[WARNING]") && !text.contains("[ERROR]"), "{mode}: {text}");
+        assert!(out.status.success(), "{mode} health={health}: {text}");
+        assert!(!text.contains("[WARNING]") && !text.contains("[ERROR]"), "{mode} health={health}: {text}");
     }
 }
 

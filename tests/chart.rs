@@ -19,16 +19,18 @@ const MODES: [&str; 4] = ["nfd-nodefeature", "nfd-file", "node", "job"];
 #[test]
 fn helm_lint_strict_is_clean_in_every_mode() {
     let Some(helm) = helm("helm_lint_strict_is_clean_in_every_mode") else { return };
-    for mode in MODES {
+    let with_health = [("node", "true"), ("nfd-nodefeature", "true")];
+    for (mode, health) in MODES.map(|m| (m, "false")).into_iter().chain(with_health) {
         let out = Command::new(&helm)
             .args(["lint", "--strict"])
             .arg(chart())
             .args(["--set", &format!("mode={mode}"), "--set", "job.nodeName=gpu-node-1"])
+            .args(["--set", &format!("health.enabled={health}")])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mode}: {text}");
-        assert!(!text.contains("[WARNING]") && !text.contains("[ERROR]"), "{mode}: {text}");
+        assert!(out.status.success(), "{mode} health={health}: {text}");
+        assert!(!text.contains("[WARNING]") && !text.contains("[ERROR]"), "{mode} health={health}: {text}");
     }
 }
 
@@ -39,7 +41,7 @@ fn the_static_manifests_are_the_charts_rendering() {
     let status =
         Command::new(repo().join("deploy/render.sh")).arg(dir.path()).env("HELM", &helm).status().unwrap();
     assert!(status.success());
-    for mode in MODES {
+    for mode in MODES.into_iter().chain(["node-health", "nfd-nodefeature-health"]) {
         let path = format!("{mode}/nvlabel.yaml");
         let fresh = std::fs::read_to_string(dir.path().join(&path)).unwrap();
         let checked_in = std::fs::read_to_string(repo().join("deploy").join(&path)).unwrap();
@@ -280,7 +282,18 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "tolerations=none"], "/tolerations"),
         (&["--set", "imagePullSecret=regcred"], "imagePullSecret"),
         (&["--set", "metrics.serviceMonitor.enabeld=true"], "enabeld"),
-        (&["--set", "health.enabled=true"], "health.enabled"),
+        (&["--set", "mode=nfd-file", "--set", "health.enabled=true"], "health.enabled: the GPU health"),
+        (
+            &["--set", "mode=job", "--set", "job.nodeName=n1", "--set", "health.enabled=true"],
+            "mode=job cannot",
+        ),
+        (&["--set", "health.conditionType=Ready"], "/health/conditionType"),
+        (&["--set", "health.conditionType=GPU Healthy"], "/health/conditionType"),
+        (&["--set", "health.conditionType=GPU'Healthy"], "/health/conditionType"),
+        (&["--set", "health.ignoreXids=79"], "/health/ignoreXids"),
+        (&["--set-json", "health.ignoreXids=[\"abc\"]"], "/health/ignoreXids"),
+        (&["--set", "health.bootIdFile=boot_id"], "/health/bootIdFile"),
+        (&["--set", "health.enable=true"], "enable"),
         (&["--set", "fullnameOverride=GPU_Labels"], "/fullnameOverride"),
         (&["--set", "updateStrategy.type=Sometimes"], "/updateStrategy/type"),
         // Values that used to render a manifest the API server refuses, or to vanish silently.
@@ -325,5 +338,77 @@ fn without_its_namespace_the_chart_deploys_into_the_releases() {
         let (what, ns, pod) = &r.pods[0];
         assert_eq!(ns, "gpu-ops", "{what}");
         assert_eq!(settings_of(what, ns, &pod.containers[0]).namespace, "gpu-ops", "{what}");
+    }
+}
+
+#[test]
+fn health_adds_its_flags_grants_and_policy_only_where_asked() {
+    let Some(helm) = helm("health_adds_its_flags_grants_and_policy_only_where_asked") else { return };
+    for mode in ["node", "nfd-nodefeature"] {
+        for (release, ns) in [("nvlabel", "nvlabel"), ("gpu", "gpu-labels")] {
+            let mode_arg = format!("mode={mode}");
+            let ns_arg = format!("namespace.name={ns}");
+            // checked() proves RBAC = the code's calls with health's, and the policy's
+            // condition type = the pod's --health-condition-type.
+            let r = checked(
+                &helm,
+                release,
+                &[
+                    "--set",
+                    &mode_arg,
+                    "--set",
+                    &ns_arg,
+                    "--set",
+                    "health.enabled=true",
+                    "--set",
+                    "health.conditionType=example.com/GPUsOK",
+                    "--set-json",
+                    "health.ignoreXids=[13,79]",
+                    "--set",
+                    "health.bootIdFile=/run/boot_id",
+                ],
+            );
+            let (what, pod_ns, pod) = &r.pods[0];
+            let h = settings_of(what, pod_ns, &pod.containers[0]).health;
+            assert!(h.enabled, "{what}");
+            assert_eq!(h.condition_type, "example.com/GPUsOK", "{what}");
+            assert_eq!(h.ignored_xids.into_iter().collect::<Vec<_>>(), vec![13, 79], "{what}");
+            assert_eq!(h.boot_id_file, PathBuf::from("/run/boot_id"), "{what}");
+            assert!(host_paths(pod).is_empty(), "{what}: health reads /proc and /sys as any pod can");
+            let events = r.rules.iter().find(|(n, _, _)| n.ends_with("-health-events")).unwrap();
+            assert_eq!(events.1.as_deref(), Some("default"), "{what}: Node events live in default");
+            // The defaults: nvlabel's condition type, ignored Xids and boot id file; an empty
+            // list makes every Xid a fault.
+            let r = checked(
+                &helm,
+                release,
+                &["--set", &mode_arg, "--set", &ns_arg, "--set", "health.enabled=true"],
+            );
+            let (what, pod_ns, pod) = &r.pods[0];
+            let h = settings_of(what, pod_ns, &pod.containers[0]).health;
+            assert_eq!(h, nvlabel::config::health::HealthSettings { enabled: true, ..Default::default() });
+            let r = checked(
+                &helm,
+                release,
+                &[
+                    "--set",
+                    &mode_arg,
+                    "--set",
+                    &ns_arg,
+                    "--set",
+                    "health.enabled=true",
+                    "--set-json",
+                    "health.ignoreXids=[]",
+                ],
+            );
+            let (what, pod_ns, pod) = &r.pods[0];
+            assert!(settings_of(what, pod_ns, &pod.containers[0]).health.ignored_xids.is_empty(), "{what}");
+            // Off (the default): no status access, no health policy, no --health.
+            let r = checked(&helm, release, &["--set", &mode_arg, "--set", &ns_arg]);
+            let (what, pod_ns, pod) = &r.pods[0];
+            assert!(!settings_of(what, pod_ns, &pod.containers[0]).health.enabled, "{what}");
+            let docs = template(&helm, release, &["--set", &mode_arg]).unwrap();
+            assert!(!docs.iter().any(|d| d.to_string().contains("nodes/status")), "{what}");
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! run can make exactly the calls the mode's code makes (every other verb on nodes, pods,
 //! NodeFeatures, secrets, ConfigMaps and events is refused) and does its job with the binary;
 //! `helm upgrade` to another mode and `helm uninstall` leave no RBAC, policy or NodeFeature
-//! behind, while published Node labels stay (pruned with `nvlabel prune`).
+//! behind, while published Node labels stay (pruned with `nvlabel prune`); with health on, the
+//! token sets its (renamed) condition on its own node and nothing else in any node's status.
 //! Needs `NVLABEL_KUBE_TEST_SERVER` and a Helm binary; without either each test skips.
 
 mod common;
@@ -43,8 +44,10 @@ fn universe(ns: &str) -> BTreeSet<Grant> {
     for v in ["patch", "update"] {
         all.insert(g("cluster", "", "nodes/status", v));
     }
-    all.insert(g(ns, "", "events", "create"));
-    all.insert(g(ns, "events.k8s.io", "events", "create"));
+    for scope in [ns, "default"] {
+        all.insert(g(scope, "", "events", "create"));
+        all.insert(g(scope, "events.k8s.io", "events", "create"));
+    }
     all
 }
 
@@ -277,4 +280,91 @@ async fn installed_with_its_release_in_the_namespace_it_creates() {
     workload_pod(&admin, ns, release, node_name).await;
     helm_run(&helm, server, &["uninstall", release, "--namespace", ns]);
     assert_eq!(leftovers(&admin, release, ns).await, Vec::<String>::new());
+}
+
+/// A Node condition as server-side apply sends it.
+fn condition(node: &str, kind: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+           "status": {"conditions": [{"type": kind, "status": "False", "reason": "Test", "message": "test"}]}})
+}
+
+#[tokio::test]
+async fn with_health_the_token_sets_its_own_condition_and_nothing_else() {
+    let Some((server, helm, _serial)) =
+        begin("with_health_the_token_sets_its_own_condition_and_nothing_else").await
+    else {
+        return;
+    };
+    let admin = server.admin().await;
+    for (i, mode) in ["node", "nfd-nodefeature"].into_iter().enumerate() {
+        let (release, ns, node_name) = (format!("hl{i}"), format!("hl{i}-ns"), format!("hl{i}-node"));
+        let other = format!("{node_name}-other");
+        node(&admin, &node_name, json!({})).await;
+        node(&admin, &other, json!({})).await;
+        let values = [
+            format!("mode={mode}"),
+            format!("namespace.name={ns}"),
+            "health.enabled=true".to_string(),
+            "health.conditionType=GPUsOK".to_string(),
+        ];
+        let args: Vec<&str> = values.iter().flat_map(|v| ["--set", v.as_str()]).collect();
+        install(&helm, server, "install", &release, &args);
+        let pod = workload_pod(&admin, &ns, &release, &node_name).await;
+        let sa_name = pod.spec.as_ref().unwrap().service_account_name.clone().unwrap();
+        let token = pod_token(&admin, &ns, &sa_name, &pod).await;
+        let sa = apiserver::client_from(&server.kubeconfig_for(&release, &token)).await;
+
+        // Exactly the calls the code makes, health's included (Events in default).
+        let needed = needed_calls(&typed(mode, &template(&helm, &release, &args).unwrap()));
+        assert!(needed.contains(&(
+            "default".into(),
+            "events.k8s.io".into(),
+            "events".into(),
+            "create".into()
+        )));
+        for call in universe(&ns) {
+            assert_eq!(allowed(&sa, &call).await, needed.contains(&call), "{mode}: {call:?}");
+        }
+
+        // The policy follows health.conditionType: the renamed condition on the pod's node only.
+        let nodes = Api::<Node>::all(sa.clone());
+        let probe = PatchParams { dry_run: true, ..PatchParams::apply("nvlabel").force() };
+        for n in 0.. {
+            if nodes.patch_status(&other, &probe, &Patch::Apply(condition(&other, "GPUsOK"))).await.is_err() {
+                break;
+            }
+            assert!(n < 200, "{mode}: the health admission policy never took effect");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ssa = PatchParams::apply("nvlabel").force();
+        nodes
+            .patch_status(&node_name, &ssa, &Patch::Apply(condition(&node_name, "GPUsOK")))
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: its own condition: {e}"));
+        let refused = |r: Result<Node, kube::Error>| match r {
+            Err(kube::Error::Api(e)) => e.message,
+            other => panic!("{mode}: not refused: {other:?}"),
+        };
+        let m = refused(nodes.patch_status(&other, &ssa, &Patch::Apply(condition(&other, "GPUsOK"))).await);
+        assert!(m.contains("only change the status of the node its pod runs on"), "{mode}: {m}");
+        for kind in ["GPUHealthy", "Ready"] {
+            let m = refused(
+                nodes.patch_status(&node_name, &ssa, &Patch::Apply(condition(&node_name, kind))).await,
+            );
+            assert!(m.contains("only change its own GPU health condition"), "{mode} {kind}: {m}");
+        }
+        let m = refused(
+            nodes
+                .patch_status(
+                    &node_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"capacity": {"nvidia.com/gpu": "8"}}})),
+                )
+                .await,
+        );
+        assert!(m.contains("only change conditions"), "{mode}: {m}");
+
+        helm_run(&helm, server, &["uninstall", &release]);
+        assert_eq!(leftovers(&admin, &release, &ns).await, Vec::<String>::new(), "{mode}");
+    }
 }

@@ -11,7 +11,7 @@ use common::deploy_checks::{
     check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, strict, typed, Rendered,
     FEATURES_D,
 };
-use common::manifests::{deploy, render, MODES};
+use common::manifests::{deploy, render, HEALTH, MODES};
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 fn overlay(mode: &str) -> Rendered {
@@ -27,6 +27,11 @@ fn every_overlay_renders_into_known_types_without_unknown_fields() {
     }
 }
 
+/// Every overlay a user can apply: the modes, and the modes with health on.
+fn all_overlays() -> impl Iterator<Item = &'static str> {
+    MODES.into_iter().chain(HEALTH.map(|(overlay, _)| overlay))
+}
+
 #[test]
 fn unknown_fields_are_caught() {
     let mut doc = render(&deploy().join("node")).into_iter().find(|d| d["kind"] == "DaemonSet").unwrap();
@@ -37,7 +42,7 @@ fn unknown_fields_are_caught() {
 
 #[test]
 fn every_pod_is_locked_down() {
-    for mode in MODES {
+    for mode in all_overlays() {
         let r = overlay(mode);
         check_locked_down(mode, &r);
         // Only the feature-file mode has a host path, and with it root and a privileged namespace.
@@ -90,6 +95,7 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
             let settings = settings_of(&what, &ns, &pod.containers[0]);
             let target = settings.target().unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(format!("{target:?}").starts_with(kind), "{what}: {target:?}");
+            assert!(!settings.health.enabled, "{what}: health is opt-in");
             if mode == "nfd-nodefeature" {
                 assert_eq!(settings.namespace, "nvlabel", "{what}: the pod's own namespace");
             }
@@ -99,7 +105,7 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
 
 #[test]
 fn rbac_grants_exactly_what_the_code_calls_in_the_right_scope() {
-    for mode in MODES {
+    for mode in all_overlays() {
         check_rbac_exact(mode, &overlay(mode));
     }
 }
@@ -111,6 +117,13 @@ fn node_writers_are_fenced_by_the_admission_policy() {
         check_policy(mode, &r);
         let fenced = !r.policies.is_empty();
         assert_eq!(fenced, mode == "node" || mode == "job", "{mode}");
+    }
+    // With health, nodes/status is fenced too: its own policy, beside the label policy in node
+    // mode.
+    for (name, mode) in HEALTH {
+        let r = overlay(name);
+        check_policy(name, &r);
+        assert_eq!(r.policies.len(), if mode == "node" { 2 } else { 1 }, "{name}");
     }
     let r = overlay("node");
     let condition = &r.policies[0].spec.as_ref().unwrap().match_conditions.as_ref().unwrap()[0].expression;

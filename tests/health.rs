@@ -141,12 +141,21 @@ fn rules(docs: &[serde_json::Value], kind: &str, name: &str) -> Vec<(String, Str
     out
 }
 
+/// The static health manifests (the chart rendered with health.enabled=true by deploy/render.sh;
+/// tests/chart.rs fails while they are stale, and checks the chart with other health values).
 #[test]
-fn the_health_component_grants_exactly_what_health_calls_and_turns_it_on() {
-    use common::manifests::{deploy, render};
+fn the_health_manifests_grant_exactly_what_health_calls_and_turn_it_on() {
+    use common::deploy_checks::{check_locked_down, check_policy, check_rbac_exact, typed};
+    use common::manifests::{deploy, render, HEALTH};
     let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
-    for overlay in ["node-health", "nfd-nodefeature-health"] {
+    for (overlay, _) in HEALTH {
         let docs = render(&deploy().join(overlay));
+        // Exactly the calls of the code's lists (health's included), the health policy
+        // following the pod's condition type, no host path.
+        let typed_docs = typed(overlay, &docs);
+        check_rbac_exact(overlay, &typed_docs);
+        check_policy(overlay, &typed_docs);
+        check_locked_down(overlay, &typed_docs);
         assert_eq!(
             rules(&docs, "ClusterRole", "nvlabel-health"),
             vec![s("", "nodes", "get"), s("", "nodes/status", "patch")],
@@ -182,7 +191,7 @@ fn the_health_component_grants_exactly_what_health_calls_and_turns_it_on() {
         assert!(docs.iter().any(|d| d["kind"] == "ValidatingAdmissionPolicyBinding"
             && d["spec"]["policyName"] == "nvlabel-node-health"));
     }
-    // Without the component, no status access at all.
+    // Without health, no status access at all.
     for overlay in ["node", "nfd-nodefeature"] {
         let docs = render(&deploy().join(overlay));
         assert!(!docs.iter().any(|d| d.to_string().contains("nodes/status")), "{overlay}");

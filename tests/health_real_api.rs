@@ -33,7 +33,8 @@ fn kubelet_status(ip: &str) -> Value {
     }})
 }
 
-/// The node-health overlay applied, nodes gpu-a (our pod's) and gpu-b, and the pod's token.
+/// deploy/node-health applied (the chart rendered with health.enabled=true, its ServiceAccount
+/// and policy), nodes gpu-a (our pod's) and gpu-b, and the pod's token.
 async fn setup(server: &Server, admin: &Client) -> (Client, std::path::PathBuf) {
     apply(admin, &json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}))
         .await;

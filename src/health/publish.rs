@@ -24,6 +24,17 @@ const RATE_LIMIT: usize = 10;
 const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// An Event note's limit in the API.
 const NOTE_LIMIT: usize = 1024;
+/// Where Node Events go (where the kubelet puts them).
+pub const EVENTS_NAMESPACE: &str = "default";
+
+/// Every API request health makes (its RBAC must grant exactly these): one read of the Node,
+/// the condition's patch of `nodes/status`, and Events, which are namespaced but always in
+/// [`EVENTS_NAMESPACE`], not nvlabel's own namespace.
+pub const API_CALLS: &[crate::publish::ApiCall] = &[
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes/status", verb: "patch" },
+    crate::publish::ApiCall { namespaced: true, group: "events.k8s.io", resource: "events", verb: "create" },
+];
 
 /// Why a health write failed.
 #[derive(Debug, thiserror::Error)]
@@ -192,10 +203,10 @@ pub struct NodeEvents {
 }
 
 impl NodeEvents {
-    /// Events about Node `node` in `namespace` (where the kubelet puts Node events: default).
+    /// Events about Node `node`, in [`EVENTS_NAMESPACE`].
     pub fn new(client: kube::Client, node: &str, instance: &str) -> NodeEvents {
         NodeEvents {
-            api: Api::namespaced(client, "default"),
+            api: Api::namespaced(client, EVENTS_NAMESPACE),
             node: node.into(),
             instance: instance.into(),
             limiter: Limiter::default(),
@@ -228,7 +239,7 @@ impl NodeEvents {
             metadata: ObjectMeta {
                 // A trailing dash: the server appends a random suffix to a valid prefix.
                 generate_name: Some(format!("{}.gpu-health-", self.node.get(..200).unwrap_or(&self.node))),
-                namespace: Some("default".into()),
+                namespace: Some(EVENTS_NAMESPACE.into()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),

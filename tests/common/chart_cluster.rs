@@ -115,6 +115,9 @@ pub async fn leftovers(admin: &Client, release: &str, ns: &str) -> Vec<String> {
     collect!(Api::<rbac::ClusterRoleBinding>::all(admin.clone()), "ClusterRoleBinding");
     collect!(Api::<rbac::Role>::namespaced(admin.clone(), ns), "Role");
     collect!(Api::<rbac::RoleBinding>::namespaced(admin.clone(), ns), "RoleBinding");
+    // Health's Event grant lives where Node Events go.
+    collect!(Api::<rbac::Role>::namespaced(admin.clone(), "default"), "Role");
+    collect!(Api::<rbac::RoleBinding>::namespaced(admin.clone(), "default"), "RoleBinding");
     collect!(Api::<adm::ValidatingAdmissionPolicy>::all(admin.clone()), "ValidatingAdmissionPolicy");
     collect!(
         Api::<adm::ValidatingAdmissionPolicyBinding>::all(admin.clone()),

@@ -265,6 +265,10 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
     if settings.config_dir.is_some() && !settings.oneshot {
         needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
     }
+    if settings.health.enabled {
+        use nvlabel::health::publish::{API_CALLS, EVENTS_NAMESPACE};
+        needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
+    }
     needed
 }
 
@@ -298,26 +302,61 @@ pub fn check_rbac_exact(label: &str, r: &Rendered) {
     );
 }
 
+/// The admission policies of a rendering that match `resource` updates.
+fn policies_on<'a>(r: &'a Rendered, resource: &str) -> Vec<&'a ValidatingAdmissionPolicy> {
+    r.policies
+        .iter()
+        .filter(|p| {
+            let rules = p.spec.as_ref().and_then(|s| s.match_constraints.as_ref()?.resource_rules.clone());
+            rules.iter().flatten().any(|rule| rule.resources.iter().flatten().any(|x| x == resource))
+        })
+        .collect()
+}
+
 /// A workload that patches nodes is fenced by the admission policy for its service account (own
-/// node, nvidia.com/ labels only); one that cannot has no policy.
+/// node, nvidia.com/ labels only); one that patches nodes/status (health) by the health policy
+/// (own node, its one condition type); one that cannot has neither. Every policy is bound, with
+/// Deny.
 pub fn check_policy(label: &str, r: &Rendered) {
-    let writes_nodes = needed_calls(r).iter().any(|(_, _, res, verb)| res == "nodes" && verb == "patch");
-    if !writes_nodes {
-        assert!(r.policies.is_empty() && r.policy_bindings.is_empty(), "{label} cannot write nodes at all");
-        return;
-    }
-    let (_, namespace, pod) = &r.pods[0];
+    let needed = needed_calls(r);
+    let patches = |resource: &str| needed.iter().any(|(_, _, res, verb)| res == resource && verb == "patch");
+    let (what, namespace, pod) = &r.pods[0];
     let user = format!("system:serviceaccount:{namespace}:{}", pod.service_account_name.as_deref().unwrap());
-    assert_eq!(r.policies.len(), 1, "{label}");
-    let policy = &r.policies[0];
-    let spec = policy.spec.as_ref().unwrap();
-    let condition = &spec.match_conditions.as_ref().unwrap()[0].expression;
-    assert!(condition.contains(&format!("'{user}'")), "{label}: scoped to {user}: {condition}");
-    let validations: Vec<&str> = spec.validations.iter().flatten().map(|v| v.expression.as_str()).collect();
-    assert!(validations.iter().any(|v| v.contains("authentication.kubernetes.io/node-name")), "{label}");
-    assert!(validations.iter().any(|v| v.contains("nvidia.com/")), "{label}");
-    assert_eq!(r.policy_bindings.len(), 1, "{label}");
-    let bspec = &r.policy_bindings[0].spec;
-    assert_eq!(Some(bspec.policy_name.as_str()), policy.metadata.name.as_deref(), "{label}");
-    assert_eq!(bspec.validation_actions, vec!["Deny".to_string()], "{label}");
+    let scoped = |policy: &ValidatingAdmissionPolicy| {
+        let spec = policy.spec.as_ref().unwrap();
+        let condition = &spec.match_conditions.as_ref().unwrap()[0].expression;
+        assert!(condition.contains(&format!("'{user}'")), "{label}: scoped to {user}: {condition}");
+        let validations: Vec<String> =
+            spec.validations.iter().flatten().map(|v| v.expression.clone()).collect();
+        assert!(validations.iter().any(|v| v.contains("authentication.kubernetes.io/node-name")), "{label}");
+        validations
+    };
+    let labels = policies_on(r, "nodes");
+    if patches("nodes") {
+        assert_eq!(labels.len(), 1, "{label}: one label policy");
+        assert!(scoped(labels[0]).iter().any(|v| v.contains("nvidia.com/")), "{label}");
+    } else {
+        assert!(labels.is_empty(), "{label} cannot write nodes at all");
+    }
+    let health = policies_on(r, "nodes/status");
+    if patches("nodes/status") {
+        assert_eq!(health.len(), 1, "{label}: one health policy");
+        let validations = scoped(health[0]);
+        assert!(validations.iter().any(|v| v.contains("variables.others == variables.oldOthers")), "{label}");
+        // The policy's condition is the one the pod writes.
+        let condition_type = &settings_of(what, namespace, &pod.containers[0]).health.condition_type;
+        let vars = health[0].spec.as_ref().unwrap().variables.clone().unwrap_or_default();
+        let var = vars.iter().find(|v| v.name == "conditionType").expect("a conditionType variable");
+        assert_eq!(var.expression, format!("'{condition_type}'"), "{label}: the policy follows the flag");
+    } else {
+        assert!(health.is_empty(), "{label} cannot write node status at all");
+    }
+    assert_eq!(labels.len() + health.len(), r.policies.len(), "{label}: no other policy");
+    assert_eq!(r.policy_bindings.len(), r.policies.len(), "{label}: every policy is bound");
+    for policy in &r.policies {
+        let name = policy.metadata.name.as_deref();
+        let b = r.policy_bindings.iter().find(|b| Some(b.spec.policy_name.as_str()) == name);
+        let b = b.unwrap_or_else(|| panic!("{label}: {name:?} is not bound"));
+        assert_eq!(b.spec.validation_actions, vec!["Deny".to_string()], "{label}");
+    }
 }

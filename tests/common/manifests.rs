@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// The overlays a user can apply.
 pub const MODES: [&str; 4] = ["nfd-file", "nfd-nodefeature", "node", "job"];
 
+/// The overlays with GPU health on (the chart with health.enabled=true), and their modes.
+pub const HEALTH: [(&str, &str); 2] =
+    [("node-health", "node"), ("nfd-nodefeature-health", "nfd-nodefeature")];
+
 /// `deploy/`.
 pub fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
@@ -26,7 +30,7 @@ pub fn render(dir: &Path) -> Vec<Value> {
     let k = yaml_docs(&dir.join("kustomization.yaml")).remove(0);
     for key in k.as_object().unwrap().keys() {
         assert!(
-            ["apiVersion", "kind", "resources", "components", "patches"].contains(&key.as_str()),
+            ["apiVersion", "kind", "resources", "patches"].contains(&key.as_str()),
             "{}: the renderer does not know `{key}`",
             dir.display()
         );
@@ -40,21 +44,11 @@ pub fn render(dir: &Path) -> Vec<Value> {
             out.extend(yaml_docs(&path));
         }
     }
-    // A component adds its resources, and its patches apply to everything rendered so far.
-    for c in k["components"].as_array().into_iter().flatten() {
-        let component = dir.join(c.as_str().unwrap());
-        let ck = yaml_docs(&component.join("kustomization.yaml")).remove(0);
-        assert_eq!(ck["kind"], "Component", "{}", component.display());
-        for r in ck["resources"].as_array().into_iter().flatten() {
-            out.extend(yaml_docs(&component.join(r.as_str().unwrap())));
-        }
-        patch(&component, &ck, &mut out);
-    }
     patch(dir, &k, &mut out);
     out
 }
 
-/// Applies a kustomization's (or component's) inline JSON6902 patches.
+/// Applies a kustomization's inline JSON6902 patches.
 fn patch(dir: &Path, k: &Value, out: &mut [Value]) {
     for p in k["patches"].as_array().into_iter().flatten() {
         let target = &p["target"];

@@ -41,6 +41,11 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if or (eq .Values.mode "node") (eq .Values.mode "job") }}true{{ end -}}
 {{- end -}}
 
+{{/* Whether the workload reports GPU health (validated in nvlabel.validate). */}}
+{{- define "nvlabel.health" -}}
+{{- if and .Values.health.enabled (has .Values.mode (list "node" "nfd-nodefeature")) }}true{{ end -}}
+{{- end -}}
+
 {{/* The ConfigMap mounted as --config-dir, if any. */}}
 {{- define "nvlabel.configMap" -}}
 {{- if .Values.config.name -}}
@@ -59,12 +64,6 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}
 {{- fail "job.nodeName: mode=job labels one node once; set job.nodeName to that node's name" -}}
 {{- end -}}
-{{- /* Health (nvlabel's GPU health Node condition) plugs in here: drop this refusal, add
-     `--health` to the container's args below when .Values.health.enabled, and add
-     templates/health.yaml guarded the same way: a ClusterRole granting nodes/status patch and
-     events create, bound to the service account, and a ValidatingAdmissionPolicy on nodes/status
-     shaped like policy.yaml (own node, that one condition type, nothing else in status). The
-     deploy checks then take the health calls from the code's list. */ -}}
 {{- $config := .Values.config -}}
 {{- if and $config.default $config.map (not $config.name) (not (hasKey $config.map $config.default)) -}}
 {{- fail (printf "config.default: %q is not a key of config.map (%s); nodes without the nvidia.com/device-plugin.config label would get no config" $config.default (keys $config.map | sortAlpha | join ", ")) -}}
@@ -72,8 +71,10 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled: the ServiceMonitor scrapes the metrics Service; set metrics.service.enabled=true too" -}}
 {{- end -}}
-{{- if .Values.health.enabled -}}
-{{- fail "health.enabled: the GPU health Node condition is not available in this chart version" -}}
+{{- /* Health writes a Node condition through the API: the modes that publish through it. A
+     one-shot Job cannot keep a fault until the next boot, and nfd-file has no API access. */ -}}
+{{- if and .Values.health.enabled (not (include "nvlabel.health" .)) -}}
+{{- fail (printf "health.enabled: the GPU health Node condition needs a daemon with API access; mode=%s cannot publish it, use mode=node or mode=nfd-nodefeature" .Values.mode) -}}
 {{- end -}}
 {{- end -}}
 
@@ -150,6 +151,16 @@ containers:
       {{- end }}
       {{- if .Values.extendedLabels }}
       - --extended-labels
+      {{- end }}
+      {{- if include "nvlabel.health" . }}
+      - --health
+      - --health-condition-type={{ .Values.health.conditionType }}
+      {{- if kindIs "slice" .Values.health.ignoreXids }}
+      - --health-ignore-xids={{ join "," .Values.health.ignoreXids }}
+      {{- end }}
+      {{- with .Values.health.bootIdFile }}
+      - --boot-id-file={{ . }}
+      {{- end }}
       {{- end }}
       {{- if eq .Values.mode "nfd-nodefeature" }}
       - --use-node-feature-api=true

@@ -171,7 +171,7 @@ impl NodeCondition {
     }
 }
 
-/// Which Events may go: no repeat within [`DEDUP_WINDOW`], at most [`RATE_LIMIT`] a minute.
+/// Which Events may go: no repeat of the same Event within ten minutes, at most ten a minute.
 #[derive(Debug, Default)]
 pub struct Limiter {
     sent: HashMap<String, Instant>,

@@ -28,12 +28,16 @@ pub struct HealthSettings {
     pub boot_id_file: PathBuf,
 }
 
+/// Xids that applications cause (illegal memory access, a killed context, ...): not a GPU fault,
+/// as in NVIDIA's device plugin; the default of `--health-ignore-xids`.
+pub const DEFAULT_IGNORED_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
+
 impl Default for HealthSettings {
     fn default() -> HealthSettings {
         HealthSettings {
             enabled: false,
             condition_type: DEFAULT_CONDITION_TYPE.into(),
-            ignored_xids: crate::health::rules::DEFAULT_IGNORED_XIDS.into_iter().collect(),
+            ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
         }
     }

@@ -3,9 +3,8 @@
 
 use std::collections::BTreeSet;
 
-/// Xids that applications cause (illegal memory access, a killed context, ...): not a GPU fault,
-/// as in NVIDIA's device plugin.
-pub const DEFAULT_IGNORED_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
+/// Xids that applications cause: the default of `--health-ignore-xids`, declared with the flag.
+pub use crate::config::health::DEFAULT_IGNORED_XIDS;
 
 /// What to do about a fault, least drastic first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

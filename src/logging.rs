@@ -25,8 +25,10 @@ impl LogFormat {
 /// The filter without `RUST_LOG`: `info`, except the file-watch library's own log lines below
 /// `error`. It reports races it resolves itself (a watch removed twice when a watched directory
 /// goes away) at `info`, as a Debug dump (`Os { code: 22, ... }`); nvlabel says what matters
-/// (the config file is gone) itself.
-const DEFAULT_FILTER: &str = "info,notify=error";
+/// (the config file is gone) itself. The same for the Kubernetes client's own lines: on an answer
+/// it cannot parse it warns with the whole body (megabytes, from a hostile or broken server),
+/// while nvlabel logs every API failure itself, once, with a short excerpt.
+const DEFAULT_FILTER: &str = "info,notify=error,kube_client=error";
 
 /// Installs the global subscriber; without `RUST_LOG`, level `info` (the file-watch library's own
 /// lines from `error`).

@@ -109,3 +109,29 @@ async fn shutdown_does_not_wait_for_a_stalled_api_server() {
     let stopped = tokio::time::timeout(Duration::from_secs(10), task).await;
     assert!(matches!(stopped, Ok(Ok(Ok(())))), "the daemon did not stop while a pass waited: {stopped:?}");
 }
+
+/// The binary's logs against a server answering 2 MiB that is not JSON (under the size limit, so
+/// the client tries to parse it): every line stays short. The Kubernetes client's own warning
+/// quotes whole bodies; nvlabel's default log filter keeps it out.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unparseable_answer_is_never_logged_whole() {
+    let server = raw_http::start(Answer::Huge(2 << 20)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\nusers: [{{name: u, user: {{}}}}]\n",
+        server.url
+    );
+    std::fs::write(&kubeconfig, config).unwrap();
+    let mut cmd = common::nvlabel(Some("t4"));
+    cmd.args(["--oneshot", "--sink", "node", "--node-name", "gpu-1", "--kubeconfig"]).arg(&kubeconfig);
+    cmd.env_remove("RUST_LOG");
+    let (code, _, stderr) =
+        bounded("the one-shot run", tokio::task::spawn_blocking(move || common::run(&mut cmd)))
+            .await
+            .unwrap();
+    assert_ne!(code, 0, "the publish cannot succeed: {stderr}");
+    let longest = stderr.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2000, "a log line of {longest} bytes (stderr {} bytes)", stderr.len());
+}

@@ -62,7 +62,13 @@ fn a_feature_file_removed_or_overwritten_is_restored_and_counted() {
     std::fs::write(&out, "nvidia.com/gpu.count=9\n").unwrap();
     wait_for_content(&out, &written);
 
-    let metrics = get(&addr, "/metrics");
+    // The file is back a moment before the repair is counted (the count follows the write).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut metrics = get(&addr, "/metrics");
+    while !metrics.contains("nvlabel_drift_repairs_total 2\n") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        metrics = get(&addr, "/metrics");
+    }
     assert!(metrics.contains("nvlabel_drift_repairs_total 2\n"), "{metrics}");
     assert!(get(&addr, "/readyz").starts_with("HTTP/1.1 200"));
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));

@@ -72,7 +72,8 @@ fn a_feature_file_removed_or_overwritten_is_restored_and_counted() {
     assert!(metrics.contains("nvlabel_drift_repairs_total 2\n"), "{metrics}");
     assert!(get(&addr, "/readyz").starts_with("HTTP/1.1 200"));
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
-    let logs: Vec<String> = rx.try_iter().collect();
+    // Every line up to the exit: the reader ends at EOF, once the process is gone.
+    let logs: Vec<String> = rx.iter().collect();
     let restored = logs.iter().filter(|l| l.contains("someone changed nvlabel's labels; put them back"));
     assert_eq!(restored.count(), 2, "each repair is logged once:\n{}", logs.join("\n"));
     assert_eq!(

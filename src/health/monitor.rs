@@ -9,6 +9,7 @@ use super::rules::{Event, Found, Reading, Rules};
 use super::sticky::{Entry, Tracker, Verdict};
 use crate::config::Settings;
 use crate::duration::Interval;
+use crate::kubeapi::backoff::FullJitter;
 use crate::probe::ProbeOptions;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,12 +70,18 @@ pub struct Monitor {
     backoff: Backoff,
 }
 
-/// A growing, jittered wait between failed API calls: 1 s, 2 s, 4 s ... 5 min, each plus up to
-/// a quarter more at random.
-#[derive(Debug, Default)]
+/// No API call before a time after a failure: the project's one full-jitter backoff
+/// ([`FullJitter`]), from 1 s doubling to 5 minutes.
+#[derive(Debug)]
 pub struct Backoff {
-    failures: u32,
+    jitter: FullJitter,
     until: Option<std::time::Instant>,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { jitter: FullJitter::new(Duration::from_secs(1), Duration::from_secs(300)), until: None }
+    }
 }
 
 impl Backoff {
@@ -83,11 +90,10 @@ impl Backoff {
         self.until.is_none_or(|t| now >= t)
     }
 
-    /// A call failed at `now`: the next waits longer. Returns the wait.
+    /// A call failed at `now`: the next waits a random time in a window that doubles. Returns
+    /// the wait.
     pub fn failed(&mut self, now: std::time::Instant) -> Duration {
-        let base = Duration::from_secs(1u64 << self.failures.min(9)).min(Duration::from_secs(300));
-        self.failures += 1;
-        let wait = base + base.mul_f64(rand::random::<f64>() / 4.0);
+        let wait = self.jitter.next().unwrap_or(Duration::from_secs(300));
         self.until = Some(now + wait);
         wait
     }
@@ -330,17 +336,20 @@ mod tests {
         let mut b = Backoff::default();
         let t = std::time::Instant::now();
         assert!(b.ready(t));
+        assert_eq!(b.jitter.window(), Duration::from_secs(1));
         let first = b.failed(t);
-        assert!(first >= Duration::from_secs(1) && first <= Duration::from_millis(1250), "{first:?}");
-        assert!(!b.ready(t + Duration::from_millis(900)));
-        let second = b.failed(t);
-        assert!(second >= Duration::from_secs(2), "{second:?}");
+        assert!(first < Duration::from_secs(1), "{first:?}");
+        assert!(!b.ready(t) || first.is_zero());
+        assert!(b.ready(t + first));
+        b.failed(t);
+        assert_eq!(b.jitter.window(), Duration::from_secs(4), "the window doubles per failure");
         for _ in 0..20 {
             b.failed(t);
         }
-        assert!(b.failed(t) <= Duration::from_secs(375), "capped");
+        assert!(b.failed(t) < Duration::from_secs(300), "capped");
         b.succeeded();
         assert!(b.ready(t));
+        assert_eq!(b.jitter.window(), Duration::from_secs(1), "a success starts over");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::raw_events::{handle_key, EventSet, RawEvent};
 use super::rules::{Event, GpuReading, Reading, Remapped};
+use crate::kubeapi::backoff::FullJitter;
 use crate::probe::{session, ProbeOptions};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
@@ -146,16 +147,14 @@ pub fn spawn_events(
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("nvml-events".into()).spawn(move || {
-        let mut backoff = Duration::from_secs(1);
+        // The project's one backoff: a node without a driver is not a hot loop.
+        let mut backoff = FullJitter::new(Duration::from_secs(1), Duration::from_secs(60));
         while !stop.load(Ordering::Relaxed) && !tx.is_closed() {
             match listen(&opts, &tx, &stop) {
-                Ok(()) => backoff = Duration::from_secs(1),
+                Ok(()) => backoff.reset(),
                 Err(e) => {
                     tracing::debug!(error = %e, "NVML events unavailable; trying again");
-                    // Growing, jittered, capped: a node without a driver is not a hot loop.
-                    let jitter = Duration::from_millis(rand::random::<u64>() % 500);
-                    std::thread::sleep(backoff + jitter);
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                    std::thread::sleep(backoff.next().unwrap_or(Duration::from_secs(60)));
                 }
             }
         }

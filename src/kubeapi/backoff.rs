@@ -2,7 +2,8 @@
 //! `[0, min(cap, base × 2^n))`. With a 10 s base, a fleet whose watches all break at once (an API
 //! server restart) comes back spread evenly over 10 s, about a tenth of the fleet per second; a
 //! lasting failure is retried less and less often, up to the cap. Used by the object watches, the
-//! retries within a publish, and the daemon's retries after a failed pass.
+//! retries within a publish, the daemon's retries after a failed pass, and health's API calls
+//! and NVML event listener.
 
 use rand::Rng;
 use std::time::Duration;

@@ -31,7 +31,7 @@ fn one_session_reused_reopened_after_the_driver_changed_and_found_when_it_appear
         topology: false,
         keep_session: true,
     };
-    let read = || nvlabel::health::nvml::read(&opts);
+    let read = || nvlabel::health::nvml::read(&opts).map_err(|e| e.to_string());
 
     // No driver yet: an error, and nothing remembered.
     let e = read().unwrap_err();

@@ -190,7 +190,7 @@ impl Monitor {
         let opts = self.opts.clone();
         let reading = tokio::task::spawn_blocking(move || nvml::read(&opts))
             .await
-            .unwrap_or_else(|e| Err(format!("health reading panicked: {e}")));
+            .unwrap_or_else(|e| Err(nvml::ReadError::Panicked(e)));
         if let Ok(r) = &reading {
             for g in &r.gpus {
                 if let Some(u) = &g.uuid {
@@ -209,7 +209,7 @@ impl Monitor {
                 tracker.nvml(Ok(r.gpus.len()));
                 found.extend(self.rules.faults(r, self.last.as_ref()));
             }
-            Err(e) => tracker.nvml(Err(e.clone())),
+            Err(e) => tracker.nvml(Err(e.to_string())),
         }
         let new = self.record(&found);
         if let Ok(r) = reading {

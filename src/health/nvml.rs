@@ -25,12 +25,31 @@ const MAX_LINKS: u32 = 18;
 /// How long one wait blocks before the thread looks at the session and the stop flag again.
 const WAIT_MS: u32 = 500;
 
+/// Why NVML could not report the node's health at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// NVML could not be initialised (no driver, or it would not start).
+    #[error(transparent)]
+    Session(#[from] crate::probe::ProbeError),
+    /// An NVML call every reading needs failed.
+    #[error("{function}: {source}")]
+    Call {
+        /// The NVML function.
+        function: &'static str,
+        /// NVML's answer.
+        source: NvmlError,
+    },
+    /// The blocking task that reads NVML did not finish.
+    #[error("the health reading panicked: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
+}
+
 /// Reads the node's health once. `Err` when NVML cannot answer at all.
-pub fn read(opts: &ProbeOptions) -> Result<Reading, String> {
-    let nvml = session::shared(opts).map_err(|e| e.to_string())?;
+pub fn read(opts: &ProbeOptions) -> Result<Reading, ReadError> {
+    let nvml = session::shared(opts)?;
     let count = nvml.device_count().map_err(|e| {
         session::check(&e);
-        format!("nvmlDeviceGetCount_v2: {e}")
+        ReadError::Call { function: "nvmlDeviceGetCount_v2", source: e }
     })?;
     let mut gpus = Vec::with_capacity(count as usize);
     for index in 0..count {
@@ -166,10 +185,11 @@ fn listen(
     opts: &ProbeOptions,
     tx: &tokio::sync::mpsc::Sender<Event>,
     stop: &AtomicBool,
-) -> Result<(), String> {
-    let nvml = session::shared(opts).map_err(|e| e.to_string())?;
-    let set = EventSet::new(&nvml).map_err(|e| format!("nvmlEventSetCreate: {e}"))?;
-    let count = nvml.device_count().map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;
+) -> Result<(), ReadError> {
+    let call = |function| move |source| ReadError::Call { function, source };
+    let nvml = session::shared(opts)?;
+    let set = EventSet::new(&nvml).map_err(call("nvmlEventSetCreate"))?;
+    let count = nvml.device_count().map_err(call("nvmlDeviceGetCount_v2"))?;
     let mut by_handle = HashMap::new();
     for index in 0..count {
         // A lost GPU cannot register; the pass reading reports it.
@@ -191,14 +211,14 @@ fn listen(
                 }
             }
             Err(NvmlError::Timeout) => {
-                let current = session::shared(opts).map_err(|e| e.to_string())?;
+                let current = session::shared(opts)?;
                 if !Arc::ptr_eq(&current, &nvml) {
                     return Ok(());
                 }
             }
             Err(e) => {
                 session::check(&e);
-                return Err(format!("nvmlEventSetWait_v2: {e}"));
+                return Err(ReadError::Call { function: "nvmlEventSetWait_v2", source: e });
             }
         }
     }

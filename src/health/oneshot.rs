@@ -23,7 +23,7 @@ pub fn check(settings: &Settings) -> (i32, String) {
 }
 
 /// The report for a reading (pure, for tests).
-pub fn report(rules: &Rules, reading: Result<Reading, String>) -> (i32, String) {
+pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32, String) {
     let mut tracker = Tracker::new("");
     let reading = match reading {
         Ok(r) => r,
@@ -79,8 +79,9 @@ mod tests {
             "RemappedRowsFailure: GPU 1 (GPU-1): RemappedRowsFailure, row remapping failed, action: replace the GPU\n\
              GPU 0 GPU-0: healthy\nGPU 1 GPU-1: fault\n"
         );
-        let (code, out) = report(&rules, Err("Driver Not Loaded".into()));
+        let no_driver = crate::probe::ProbeError::NoDriver { detail: "the driver is not loaded".into() };
+        let (code, out) = report(&rules, Err(no_driver.into()));
         assert_eq!(code, UNKNOWN);
-        assert!(out.contains("Driver Not Loaded"), "{out}");
+        assert!(out.contains("the driver is not loaded"), "{out}");
     }
 }

@@ -2,8 +2,8 @@
 //! from the chart by deploy/render.sh; no cluster here): every overlay is rendered with a small
 //! kustomize equivalent, every document is read into its k8s-openapi type with unknown fields
 //! rejected, the pods are locked down, the container's flags and env are accepted by nvlabel
-//! itself, and the RBAC grants exactly the API calls the code makes in that mode. tests/chart.rs
-//! runs the same checks on the chart rendered with other values.
+//! itself, and the RBAC grants exactly the API calls the code makes in that mode.
+//! tests/chart_values.rs runs the same checks on the chart rendered with other values.
 
 mod common;
 

@@ -142,7 +142,7 @@ fn rules(docs: &[serde_json::Value], kind: &str, name: &str) -> Vec<(String, Str
 }
 
 /// The static health manifests (the chart rendered with health.enabled=true by deploy/render.sh;
-/// tests/chart.rs fails while they are stale, and checks the chart with other health values).
+/// tests/chart.rs fails while they are stale; tests/chart_values.rs checks other health values).
 #[test]
 fn the_health_manifests_grant_exactly_what_health_calls_and_turn_it_on() {
     use common::deploy_checks::{check_locked_down, check_policy, check_rbac_exact, typed};

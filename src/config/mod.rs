@@ -4,6 +4,7 @@
 //! the file comes from and how it is (re)loaded ([`source`]).
 
 mod apply;
+pub mod arg_groups;
 pub mod env;
 pub mod file;
 pub mod flags;

@@ -5,6 +5,9 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The chart's `mode` values.
+pub const MODES: [&str; 4] = ["nfd-nodefeature", "nfd-file", "node", "job"];
+
 /// The Helm binary: `NVLABEL_HELM` (CI sets it from .ci/fetch-helm) or `helm` on PATH; `None`
 /// after a one-line skip (once per test binary).
 pub fn helm(test: &str) -> Option<PathBuf> {

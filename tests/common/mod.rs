@@ -177,3 +177,4 @@ pub mod label_rules;
 pub mod manifests;
 pub mod mock_api;
 pub mod raw_http;
+pub mod real_cluster;

@@ -1,6 +1,7 @@
 //! The machine fixture: the YAML schema of `docs/fake-nvml.md`, parsed strictly.
 
-pub use crate::topology_fixture::{ConfCompute, NvLink, Pcie};
+pub use crate::gpu_fixture::{Gpu, MigDevice};
+use crate::topology_fixture::ConfCompute;
 use serde::Deserialize;
 use std::collections::BTreeSet;
 
@@ -20,116 +21,6 @@ pub struct Fixture {
     pub faults: Vec<Fault>,
     /// System-wide confidential-computing facts; absent means NOT_SUPPORTED.
     pub confidential_compute: Option<ConfCompute>,
-}
-
-/// One physical GPU.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Gpu {
-    /// `nvmlDeviceGetName`.
-    pub name: String,
-    /// `nvmlDeviceGetUUID`; derived from the index when absent.
-    pub uuid: Option<String>,
-    /// PCI bus id; `00000000:<index+1>:00.0` when absent.
-    pub pci_bus_id: Option<String>,
-    /// PCI device id (16 bits); `pciDeviceId` is `(id << 16) | 0x10de`, or 0 (unknown) when absent.
-    pub pci_device_id: Option<u16>,
-    /// Total memory in MiB.
-    pub memory_mib: u64,
-    /// `[major, minor]`.
-    pub compute_capability: [i32; 2],
-    /// nvmlBrandType name in lower case.
-    pub brand: Option<String>,
-    /// nvmlDeviceArchitecture name in lower case.
-    pub architecture: Option<String>,
-    /// MIG state; absent means not MIG capable.
-    pub mig: Option<Mig>,
-    /// Fabric (IMEX) info; absent means NOT_SUPPORTED.
-    pub fabric: Option<Fabric>,
-    /// PCIe link; absent means NOT_SUPPORTED.
-    pub pcie: Option<Pcie>,
-    /// `nvmlDeviceGetNumaNodeId`; absent means NOT_SUPPORTED.
-    pub numa_node: Option<u32>,
-    /// NVLink version and links; absent means NOT_SUPPORTED on every link.
-    pub nvlink: Option<NvLink>,
-    /// ECC mode and counters; absent means ECC is not supported.
-    pub ecc: Option<crate::health::Ecc>,
-    /// `nvmlDeviceGetRetiredPagesPendingStatus` (field 31); absent means NOT_SUPPORTED.
-    pub retired_pages_pending: Option<bool>,
-    /// `nvmlDeviceGetRemappedRows` (fields 142-145); absent means NOT_SUPPORTED.
-    pub remapped_rows: Option<crate::health::RemappedRows>,
-}
-
-/// MIG mode and devices of one GPU.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Mig {
-    /// Current (= pending) mode.
-    pub enabled: bool,
-    /// `nvmlDeviceGetMaxMigDeviceCount` while enabled.
-    #[serde(default = "default_max_devices")]
-    pub max_devices: u32,
-    /// MIG devices in index order; ignored while disabled.
-    #[serde(default)]
-    pub devices: Vec<MigDevice>,
-}
-
-fn default_max_devices() -> u32 {
-    7
-}
-
-/// One MIG device (a compute instance inside a GPU instance).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MigDevice {
-    /// NVML GPU-instance profile id, 0..=17.
-    pub gi_profile: u32,
-    /// NVML compute-instance profile id, 0..=8.
-    pub ci_profile: u32,
-    /// GPU instance id; index + 1 within the GPU when absent.
-    pub gi_id: Option<u32>,
-    /// Compute instance id; 0 when absent.
-    pub ci_id: Option<u32>,
-    /// MIG device UUID; derived when absent.
-    pub uuid: Option<String>,
-    /// `memorySizeMB` attribute (MiB).
-    pub memory_mib: u64,
-    /// `multiprocessorCount`.
-    #[serde(default)]
-    pub multiprocessors: u32,
-    /// `gpuInstanceSliceCount`; from the GI profile when absent.
-    pub gpu_instance_slices: Option<u32>,
-    /// `computeInstanceSliceCount`; from the CI profile when absent.
-    pub compute_instance_slices: Option<u32>,
-    /// `sharedCopyEngineCount`.
-    #[serde(default)]
-    pub copy_engines: u32,
-    /// `sharedDecoderCount`.
-    #[serde(default)]
-    pub decoders: u32,
-    /// `sharedEncoderCount`.
-    #[serde(default)]
-    pub encoders: u32,
-    /// `sharedJpegCount`.
-    #[serde(default)]
-    pub jpeg_decoders: u32,
-    /// `sharedOfaCount`.
-    #[serde(default)]
-    pub ofa: u32,
-}
-
-/// `nvmlGpuFabricInfo_t` contents.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fabric {
-    /// Canonical UUID text; dashes optional.
-    pub cluster_uuid: String,
-    /// Clique id.
-    pub clique_id: u32,
-    /// `not_started`, `in_progress` or `completed`.
-    pub state: String,
-    /// An NVML return name in lower case (`success`).
-    pub status: String,
 }
 
 /// One injected failure.
@@ -308,18 +199,6 @@ impl Fixture {
             fault.target().map_err(|e| format!("faults[{i}].device: {e}"))?;
         }
         Ok(())
-    }
-}
-
-impl MigDevice {
-    /// The GPU instance id of the device at position `index`.
-    pub fn gi_id(&self, index: usize) -> u32 {
-        self.gi_id.unwrap_or(index as u32 + 1)
-    }
-
-    /// The compute instance id.
-    pub fn ci_id(&self) -> u32 {
-        self.ci_id.unwrap_or(0)
     }
 }
 

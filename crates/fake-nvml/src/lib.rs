@@ -8,6 +8,7 @@ mod codes;
 mod events;
 pub mod exports;
 mod fixture;
+mod gpu_fixture;
 mod health;
 mod state;
 pub mod topology;

@@ -1,0 +1,206 @@
+//! The flag groups, one per concern (facts, labels, config, API, target, output, daemon, health,
+//! source, logs), each with its one declared default; [`super::flags`] flattens into each
+//! subcommand only the groups it uses.
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// GFD's default feature file (NFD's `features.d`).
+pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
+
+/// Parses GFD's booleans (`strconv.ParseBool`): 1 t T TRUE true True 0 f F FALSE false False.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {s:?}: use true or false")),
+    }
+}
+
+/// All of the daemon's flags; env, the config file and defaults are applied by
+/// [`super::Settings::resolve`].
+#[derive(Debug, Default, Clone, Args)]
+pub struct LabelArgs {
+    /// How facts are read.
+    #[command(flatten)]
+    pub facts: FactArgs,
+    /// What the labels say.
+    #[command(flatten)]
+    pub options: LabelOptionArgs,
+    /// The sharing config.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Identity and API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Where labels go.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How what is written looks.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// How the daemon runs.
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
+    /// GPU health reporting.
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// GPU health reporting (nvlabel's own).
+#[derive(Debug, Default, Clone, Args)]
+pub struct HealthArgs {
+    /// Publish GPU health as a Node condition (Node or NodeFeature publishing) [default: false]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub health: Option<bool>,
+    /// Type of the Node condition [default: GPUHealthy]
+    #[arg(long)]
+    pub health_condition_type: Option<String>,
+    /// Comma-separated Xids that are not faults; "" makes every Xid one
+    /// [default: 13,31,43,45,68,109]
+    #[arg(long)]
+    pub health_ignore_xids: Option<String>,
+    /// The node's boot id file; a new boot id clears recorded faults
+    /// [default: /proc/sys/kernel/random/boot_id]
+    #[arg(long)]
+    pub boot_id_file: Option<PathBuf>,
+}
+
+/// How facts are read (GFD flags).
+#[derive(Debug, Default, Clone, Args)]
+pub struct FactArgs {
+    /// DMI product-name file; "" means unknown (default:
+    /// `<sysfs root>/class/dmi/id/product_name`)
+    #[arg(long)]
+    pub machine_type_file: Option<String>,
+    /// Fail when NVML cannot be initialised
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub fail_on_init_error: Option<bool>,
+    /// auto, nvml, tegra or vfio
+    #[arg(long, default_value = "auto")]
+    pub device_discovery_strategy: Option<String>,
+    /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
+    #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
+    pub driver_root_ctr_path: Option<String>,
+}
+
+/// What the labels say: MIG strategy, timestamp, nvlabel's own labels.
+#[derive(Debug, Default, Clone, Args)]
+pub struct LabelOptionArgs {
+    /// MIG strategy: none, single or mixed
+    #[arg(long, default_value = "none", value_parser = ["none", "single", "mixed"])]
+    pub mig_strategy: Option<String>,
+    /// Leave out nvidia.com/gfd.timestamp
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub no_timestamp: Option<bool>,
+    /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
+    /// inventory) to GFD's
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub extended_labels: Option<bool>,
+}
+
+/// Where the sharing config comes from.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ConfigArgs {
+    /// Device-plugin config file
+    #[arg(long)]
+    pub config_file: Option<String>,
+    /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
+    /// nvidia.com/device-plugin.config
+    #[arg(long, conflicts_with = "config_file")]
+    pub config_dir: Option<PathBuf>,
+    /// Key of --config-dir to use when the node has no label
+    #[arg(long)]
+    pub config_default: Option<String>,
+}
+
+/// Who this labeler is, and how it reaches the Kubernetes API.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ApiArgs {
+    /// This node's name
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Namespace of the NodeFeature object
+    #[arg(long, default_value = "default")]
+    pub namespace: Option<String>,
+    /// This pod's name, for owner references
+    #[arg(long)]
+    pub pod_name: Option<String>,
+    /// Kubeconfig; empty means in-cluster
+    #[arg(long)]
+    pub kubeconfig: Option<String>,
+    /// API client QPS
+    #[arg(long, default_value = "5")]
+    pub kube_api_qps: Option<f64>,
+    /// API client burst
+    #[arg(long, default_value = "10")]
+    pub kube_api_burst: Option<u32>,
+}
+
+/// Where labels go.
+#[derive(Debug, Default, Clone, Args)]
+pub struct TargetArgs {
+    /// Feature file to write; "" prints to stdout
+    #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
+    pub output_file: Option<String>,
+    /// Publish a NodeFeature object instead of a file
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub use_node_feature_api: Option<bool>,
+    /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
+    /// this Node's labels by server-side apply, no NFD)
+    #[arg(long, default_value = "gfd", value_parser = ["gfd", "node"])]
+    pub sink: Option<String>,
+}
+
+/// How what is written looks: the feature file's expiry, the printed format.
+#[derive(Debug, Default, Clone, Args)]
+pub struct OutputArgs {
+    /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
+    /// labeler that is gone expire (e.g. 1h)
+    #[arg(long)]
+    pub expiry: Option<String>,
+    /// Output format of printed labels: text (key=value lines) or json
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: Option<String>,
+}
+
+/// How the labeler runs.
+#[derive(Debug, Default, Clone, Args)]
+pub struct DaemonArgs {
+    /// Label once and exit
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub oneshot: Option<bool>,
+    /// Time between passes: Go duration, `infinite`, or seconds
+    #[arg(long, default_value = "60s")]
+    pub sleep_interval: Option<String>,
+    /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or
+    /// `:port`; "" for none)
+    #[arg(long, default_value = ":8080")]
+    pub metrics_addr: Option<String>,
+    /// With --extended-labels: how long the sharing labels and the Node's allocatable may
+    /// disagree (the device plugin lags a config change) before a warning
+    #[arg(long, default_value = "5m")]
+    pub sharing_check_grace: Option<String>,
+}
+
+/// Where facts come from.
+#[derive(Debug, Default, Clone, Args)]
+pub struct SourceArgs {
+    /// NVML library name or path
+    #[arg(long, default_value = crate::probe::DEFAULT_LIBRARY)]
+    pub nvml_library: Option<PathBuf>,
+    /// Root of sysfs, for PCI class and vGPU facts
+    #[arg(long, default_value = "/sys")]
+    pub sysfs_root: Option<PathBuf>,
+    /// Read this snapshot (from `nvlabel probe`) instead of NVML and sysfs
+    #[arg(long)]
+    pub snapshot: Option<PathBuf>,
+}
+
+/// How logs look (every command).
+#[derive(Debug, Default, Clone, Args)]
+pub struct LogArgs {
+    /// Log format: text or json
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
+}

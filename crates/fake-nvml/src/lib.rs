@@ -7,7 +7,8 @@ mod answers;
 mod codes;
 mod events;
 pub mod exports;
-mod fixture;
+/// The fixture schema and its checks (public for the fuzz target).
+pub mod fixture;
 mod gpu_fixture;
 mod health;
 mod state;

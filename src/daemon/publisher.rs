@@ -100,8 +100,11 @@ impl Publisher {
                     log_changes(self.published.as_ref(), &labels, name, changed);
                 }
                 self.published = Some(labels);
-                if let Watches::On(Some(node)) = &self.watching {
-                    // The API answered: a watch that failed for the same cause may work now.
+                // A write the API accepted shows the cause of a failed watch may be gone: wake it.
+                // A pass that wrote nothing proves nothing (it may have sent no request at all),
+                // and waking on it would relist a whole fleet in the same second after an API
+                // server restart, undoing the watches' jitter (the load bench saw 200 of 200).
+                if let (true, Watches::On(Some(node))) = (changed, &self.watching) {
                     node.retry_now();
                 }
                 Ok(())

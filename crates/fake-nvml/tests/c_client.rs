@@ -1,15 +1,10 @@
 //! Drives the fake library from C through `dlopen`, so it is checked as any NVML client sees it.
 
+mod common;
+
+use common::{compile, library};
 use std::path::PathBuf;
 use std::process::Command;
-
-/// The cdylib cargo built beside this test binary (`target/<profile>/libnvidia_ml.so`).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let lib = exe.parent().unwrap().parent().unwrap().join("libnvidia_ml.so");
-    assert!(lib.exists(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
-    lib
-}
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -18,21 +13,6 @@ fn fixture(name: &str) -> String {
 fn compile_client() -> PathBuf {
     static CLIENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     CLIENT.get_or_init(|| compile("client")).clone()
-}
-
-/// Compiles `tests/c/<name>.c`.
-fn compile(name: &str) -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("nvml-c-{name}"));
-    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Werror", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .arg("-ldl")
-        .status()
-        .expect("a C compiler (cc) is needed for this test");
-    assert!(status.success(), "compiling {src} failed");
-    out
 }
 
 fn run_client(env: &[(&str, String)]) -> (String, String) {

@@ -1,29 +1,11 @@
 //! The health calls and the event file, driven from C through `dlopen` while the client runs.
 
+mod common;
+
+use common::{compile, library};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let lib = exe.parent().unwrap().parent().unwrap().join("libnvidia_ml.so");
-    assert!(lib.exists(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
-    lib
-}
-
-fn compile() -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvml-c-events");
-    let src = format!("{}/tests/c/events.c", env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Werror", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .arg("-ldl")
-        .status()
-        .expect("a C compiler (cc) is needed for this test");
-    assert!(status.success(), "compiling {src} failed");
-    out
-}
 
 #[test]
 fn health_calls_and_events_follow_the_event_file() {
@@ -31,7 +13,7 @@ fn health_calls_and_events_follow_the_event_file() {
     let events = dir.join("c-events.txt");
     // What is in the file before the first init is history, not news.
     std::fs::write(&events, "0 xid 94\n").unwrap();
-    let mut child = Command::new(compile())
+    let mut child = Command::new(compile("events"))
         .arg(library())
         .env("FAKE_NVML_FIXTURE", format!("{}/tests/fixtures/health.yaml", env!("CARGO_MANIFEST_DIR")))
         .env("FAKE_NVML_EVENTS", &events)

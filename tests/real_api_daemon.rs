@@ -47,27 +47,16 @@ impl Running {
 /// main.rs wires it. With `record`, its client records every request (kube's client builder with
 /// a recording layer); without, it is nvlabel's own client (`nvlabel::kubeapi::client`).
 async fn daemon(kubeconfig: &Path, node_name: &str, args: &[&str], record: bool) -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    let snapshot = dir.path().join("t4.yaml");
-    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
     let node_flag = format!("--node-name={node_name}");
-    let mut all = vec!["nvlabel", "--sink=node", &node_flag, "--snapshot", snapshot.to_str().unwrap()];
+    let mut all = vec!["--sink=node", node_flag.as_str()];
     all.extend_from_slice(args);
-    let cli = nvlabel::config::Cli::try_from_args(all).unwrap();
-    let state = nvlabel::config::ConfigState::load(
-        cli,
-        Default::default(),
-        nvlabel::config::ConfigSource::None,
-        None,
-    )
-    .unwrap();
+    let (mut daemon, dir) = common::real_cluster::t4_daemon(&all);
     let (client, seen) = if record {
         apiserver::counting_client(kubeconfig).await
     } else {
         let client = nvlabel::kubeapi::client(kubeconfig.to_str(), 0.0, 0).await.unwrap();
         (client, Requests::default())
     };
-    let mut daemon = nvlabel::daemon::Daemon::new(state, Default::default());
     daemon.set_client(Some(client.clone()));
     let watch = nvlabel::kubeapi::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), node_name);
     daemon.watch_objects(Some(watch));

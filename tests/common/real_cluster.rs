@@ -86,6 +86,25 @@ pub async fn create_pod(admin: &Client, pod: &Pod) -> Result<Pod, kube::Error> {
     api.create(&PostParams::default(), pod).await
 }
 
+/// A daemon (not yet serving) labelling from a recorded T4 snapshot with the flags `args`, and the
+/// directory that holds the snapshot.
+pub fn t4_daemon(args: &[&str]) -> (nvlabel::daemon::Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("t4.yaml");
+    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
+    let mut all = vec!["nvlabel", "--snapshot", snapshot.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let cli = nvlabel::config::Cli::try_from_args(all).unwrap();
+    let state = nvlabel::config::ConfigState::load(
+        cli,
+        Default::default(),
+        nvlabel::config::ConfigSource::None,
+        None,
+    )
+    .unwrap();
+    (nvlabel::daemon::Daemon::new(state, Default::default()), dir)
+}
+
 /// A daemon as the DaemonSet runs it, labelling from a T4 snapshot, with a client that records
 /// its requests; returns what it needs to be observed and stopped.
 pub async fn watching_daemon(
@@ -98,22 +117,10 @@ pub async fn watching_daemon(
     tokio::task::JoinHandle<()>,
     tempfile::TempDir,
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let snapshot = dir.path().join("t4.yaml");
-    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
-    let mut args =
-        vec!["nvlabel", "--no-timestamp", "--sleep-interval=1s", "--snapshot", snapshot.to_str().unwrap()];
+    let mut args = vec!["--no-timestamp", "--sleep-interval=1s"];
     args.extend_from_slice(extra);
-    let cli = nvlabel::config::Cli::try_from_args(args).unwrap();
-    let state = nvlabel::config::ConfigState::load(
-        cli,
-        Default::default(),
-        nvlabel::config::ConfigSource::None,
-        None,
-    )
-    .unwrap();
+    let (mut daemon, dir) = t4_daemon(&args);
     let (client, seen) = apiserver::counting_client(kubeconfig).await;
-    let mut daemon = nvlabel::daemon::Daemon::new(state, Default::default());
     daemon.set_client(Some(client.clone()));
     let node_watch = node_watch_of
         .map(|n| nvlabel::kubeapi::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), n));

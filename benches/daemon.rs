@@ -1,13 +1,16 @@
 //! The daemon over 20,000 passes, in process, against the fake NVML library and a mocked API
-//! server (Node writer): the machine changes every 100 passes. Checks that the heap does not
-//! grow (live bytes counted exactly by a counting allocator, so a leak of one byte per pass
-//! fails, which resident memory with its page and arena granularity cannot show), that API
-//! writes equal the real label changes (no write in a pass that changes nothing), and CPU time
-//! per pass. RSS is reported too. Appends to benches/RESULTS.md.
+//! server (Node writer): the machine changes every 100 passes (a GPU hot-added or removed on the
+//! PCI bus, and the fixture the fake reads at nvmlInit). Checks that the heap does not grow (live
+//! bytes counted exactly by a counting allocator, so a leak of one byte per pass fails, which
+//! resident memory with its page and arena granularity cannot show), that API writes equal the
+//! real label changes (no write in a pass that changes nothing), and CPU time per pass. Then a
+//! one-GPU node's steady passes: NVML initialised once, PCI config space read once per NVIDIA
+//! function, and the per-pass CPU within its budget. RSS is reported too. Appends to
+//! benches/RESULTS.md.
 
 use nvlabel::config::Cli;
 use nvlabel::config::{ConfigSource, ConfigState};
-use nvlabel::daemon::{Daemon, Metrics};
+use nvlabel::daemon::{Daemon, Metrics, Parts};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -54,6 +57,12 @@ fn live_bytes() -> i64 {
 }
 /// CPU time budget of one full pass on the largest fixture.
 const CPU_BUDGET_MS: f64 = 2.0;
+/// CPU time budget of one steady pass on a one-GPU node (NVML kept open, config space not read).
+const ONE_GPU_BUDGET_MS: f64 = 1.0;
+/// Steady passes on the one-GPU node.
+const STEADY_PASSES: u64 = 5_000;
+/// A GPU that comes and goes on the PCI bus.
+const HOT_GPU: &str = "bus/pci/devices/0000:ff:00.0";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -81,6 +90,15 @@ fn main() {
     std::fs::write(&fixture, &a).unwrap();
     // Set before the runtime (and any other thread) exists; the fake reads it at each nvmlInit.
     std::env::set_var("FAKE_NVML_FIXTURE", &fixture);
+    // A sysfs tree of its own, where a GPU can be hot-added: what makes the daemon open NVML again.
+    let sysfs = dir.path().join("sys");
+    let copied =
+        std::process::Command::new("cp").arg("-r").arg(root().join("testdata/sysfs")).arg(&sysfs).status();
+    assert!(copied.unwrap().success(), "copying testdata/sysfs");
+    let hot_gpu = sysfs.join(HOT_GPU);
+    // First the one-GPU node (its session ends before the large machine's nvmlInit reads the file).
+    let steady = steady_one_gpu(&lib, dir.path());
+    std::fs::write(&fixture, &a).unwrap();
 
     // The binary's own runtime shape.
     let runtime = nvlabel::runtime().unwrap();
@@ -96,18 +114,22 @@ fn main() {
             "--nvml-library",
             lib.to_str().unwrap(),
             "--sysfs-root",
-            root().join("testdata/sysfs").to_str().unwrap(),
+            sysfs.to_str().unwrap(),
         ])
         .unwrap();
         let metrics = Arc::new(Metrics::default());
-        let mut daemon = Daemon::new(ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap(), metrics);
-        daemon.set_client(Some(client));
+        let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+        let session = nvlabel::probe::Session::new();
+        let parts = Parts { config, metrics, client: Some(client), session, views: None };
+        let mut daemon = Daemon::new(parts).unwrap();
         let (mut rss_warm, mut heap_warm, mut changes) = (0, 0i64, 0u64);
         let mut samples = Vec::new();
         let cpu_start = cpu_seconds();
         for pass in 1..=PASSES {
             if pass % CHANGE_EVERY == 1 {
-                std::fs::write(&fixture, if (pass / CHANGE_EVERY).is_multiple_of(2) { &a } else { &b }).unwrap();
+                let even = (pass / CHANGE_EVERY).is_multiple_of(2);
+                std::fs::write(&fixture, if even { &a } else { &b }).unwrap();
+                hot_plug(&hot_gpu, !even);
                 changes += 1;
             }
             daemon.run_pass().await.unwrap();
@@ -132,6 +154,18 @@ fn main() {
         if cpu_per_pass_ms > CPU_BUDGET_MS {
             missed.push(format!("{cpu_per_pass_ms:.3} ms CPU per pass > {CPU_BUDGET_MS} ms"));
         }
+        if steady.opens != 1 {
+            missed.push(format!("NVML initialised {} times over {STEADY_PASSES} steady passes", steady.opens));
+        }
+        if steady.config_reads != steady.nvidia_functions {
+            missed.push(format!(
+                "{} config-space reads for {} NVIDIA functions",
+                steady.config_reads, steady.nvidia_functions
+            ));
+        }
+        if steady.cpu_ms > ONE_GPU_BUDGET_MS {
+            missed.push(format!("{:.3} ms CPU per one-GPU pass > {ONE_GPU_BUDGET_MS} ms", steady.cpu_ms));
+        }
         let per_pass = heap_growth as f64 / (PASSES - WARM) as f64;
         let md = format!(
             "\n# Daemon\n\n`cargo bench --bench daemon`: {PASSES} passes in process over `a100-mig-single` (8 x A100,\n\
@@ -140,9 +174,16 @@ fn main() {
              | live heap at pass {WARM} (bytes) | at pass {PASSES} (bytes) | growth per pass (bytes) | RSS at {WARM} / {PASSES} (KiB) | label changes | API writes | CPU per pass (ms) |\n\
              |---:|---:|---:|---:|---:|---:|---:|\n| {heap_warm} | {heap_last} | {per_pass:.3} | {rss_warm} / {rss_last} | {changes} | {writes} | {cpu_per_pass_ms:.3} |\n\n\
              Along the way: {}.\n\n\
+             One GPU (`t4`), {STEADY_PASSES} steady passes to a feature file: {:.3} ms CPU per pass, nvmlInit {} time(s),\n\
+             {} config-space read(s) for {} NVIDIA PCI functions.\n\n\
              Budgets (live heap within {HEAP_SLACK_BYTES} bytes between pass {WARM} and {PASSES}, i.e. a leak of\n\
-             one byte per pass fails; writes = changes; CPU per pass under {CPU_BUDGET_MS} ms): {}\n",
+             one byte per pass fails; writes = changes; CPU per pass under {CPU_BUDGET_MS} ms; one GPU: one\n\
+             nvmlInit, one config read per NVIDIA function, under {ONE_GPU_BUDGET_MS} ms a pass): {}\n",
             samples.join("; "),
+            steady.cpu_ms,
+            steady.opens,
+            steady.config_reads,
+            steady.nvidia_functions,
             if missed.is_empty() { "all met.".to_string() } else { format!("MISSED: {missed:?}") }
         );
         let results = root().join("benches/RESULTS.md");
@@ -155,4 +196,72 @@ fn main() {
             std::process::exit(1);
         }
     });
+}
+
+/// Adds (`present`) or removes the hot-pluggable GPU's PCI function.
+fn hot_plug(dir: &std::path::Path, present: bool) {
+    if present {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(dir.join("class"), "0x030200\n").unwrap();
+        std::fs::write(dir.join("config"), [0u8; 256]).unwrap();
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// What the steady one-GPU run cost.
+struct Steady {
+    cpu_ms: f64,
+    opens: u64,
+    config_reads: u64,
+    nvidia_functions: u64,
+}
+
+/// A one-GPU node's daemon passes to a feature file, NVML kept open: CPU per pass after the first,
+/// and what the session did. Its own fixture path, read at the one nvmlInit.
+fn steady_one_gpu(lib: &std::path::Path, dir: &std::path::Path) -> Steady {
+    // The fixture the fake reads is process-wide: the same file holds the one-GPU machine for now.
+    let fixture = std::path::PathBuf::from(std::env::var("FAKE_NVML_FIXTURE").unwrap());
+    std::fs::copy(root().join("testdata/machines/t4.yaml"), &fixture).unwrap();
+    let sysfs = root().join("testdata/sysfs");
+    let out = dir.join("gfd");
+    let cli = Cli::try_from_args([
+        "nvlabel",
+        "--use-node-feature-api=false",
+        "--no-timestamp",
+        "-o",
+        out.to_str().unwrap(),
+        "--nvml-library",
+        lib.to_str().unwrap(),
+        "--sysfs-root",
+        sysfs.to_str().unwrap(),
+    ])
+    .unwrap();
+    let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let session = nvlabel::probe::Session::new();
+    let metrics = Arc::new(Metrics::default());
+    let parts = Parts { config, metrics, client: None, session: session.clone(), views: None };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let mut daemon = Daemon::new(parts).unwrap();
+        daemon.run_pass().await.unwrap();
+        let start = cpu_seconds();
+        for _ in 0..STEADY_PASSES {
+            daemon.run_pass().await.unwrap();
+        }
+        let cpu_ms = (cpu_seconds() - start) * 1000.0 / STEADY_PASSES as f64;
+        let nvidia = std::fs::read_dir(sysfs.join("bus/pci/devices"))
+            .unwrap()
+            .filter(|d| {
+                std::fs::read_to_string(d.as_ref().unwrap().path().join("vendor")).unwrap().trim() == "0x10de"
+            })
+            .count() as u64;
+        Steady {
+            cpu_ms,
+            opens: session.opens(),
+            config_reads: session.config_reads(),
+            nvidia_functions: nvidia,
+        }
+    })
 }

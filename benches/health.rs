@@ -6,7 +6,7 @@
 use nvlabel::health::nvml;
 use nvlabel::health::rules::Rules;
 use nvlabel::health::sticky::Tracker;
-use nvlabel::probe::ProbeOptions;
+use nvlabel::probe::{ProbeOptions, Session};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -67,14 +67,15 @@ fn main() {
         sysfs_root: root().join("testdata/sysfs"),
         machine_type_file: "".into(),
         topology: false,
-        keep_session: true,
     };
     let rss_before = rss_kib();
-    let first = nvml::read(&opts).unwrap();
+    let session = Session::new();
+    let first = nvml::read(&session, &opts).unwrap();
     assert_eq!(first.gpus.len(), 8);
     let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let stop = Arc::new(AtomicBool::new(false));
-    nvml::spawn_events(opts.clone(), tx, stop.clone()).unwrap();
+    let (s, o, flag) = (session.clone(), opts.clone(), stop.clone());
+    let events = std::thread::spawn(move || nvml::listen_events(s, o, tx, flag));
     std::thread::sleep(Duration::from_secs(1));
     let rss_after = rss_kib();
 
@@ -89,7 +90,7 @@ fn main() {
     let c0 = cpu();
     let mut last = None;
     for _ in 0..PASSES {
-        let r = nvml::read(&opts).unwrap();
+        let r = nvml::read(&session, &opts).unwrap();
         for f in rules.faults(&r, last.as_ref()) {
             tracker.record(&f, None);
         }
@@ -100,6 +101,7 @@ fn main() {
     let per_pass = (cpu() - c0) / PASSES;
     let wall = started.elapsed() / PASSES;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    events.join().unwrap();
 
     let per_hour_idle = idle.as_secs_f64() * 3600.0 / IDLE.as_secs_f64();
     println!("| measure | result |");

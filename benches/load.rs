@@ -12,8 +12,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use kube::client::Body;
 use nvlabel::config::{Cli, ConfigSource, ConfigState};
-use nvlabel::daemon::{Control, Daemon};
-use nvlabel::kubeapi::object_watch::ObjectWatch;
+use nvlabel::daemon::{Control, Daemon, Parts};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -206,12 +205,13 @@ async fn run() {
         .unwrap();
         let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
         let client = client(cluster.clone());
-        let mut daemon = Daemon::new(state, Default::default());
-        daemon.set_client(Some(client.clone()));
-        daemon.watch_objects(Some(ObjectWatch::spawn(kube::Api::all(client), name)));
+        let session = nvlabel::probe::Session::new();
+        let parts =
+            Parts { config: state, metrics: Default::default(), client: Some(client), session, views: None };
+        let daemon = Daemon::new(parts).unwrap();
         let (tx, rx) = mpsc::channel(1);
         controls.push(tx);
-        tokio::spawn(async move { daemon.serve(None, rx).await.unwrap() });
+        tokio::spawn(async move { daemon.serve(rx).await.unwrap() });
     }
     let labelled = |c: &Cluster| c.nodes.values().filter(|n| !n.labels.is_empty()).count();
     wait_until("every node labelled", || labelled(&cluster.lock().unwrap()) == NODES).await;

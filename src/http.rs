@@ -112,17 +112,32 @@ pub struct ServeError {
     pub source: std::io::Error,
 }
 
-/// Binds `addr` (so a bad address fails at start-up) and serves in the background.
+/// The endpoint being served; dropping it stops serving.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The address bound (the port chosen, for `:0`).
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `addr` (so a bad address fails at start-up) and serves in the background until the
+/// [`Endpoint`] is dropped.
 pub async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
     registry: Arc<Registry>,
-) -> Result<SocketAddr, ServeError> {
+) -> Result<Endpoint, ServeError> {
     let bind_error = |source| ServeError { addr, source };
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;
     let bound = listener.local_addr().map_err(bind_error)?;
     tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
@@ -146,7 +161,7 @@ pub async fn serve(
             });
         }
     });
-    Ok(bound)
+    Ok(Endpoint { addr: bound, task })
 }
 
 #[cfg(test)]

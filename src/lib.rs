@@ -22,11 +22,12 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod worker;
 pub mod yaml;
 
-/// The async runtime nvlabel runs on. Passes run one at a time on one long-lived blocking thread:
-/// a small, fixed set of threads keeps memory flat (each new thread can bring a new malloc arena,
-/// and tokio would otherwise retire an idle blocking thread after 10 s and start another).
+/// The async runtime nvlabel runs on. NVML work runs on threads of its own ([`worker`]); a small,
+/// fixed set of threads keeps memory flat (each new thread can bring a new malloc arena, and tokio
+/// would otherwise retire an idle blocking thread after 10 s and start another).
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

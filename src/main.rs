@@ -1,16 +1,13 @@
-//! The nvlabel binary: parse, resolve, log, wire the API client, signals and watches, dispatch.
+//! The nvlabel binary: parse, resolve the settings, log, install the signals, hand over.
 //! Everything else is library code.
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
-use nvlabel::daemon::{Control, Daemon, Metrics};
-use nvlabel::kubeapi::object_watch::ObjectWatch;
+use nvlabel::daemon::service::Service;
+use nvlabel::daemon::startup::{self, Startup};
+use nvlabel::daemon::Control;
 use nvlabel::logging::LogFormat;
-use nvlabel::publish::Target;
+use nvlabel::probe::Session;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 fn main() {
     let runtime = nvlabel::runtime().expect("a tokio runtime");
@@ -55,109 +52,32 @@ async fn real_main(
     env: HashMap<String, String>,
 ) -> anyhow::Result<()> {
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
-    let dir_source = matches!(source, ConfigSource::Dir { .. });
     // The one resolution of the settings (again only when the configuration changes).
-    let mut config = ConfigState::load(cli, env, source, None)?;
+    let config = ConfigState::load(cli, env, source, None)?;
+    let daemon = command.is_none() && !config.loaded().settings.oneshot;
+    // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
+    let control = if daemon { Some(signals()?) } else { None };
+    let Startup { config, client, rejected_reloads } = startup::prepare(command, config).await?;
     let settings = config.loaded().settings.clone();
-    let label_node = match (dir_source, &settings.node_name, command) {
-        (true, Some(node), None | Some(CommandKind::Hook)) => Some(node.clone()),
-        _ => None,
-    };
-
-    let metrics = Arc::new(Metrics::default());
-    let publishes = matches!(command, None | Some(CommandKind::Prune));
-    // A command that publishes needs a target that can be set up: say so before anything runs.
-    let target = if publishes { Some(settings.target()?) } else { None };
-    let needs_api = label_node.is_some() || target.as_ref().is_some_and(|t| t.needs_client());
-    let client = if needs_api {
-        Some(
-            nvlabel::kubeapi::client(
-                settings.kubeconfig.as_deref(),
-                settings.kube_api_qps,
-                settings.kube_api_burst,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
-    if let (Some(node), Some(client)) = (&label_node, &client) {
-        match nvlabel::kubeapi::node_view::get_config_label(client.clone(), node).await {
-            Ok(label) => {
-                if config.set_label(label) {
-                    if let Err(e) = config.reload(false) {
-                        metrics.config_reload_failures.inc();
-                        tracing::error!(error = %e, "configuration rejected; keeping the last good one");
-                    }
-                }
-            }
-            // The watch below delivers the label once the API answers.
-            Err(e) => {
-                tracing::warn!(%node, error = %nvlabel::kubeapi::errors::Short(&e), "cannot read this node's config label yet; using the default config")
-            }
-        }
-    }
-    let settings = config.loaded().settings.clone();
-
-    match command {
+    match (command, control) {
         // The snapshot records every fact, the extended labels' too, whatever the flags.
-        Some(CommandKind::Probe) => {
+        (Some(CommandKind::Probe), _) => {
             let all = nvlabel::config::Settings { extended_labels: true, ..settings };
-            print!("{}", nvlabel::pass::snapshot(&all)?.to_yaml()?)
+            print!("{}", nvlabel::pass::snapshot(&all, &Session::new())?.to_yaml()?)
         }
-        Some(CommandKind::Hook) => {
+        (Some(CommandKind::Hook), _) => {
             print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
         }
-        Some(CommandKind::Health) => {
+        (Some(CommandKind::Health), _) => {
             let (code, report) = nvlabel::health::oneshot::check(&settings);
             print!("{report}");
             std::process::exit(code);
         }
-        Some(CommandKind::Prune) => {
-            let target = settings.target()?;
-            target.build(client.as_ref()).await?.prune().await?;
-        }
-        None => {
-            // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
-            let control = if settings.oneshot { None } else { Some(signals()?) };
-            let mut daemon = Daemon::new(config, metrics.clone());
-            daemon.set_client(client.clone());
-            if settings.oneshot {
-                return Ok(daemon.oneshot().await?);
-            }
-            // One watch of this Node serves both the Node writer and the config-label watch.
-            let watched_node = match (&client, &settings.node_name) {
-                (Some(_), Some(node)) if label_node.is_some() || matches!(target, Some(Target::Node(_))) => {
-                    Some(node.clone())
-                }
-                _ => None,
-            };
-            let node_watch = match (&client, watched_node) {
-                (Some(client), Some(node)) => {
-                    Some(ObjectWatch::spawn(Api::<Node>::all(client.clone()), &node))
-                }
-                _ => None,
-            };
-            daemon.watch_objects(node_watch.clone());
-            let health = nvlabel::health::monitor::start(&settings, client.clone())?;
-            if let Some(target) = &target {
-                metrics.zero(target);
-            }
-            let addr = settings.metrics_addr.clone();
-            if !addr.is_empty() {
-                let addr = nvlabel::http::parse_listen_addr(&addr).map_err(anyhow::Error::msg)?;
-                let mut registry = prometheus_client::registry::Registry::default();
-                metrics.register(&mut registry);
-                if let Some(health) = &health {
-                    health.register(&mut registry);
-                }
-                nvlabel::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?;
-            }
-            let labels = match (label_node, node_watch) {
-                (Some(_), Some(watch)) => Some(nvlabel::kubeapi::node_view::views(watch).boxed()),
-                _ => None,
-            };
-            daemon.serve(labels, control.expect("installed above")).await?;
+        (Some(CommandKind::Prune), _) => settings.target()?.build(client.as_ref()).await?.prune().await?,
+        (None, None) => nvlabel::daemon::oneshot(config, client).await?,
+        (None, Some(control)) => {
+            let startup = Startup { config, client, rejected_reloads };
+            Service::start(startup).await?.run(control).await?
         }
     }
     Ok(())

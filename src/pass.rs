@@ -4,7 +4,7 @@
 use crate::conditions::{Condition, Conditions};
 use crate::config::Settings;
 use crate::labels::{self, LabelConfig, Labels};
-use crate::probe::{self, ProbeError};
+use crate::probe::{self, ProbeError, Session};
 use crate::sharing::Sharing;
 use crate::snapshot::{Snapshot, SnapshotError};
 
@@ -17,22 +17,22 @@ pub enum PassError {
     /// The `--snapshot` file is unusable.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    /// The labelling pass itself failed (a panic in the blocking task).
-    #[error("labelling pass panicked: {0}")]
-    Panicked(#[source] tokio::task::JoinError),
+    /// The labelling pass itself failed (a panic on, or the loss of, its thread).
+    #[error("labelling pass failed: {0}")]
+    Worker(#[from] crate::worker::WorkerError),
 }
 
-/// The node's snapshot: from `--snapshot`, or probed. An NVML init failure with
-/// `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
-pub fn snapshot(settings: &Settings) -> Result<Snapshot, PassError> {
+/// The node's snapshot: from `--snapshot`, or probed through `session`. An NVML init failure
+/// with `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
+pub fn snapshot(settings: &Settings, session: &Session) -> Result<Snapshot, PassError> {
     if let Some(path) = &settings.snapshot {
         return Ok(Snapshot::load(path)?);
     }
     let opts = settings.probe_options();
-    match probe::probe(&opts) {
+    match probe::probe(session, &opts) {
         Ok(s) => Ok(s),
         Err(e) if e.is_init() && !settings.fail_on_init_error => {
-            let mut snapshot = probe::probe_files(&opts);
+            let mut snapshot = probe::probe_files(session, &opts);
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
                 function: NVML_INIT.into(),
@@ -87,10 +87,15 @@ impl Pass {
     }
 }
 
-/// One pass: the snapshot, then the labels.
-pub fn run(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Result<Pass, PassError> {
+/// One pass through `session`: the snapshot, then the labels.
+pub fn run(
+    settings: &Settings,
+    session: &Session,
+    sharing: Sharing,
+    timestamp: Option<u64>,
+) -> Result<Pass, PassError> {
     let config = settings.label_config(sharing, timestamp);
-    let snap = snapshot(settings)?;
+    let snap = snapshot(settings, session)?;
     let outcome = label(&snap, &config);
     Ok(Pass {
         labels: outcome.labels,
@@ -104,7 +109,7 @@ pub fn run(settings: &Settings, sharing: Sharing, timestamp: Option<u64>) -> Res
 /// rescan, so one would change every run); nothing at all when there is no driver.
 pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, PassError> {
     let strict = Settings { fail_on_init_error: true, ..settings.clone() };
-    match run(&strict, sharing, None) {
+    match run(&strict, &Session::new(), sharing, None) {
         Ok(pass) => {
             Conditions::default().update(pass.conditions());
             Ok(crate::publish::render::render_text(&pass.labels))

@@ -79,7 +79,7 @@ async fn the_qps_limit_is_part_of_the_client_nvlabel_builds() {
 #[tokio::test]
 async fn shutdown_does_not_wait_for_a_stalled_api_server() {
     use nvlabel::config::{Cli, ConfigSource, ConfigState};
-    use nvlabel::daemon::{Control, Daemon};
+    use nvlabel::daemon::Control;
     let server = raw_http::start(Answer::Never).await;
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("t4.yaml");
@@ -96,10 +96,9 @@ async fn shutdown_does_not_wait_for_a_stalled_api_server() {
     let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
     // The production limits: a request would wait 20 s, a publish 60 s.
     let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
-    let mut daemon = Daemon::new(state, Default::default());
-    daemon.set_client(Some(client));
+    let daemon = common::daemon_of(state, Some(client), Default::default(), None);
     let (control, rx) = tokio::sync::mpsc::channel(4);
-    let task = tokio::spawn(daemon.serve(None, rx));
+    let task = tokio::spawn(daemon.serve(rx));
     // The first pass is waiting on the server once it has received the read.
     while server.heads.lock().unwrap().is_empty() {
         tokio::time::sleep(Duration::from_millis(20)).await;

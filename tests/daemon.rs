@@ -8,7 +8,7 @@ use common::*;
 use futures::StreamExt;
 use nvlabel::config::Cli;
 use nvlabel::config::{ConfigSource, ConfigState};
-use nvlabel::daemon::{Control, Daemon, Metrics};
+use nvlabel::daemon::{Control, Metrics};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,6 @@ fn start_writing(
     watch_labels: bool,
 ) -> Running {
     let metrics = Arc::new(Metrics::default());
-    let daemon = Daemon::new(loaded(dir.path(), &output, source, label), metrics.clone());
     let (control, control_rx) = mpsc::channel(4);
     let (labels, stream) = if watch_labels {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -57,7 +56,8 @@ fn start_writing(
     } else {
         (None, None)
     };
-    let task = tokio::spawn(async move { daemon.serve(stream, control_rx).await.unwrap() });
+    let daemon = common::daemon_of(loaded(dir.path(), &output, source, label), None, metrics.clone(), stream);
+    let task = tokio::spawn(async move { daemon.serve(control_rx).await.unwrap() });
     Running { dir, output, control, labels, metrics, task }
 }
 
@@ -224,11 +224,11 @@ async fn a_reload_signal_that_arrives_during_a_pass_rereads_the_config() {
     std::fs::write(&config, TS2).unwrap();
     let output = dir.path().join("gfd");
     let state = loaded(dir.path(), &output, ConfigSource::File(config.clone()), None);
-    let daemon = Daemon::new(state, Arc::new(Metrics::default()));
+    let daemon = common::daemon_of(state, None, Arc::new(Metrics::default()), None);
     std::fs::write(&config, TS4).unwrap();
     let (control, control_rx) = mpsc::channel(4);
     control.send(Control::Reload).await.unwrap();
-    let task = tokio::spawn(async move { daemon.serve(None, control_rx).await.unwrap() });
+    let task = tokio::spawn(async move { daemon.serve(control_rx).await.unwrap() });
     let r = Running { dir, output, control, labels: None, metrics: Arc::new(Metrics::default()), task };
     until_published(&r, "nvidia.com/gpu.replicas=4").await;
     stop(r).await;
@@ -296,8 +296,7 @@ async fn the_sharing_cross_check_warns_after_the_grace_period_and_clears_itself(
     node.lock().unwrap().allocatable = serde_json::json!({"nvidia.com/gpu": "1", "cpu": "8"});
     let metrics = Arc::new(Metrics::default());
     let state = ConfigState::load(cli, Default::default(), ConfigSource::File(config), None).unwrap();
-    let mut daemon = Daemon::new(state, metrics.clone());
-    daemon.set_client(Some(client));
+    let mut daemon = common::daemon_of(state, Some(client), metrics.clone(), None);
     let gauge = |m: &Metrics| {
         let r = nvlabel::daemon::metrics::Resource { resource: "nvidia.com/gpu".into() };
         m.sharing_mismatch.get_or_create(&r).get()

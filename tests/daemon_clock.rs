@@ -16,6 +16,16 @@ use tokio::sync::mpsc;
 
 /// A file-writing daemon labelling from a T4 snapshot (probed once through the binary).
 fn daemon(dir: &Path, output: &Path, interval: &str) -> (Daemon, Arc<Metrics>, PathBuf) {
+    daemon_with(dir, output, interval, None)
+}
+
+/// [`daemon`] with the Node's views coming from `views`.
+fn daemon_with(
+    dir: &Path,
+    output: &Path,
+    interval: &str,
+    views: Option<futures::stream::BoxStream<'static, NodeView>>,
+) -> (Daemon, Arc<Metrics>, PathBuf) {
     let snapshot = dir.join("t4.snapshot.yaml");
     std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
     let cli = Cli::try_from_args([
@@ -31,7 +41,7 @@ fn daemon(dir: &Path, output: &Path, interval: &str) -> (Daemon, Arc<Metrics>, P
     .unwrap();
     let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
     let metrics = Arc::new(Metrics::default());
-    (Daemon::new(state, metrics.clone()), metrics, snapshot)
+    (common::daemon_of(state, None, metrics.clone(), views), metrics, snapshot)
 }
 
 fn failures(metrics: &Metrics) -> u64 {
@@ -60,7 +70,6 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn node_updates_every_second_do_not_starve_passes() {
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, metrics, _) = daemon(dir.path(), &dir.path().join("gfd"), "60s");
     // An unrelated change of the Node every second (kubelet status, other controllers).
     let views = futures::stream::unfold(0u64, |n| async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -68,8 +77,9 @@ async fn node_updates_every_second_do_not_starve_passes() {
         Some((NodeView { config_label: None, allocatable }, n + 1))
     })
     .boxed();
+    let (daemon, metrics, _) = daemon_with(dir.path(), &dir.path().join("gfd"), "60s", Some(views));
     let (control, control_rx) = mpsc::channel(4);
-    let task = tokio::spawn(daemon.serve(Some(views), control_rx));
+    let task = tokio::spawn(daemon.serve(control_rx));
     for _ in 0..185 {
         run_for(Duration::from_secs(1)).await;
         settle().await;
@@ -120,7 +130,7 @@ async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
     // The largest draw each time, so the attempts can be counted exactly: waits of 2, 4, 8, 16, 32 s.
     let daemon = daemon.with_jitter(|| 0.999_999);
     let (control, control_rx) = mpsc::channel(4);
-    let task = tokio::spawn(daemon.serve(None, control_rx));
+    let task = tokio::spawn(daemon.serve(control_rx));
     for _ in 0..61 {
         run_for(Duration::from_secs(1)).await;
         settle().await;
@@ -146,7 +156,7 @@ async fn a_failed_pass_after_a_good_one_makes_the_labeler_unready() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, metrics, snapshot) = daemon(dir.path(), &dir.path().join("gfd"), "10s");
     let (control, control_rx) = mpsc::channel(4);
-    let task = tokio::spawn(daemon.serve(None, control_rx));
+    let task = tokio::spawn(daemon.serve(control_rx));
     run_for(Duration::from_millis(100)).await;
     assert!(metrics.health.ready(), "the first pass published");
     std::fs::remove_file(&snapshot).unwrap();

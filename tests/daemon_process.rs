@@ -25,21 +25,28 @@ fn daemon(machine: &Path, out: &Path, extra: &[&str]) -> Child {
     cmd.spawn().unwrap()
 }
 
+/// The daemon keeps NVML open across passes and opens it again when the GPUs on the PCI bus
+/// change; the fake reads its fixture at nvmlInit, so each change of machine here comes with a
+/// GPU hot-added to (or removed from) the test's own sysfs tree, as a real one would.
 #[test]
 fn a_changed_machine_is_relabelled_within_an_interval() {
     let dir = tempfile::tempdir().unwrap();
     let machine = dir.path().join("machine.yaml");
     let out = dir.path().join("gfd");
+    let sysfs = sysfs_copy(dir.path());
     std::fs::copy(fixture("h100-x8"), &machine).unwrap();
-    let child = daemon(&machine, &out, &["--mig-strategy", "mixed"]);
+    let child = daemon(&machine, &out, &["--mig-strategy", "mixed", "--sysfs-root", sysfs.to_str().unwrap()]);
     wait_for_line(&out, "nvidia.com/gpu.count=8");
     // A GPU is added.
     std::fs::copy(fixture("rtx4090-x10"), &machine).unwrap();
+    hot_plug(&sysfs, "0000:ff:00.0", true);
     wait_for_line(&out, "nvidia.com/gpu.count=10");
-    // The MIG layout changes.
+    // The machine changes again.
     std::fs::copy(fixture("a100-mig-mixed"), &machine).unwrap();
+    hot_plug(&sysfs, "0000:ff:00.0", false);
     wait_for_line(&out, "nvidia.com/mig-1c.3g.20gb.count=3");
     std::fs::copy(fixture("a100-mig-single"), &machine).unwrap();
+    hot_plug(&sysfs, "0000:ff:00.0", true);
     wait_for_line(&out, "nvidia.com/mig-1g.5gb.count=56");
     assert!(!std::fs::read_to_string(&out).unwrap().contains("mig-1c.3g.20gb"), "stale MIG labels are gone");
     let status = terminate(child);

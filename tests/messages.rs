@@ -194,8 +194,10 @@ fn a_lasting_condition_is_logged_when_it_starts_and_when_it_ends() {
     let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
     assert_eq!(count("GPU excluded from this pass"), 1, "{lines:#?}");
     assert_eq!(count("could not open machine type file"), 1, "{lines:#?}");
-    // The lost GPU comes back: one line says so.
+    // The lost GPU comes back (the fake reads its fixture at nvmlInit; SIGHUP makes the daemon
+    // initialise NVML again): one line says so.
     std::fs::copy(fixture("h100-x8"), &machine).unwrap();
+    signal(&child, "-HUP");
     let lines = lines_until(&rx, "resolved: GPU excluded from this pass", 1);
     assert!(lines.iter().all(|l| !l.contains("WARN") || l.contains("machine type")), "{lines:#?}");
     assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));

@@ -376,7 +376,7 @@ async fn node_mode_idle_passes_send_nothing_and_drift_is_repaired_from_the_watch
     let admin = server.admin().await;
     let (_, kubeconfig) = node_mode(server, &admin).await;
     let (seen, control, task, _dir) =
-        watching_daemon(&kubeconfig, &["--sink=node", "--node-name=node-a"], Some("node-a")).await;
+        watching_daemon(&kubeconfig, &["--sink=node", "--node-name=node-a"]).await;
     until("the first publish", || node_gpu_count(&admin, "node-a"), "1").await;
     // Three passes (1 s apart) that change nothing: not one request besides the open watch.
     tokio::time::sleep(Duration::from_millis(500)).await;

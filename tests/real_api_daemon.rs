@@ -50,18 +50,16 @@ async fn daemon(kubeconfig: &Path, node_name: &str, args: &[&str], record: bool)
     let node_flag = format!("--node-name={node_name}");
     let mut all = vec!["--sink=node", node_flag.as_str()];
     all.extend_from_slice(args);
-    let (mut daemon, dir) = common::real_cluster::t4_daemon(&all);
+    let (state, dir) = common::real_cluster::t4_config(&all);
     let (client, seen) = if record {
         apiserver::counting_client(kubeconfig).await
     } else {
         let client = nvlabel::kubeapi::client(kubeconfig.to_str(), 0.0, 0).await.unwrap();
         (client, Requests::default())
     };
-    daemon.set_client(Some(client.clone()));
-    let watch = nvlabel::kubeapi::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), node_name);
-    daemon.watch_objects(Some(watch));
+    let daemon = common::daemon_of(state, Some(client), Default::default(), None);
     let (control, rx) = tokio::sync::mpsc::channel(4);
-    let task = tokio::spawn(async move { daemon.serve(None, rx).await.unwrap() });
+    let task = tokio::spawn(async move { daemon.serve(rx).await.unwrap() });
     Running { seen, control, task, _dir: dir }
 }
 

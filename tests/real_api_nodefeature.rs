@@ -184,7 +184,6 @@ async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_t
     let (seen, control, task, _dir) = watching_daemon(
         &kubeconfig,
         &["--namespace=nvlabel", "--node-name=nfw-node", "--pod-name=nvlabel-nfw"],
-        None,
     )
     .await;
     until("the object", || object_gpu_count(&api), "1").await;

@@ -5,7 +5,7 @@
 
 use nvlabel::config::Cli;
 use nvlabel::config::{ConfigSource, ConfigState};
-use nvlabel::daemon::{Control, Daemon, Metrics};
+use nvlabel::daemon::{Control, Daemon, Metrics, Parts};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -76,10 +76,17 @@ fn soak() {
             root.join("testdata/sysfs").to_str().unwrap(),
         ])
         .unwrap();
-        let mut daemon = Daemon::new(ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap(), Arc::new(Metrics::default()));
-        daemon.set_client(Some(client));
+        let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+        let parts = Parts {
+            config,
+            metrics: Arc::new(Metrics::default()),
+            client: Some(client),
+            session: nvlabel::probe::Session::new(),
+            views: None,
+        };
+        let daemon = Daemon::new(parts).unwrap();
         let (control, control_rx) = tokio::sync::mpsc::channel(4);
-        let task = tokio::spawn(async move { daemon.serve(None, control_rx).await.unwrap() });
+        let task = tokio::spawn(async move { daemon.serve(control_rx).await.unwrap() });
 
         // The machine changes every 30 s (every 3 s in short runs): a new driver version each time.
         let change_every = if seconds >= 300 { 30 } else { 3 };

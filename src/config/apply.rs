@@ -5,15 +5,13 @@ use super::settings::Settings;
 use crate::publish::Sink;
 
 impl Settings {
-    /// Where the probe reads. With `--health` NVML stays initialised across passes (the event
-    /// thread needs it anyway), so passes reuse that session.
+    /// Where the probe reads.
     pub fn probe_options(&self) -> crate::probe::ProbeOptions {
         crate::probe::ProbeOptions {
             library: self.nvml_library.clone(),
             sysfs_root: self.sysfs_root.clone(),
             machine_type_file: self.machine_type_file.clone(),
             topology: self.extended_labels,
-            keep_session: self.health.enabled,
         }
     }
 

@@ -61,6 +61,20 @@ pub enum ReloadError {
     /// Its flags are invalid.
     #[error(transparent)]
     Flags(#[from] super::settings::CliError),
+    /// A reload changed a setting that only a restart can change.
+    #[error(
+        "config file {file}: flags.{key} cannot change while nvlabel runs (it is {now:?}, the file asks for {asked:?}); restart nvlabel to change it"
+    )]
+    StartOnly {
+        /// The file.
+        file: String,
+        /// The config file's key.
+        key: &'static str,
+        /// The value in force.
+        now: String,
+        /// The value the file asks for.
+        asked: String,
+    },
     /// A reload found an empty or comment-only file.
     #[error(
         "config file {0} is empty or only comments; on reload that is taken for a file being written, not for \"no configuration\" (link it to /dev/null for defaults)"
@@ -80,6 +94,24 @@ pub struct Loaded {
     pub settings: Settings,
     /// `gfd.timestamp`: when it was loaded (`None` with `--no-timestamp`).
     pub timestamp: Option<u64>,
+}
+
+/// The settings only a restart can change: the HTTP endpoint is bound, health's condition and
+/// boot id are the Node's record, and a one-shot run is another program. A reload asking to
+/// change one is rejected (the last good configuration stays) rather than half applied.
+fn start_only_change(now: &Loaded, next: &Loaded) -> Option<ReloadError> {
+    let (a, b) = (&now.settings, &next.settings);
+    let pairs: [(&'static str, String, String); 3] = [
+        ("health", a.health.enabled.to_string(), b.health.enabled.to_string()),
+        ("healthConditionType", a.health.condition_type.clone(), b.health.condition_type.clone()),
+        ("gfd.oneshot", a.oneshot.to_string(), b.oneshot.to_string()),
+    ];
+    pairs.into_iter().find(|(_, x, y)| x != y).map(|(key, now_value, asked)| ReloadError::StartOnly {
+        file: next.path.as_ref().map_or_else(|| "(none)".into(), |p| p.display().to_string()),
+        key,
+        now: now_value,
+        asked,
+    })
 }
 
 /// The inputs of the configuration and the configuration they gave.
@@ -123,7 +155,14 @@ impl ConfigState {
     /// before, so the caller reports and counts each bad edit once.
     pub fn reload(&mut self, force: bool) -> Result<bool, ReloadError> {
         let previous = if force { None } else { Some(&self.loaded) };
-        match load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous, true) {
+        let loaded = load(&self.cli, &self.env, &self.source, self.label.as_deref(), previous, true)
+            .and_then(|l| match l.as_ref().and_then(|l| start_only_change(&self.loaded, l)) {
+                Some(e) => {
+                    Err(Box::new(((l.as_ref().and_then(|l| l.path.clone()), l.and_then(|l| l.bytes)), e)))
+                }
+                None => Ok(l),
+            });
+        match loaded {
             Ok(Some(loaded)) => {
                 self.rejected = None;
                 match &loaded.path {

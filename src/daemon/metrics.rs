@@ -58,6 +58,10 @@ pub struct Metrics {
     pub drift_fights: Counter,
     /// 1 per resource while what the labels promise and the Node's allocatable disagree.
     pub sharing_mismatch: Family<Resource, Gauge>,
+    /// Times NVML was initialised (once per process while the driver and the GPUs stay).
+    pub nvml_inits: Counter,
+    /// Reads of PCI config space (once per NVIDIA PCI function while the bus stays).
+    pub pci_config_reads: Counter,
     /// Readiness.
     pub health: Arc<Health>,
 }
@@ -76,6 +80,8 @@ impl Default for Metrics {
             sharing_mismatch: Family::default(),
             drift_repairs: Counter::default(),
             drift_fights: Counter::default(),
+            nvml_inits: Counter::default(),
+            pci_config_reads: Counter::default(),
             health: Arc::new(Health::default()),
         }
     }
@@ -135,6 +141,25 @@ impl Metrics {
             "1 while the sharing labels promise (count x replicas) differs from the Node's allocatable for a resource, after a grace period",
             self.sharing_mismatch.clone(),
         );
+        registry.register(
+            "nvlabel_nvml_inits",
+            "Times NVML was initialised: once, and again only when the driver or the NVIDIA GPUs on the PCI bus change",
+            self.nvml_inits.clone(),
+        );
+        registry.register(
+            "nvlabel_pci_config_reads",
+            "Reads of NVIDIA PCI functions' config space (the vGPU scan): again only when those functions change",
+            self.pci_config_reads.clone(),
+        );
+    }
+
+    /// Adds what `session` cost since `before` (its opens and config reads) to the counters;
+    /// returns the new totals.
+    pub fn count_session(&self, session: &crate::probe::Session, before: (u64, u64)) -> (u64, u64) {
+        let now = (session.opens(), session.config_reads());
+        self.nvml_inits.inc_by(now.0.saturating_sub(before.0));
+        self.pci_config_reads.inc_by(now.1.saturating_sub(before.1));
+        now
     }
 
     /// Creates every labelled series a fresh process can know of at zero, so that alerts see 0

@@ -1,34 +1,39 @@
 //! The long-running labeler: a pass (probe → labels → publish), then wait for the interval, the
 //! feature file's expiry refresh, a config change (the file, or the node label choosing another
 //! ConfigMap key), or a signal. A config change is applied without restarting; an invalid one
-//! keeps the last good config and labels. Everything else lives in modules named for it: the
-//! configuration in `config::source`, the metrics in [`metrics`], the file watch in [`watch`].
+//! keeps the last good config and labels. [`service`] owns the process: this loop, health, the
+//! HTTP endpoint and the NVML session; [`startup`] resolves what they start from. The loop's
+//! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
 mod cross_check;
 pub mod drift;
 pub mod metrics;
 pub mod publisher;
+mod serve;
+pub mod service;
+pub mod startup;
 pub mod watch;
 
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
 use crate::conditions::Conditions;
 use crate::config::{ConfigState, ReloadError, Settings};
-use crate::duration::Interval;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::pass::{self, PassError};
+use crate::probe::Session;
 use crate::publish::{PublishError, SetupError, Target};
 use crate::sharing_check::SharingCheck;
+use crate::worker::Worker;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use publisher::Publisher;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::watch as broadcast;
 
 /// What the process is told from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +62,30 @@ pub enum DaemonError {
     /// The config watch could not be set up.
     #[error("cannot watch the configuration: {0}")]
     Watch(#[from] notify::Error),
+    /// A thread of the daemon could not be started.
+    #[error(transparent)]
+    Thread(#[from] ThreadError),
+    /// GPU health could not be started.
+    #[error(transparent)]
+    Health(#[from] crate::health::task::HealthError),
+    /// The HTTP endpoint could not be started.
+    #[error(transparent)]
+    Serve(#[from] crate::http::ServeError),
+    /// The API client could not be made.
+    #[error(transparent)]
+    Client(#[from] crate::kubeapi::ClientError),
+    /// `--metrics-addr` is not an address.
+    #[error("{0}")]
+    ListenAddr(String),
+    /// The labelling loop panicked.
+    #[error("the labelling loop panicked: {0}")]
+    Panicked(String),
 }
+
+/// A thread could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the {0} thread: {1}")]
+pub struct ThreadError(pub &'static str, #[source] pub std::io::Error);
 
 /// The shortest time between passes.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -65,10 +93,32 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
 const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
 
+/// What the labeller is made of, given in one step (nothing can be set in the wrong order).
+pub struct Parts {
+    /// The configuration, loaded.
+    pub config: ConfigState,
+    /// The metrics it counts into.
+    pub metrics: Arc<Metrics>,
+    /// The API client, where the writer or the config label needs one.
+    pub client: Option<kube::Client>,
+    /// The process's NVML session.
+    pub session: Session,
+    /// Where the Node's config label and allocatable come from: `None` is this Node's own watch
+    /// (when the settings ask for one); tests without an API server give a stream.
+    pub views: Option<BoxStream<'static, NodeView>>,
+}
+
 /// The labeler's state between passes.
 pub struct Daemon {
     config: ConfigState,
     metrics: Arc<Metrics>,
+    session: Session,
+    /// The labelling side's own thread for NVML: a hung call in health never holds it.
+    worker: Worker,
+    /// The settings in force, for the other tasks (health) after every reload.
+    settings: broadcast::Sender<Arc<Settings>>,
+    /// In a mutex only so the daemon is `Sync` (the loop takes it out when it starts).
+    views: std::sync::Mutex<Option<BoxStream<'static, NodeView>>>,
     /// The writer, the labels last published, drift repair and refresh.
     publisher: Publisher,
     /// Failed passes in a row, and the wait before the next attempt.
@@ -82,22 +132,46 @@ pub struct Daemon {
     watched_allocatable: Option<BTreeMap<String, String>>,
     /// The sharing cross-check's memory (created with the grace period in force).
     sharing_check: Option<SharingCheck>,
+    /// What the session had cost at the last count (for the metrics' counters).
+    costs: (u64, u64),
 }
 
 impl Daemon {
-    /// The daemon for a configuration already loaded.
-    pub fn new(config: ConfigState, metrics: Arc<Metrics>) -> Daemon {
-        Daemon {
+    /// The labeller, with this Node's one watch when the Node writer or the config label needs it
+    /// (shared by both, so a pass that changes nothing sends nothing).
+    pub fn new(parts: Parts) -> Result<Daemon, ThreadError> {
+        let Parts { config, metrics, client, session, views } = parts;
+        let settings = config.loaded().settings.clone();
+        let follows_label = matches!(config.source(), crate::config::ConfigSource::Dir { .. });
+        let node_writer = matches!(settings.target(), Ok(Target::Node(_)));
+        let node_watch = match (&client, &settings.node_name) {
+            (Some(client), Some(node)) if follows_label || node_writer => {
+                Some(ObjectWatch::spawn(Api::all(client.clone()), node))
+            }
+            _ => None,
+        };
+        let views = views.or_else(|| {
+            node_watch.clone().filter(|_| follows_label).map(|w| crate::kubeapi::node_view::views(w).boxed())
+        });
+        let mut publisher = Publisher::new(client);
+        publisher.watch_objects(node_watch);
+        let worker = Worker::spawn("nvml-labels").map_err(|e| ThreadError("nvml-labels", e))?;
+        Ok(Daemon {
+            settings: broadcast::channel(Arc::new(settings)).0,
             config,
             metrics,
-            publisher: Publisher::new(None),
+            session,
+            worker,
+            views: std::sync::Mutex::new(views),
+            publisher,
             retry: RETRY,
             retry_wait: None,
             draw: rand::random::<f64>,
             conditions: Conditions::default(),
             watched_allocatable: None,
             sharing_check: None,
-        }
+            costs: (0, 0),
+        })
     }
 
     /// The settings in force.
@@ -105,21 +179,14 @@ impl Daemon {
         &self.config.loaded().settings
     }
 
+    /// The settings in force now and after every reload (what health follows).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Settings>> {
+        self.settings.subscribe()
+    }
+
     /// Where labels go, as the settings in force say.
     pub fn target(&self) -> Result<Target, SetupError> {
         self.settings().target()
-    }
-
-    /// Makes the API writers decide from watches, the Node writer from `node_watch` (this Node's
-    /// one watch, shared with the config-label watch): a pass that changes nothing sends nothing,
-    /// and someone else's change to our labels is repaired at once.
-    pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
-        self.publisher.watch_objects(node_watch);
-    }
-
-    /// Gives the API writers (and nothing else) their client.
-    pub fn set_client(&mut self, client: Option<kube::Client>) {
-        self.publisher = Publisher::new(client);
     }
 
     /// Draws retry waits with `draw` (a number in `[0, 1)`) instead of at random.
@@ -129,10 +196,15 @@ impl Daemon {
     }
 
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
-    /// and the last good configuration stays.
+    /// and the last good configuration stays. A change reaches the other tasks here.
     pub fn reload(&mut self, force: bool) -> bool {
         match self.config.reload(force) {
-            Ok(changed) => changed,
+            Ok(changed) => {
+                if changed {
+                    self.settings.send_replace(Arc::new(self.settings().clone()));
+                }
+                changed
+            }
             Err(e) => {
                 self.metrics.config_reload_failures.inc();
                 tracing::error!(error = %e, "configuration rejected; keeping the last good one");
@@ -146,23 +218,17 @@ impl Daemon {
         self.config.set_label(label)
     }
 
-    /// The one-shot run: one pass, and any failure is the process's.
-    pub async fn oneshot(&mut self) -> Result<(), DaemonError> {
-        let pass = self.compute().await?;
-        self.conditions.update(pass.conditions());
-        let target = self.target()?;
-        self.publisher.writer(target).await?.publish(&pass.labels).await?;
-        Ok(())
-    }
-
-    /// Probes and labels on the blocking thread (NVML calls block).
+    /// Probes and labels on the labelling thread (NVML calls block). A `--snapshot` pass is one
+    /// bounded file read, done in place.
     async fn compute(&self) -> Result<pass::Pass, PassError> {
         let loaded = self.config.loaded();
         let (settings, sharing, timestamp) =
             (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
-        tokio::task::spawn_blocking(move || pass::run(&settings, sharing, timestamp))
-            .await
-            .unwrap_or_else(|e| Err(PassError::Panicked(e)))
+        let session = self.session.clone();
+        if settings.snapshot.is_some() {
+            return pass::run(&settings, &session, sharing, timestamp);
+        }
+        self.worker.run(move || pass::run(&settings, &session, sharing, timestamp)).await?
     }
 
     /// One daemon pass, publishing only what changed. Only an NVML init failure with
@@ -172,6 +238,7 @@ impl Daemon {
         self.metrics.passes.inc();
         let computed = self.compute().await;
         self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
+        self.costs = self.metrics.count_session(&self.session, self.costs);
         let pass = match computed {
             Ok(pass) => pass,
             Err(PassError::Probe(e)) if e.is_init() && self.settings().fail_on_init_error => {
@@ -228,150 +295,24 @@ impl Daemon {
             None
         };
     }
-
-    /// The time to the next pass: the interval (with its 1 s floor), or sooner while retrying.
-    fn next_pass_in(&self, floor_noted: &mut Option<Duration>) -> Option<Duration> {
-        let interval = match self.settings().sleep_interval {
-            // GFD relabels in a busy loop on 0; one second is the floor here.
-            Interval::Every(d) if d < MIN_INTERVAL => {
-                if *floor_noted != Some(d) {
-                    tracing::warn!(
-                        requested = %humantime::format_duration(d),
-                        used = "1s",
-                        "--sleep-interval is below the 1s floor; passes run every second"
-                    );
-                    *floor_noted = Some(d);
-                }
-                Some(MIN_INTERVAL)
-            }
-            Interval::Every(d) => Some(d),
-            Interval::Infinite => None,
-        };
-        *self.metrics.health.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
-            interval.map(|d| d * 3 + Duration::from_secs(60));
-        self.retry_wait.or(interval)
-    }
-
-    /// Runs until `control` says stop (or closes). `node` is the Node's view as it changes, if
-    /// watched. Passes run on a deadline set when the last one ended: no other event moves it.
-    pub async fn serve(
-        mut self,
-        mut node: Option<BoxStream<'static, NodeView>>,
-        mut control: mpsc::Receiver<Control>,
-    ) -> Result<(), DaemonError> {
-        for note in &self.settings().notes {
-            tracing::info!("{note}");
-        }
-        let mut watch = watch::ConfigWatch::new();
-        watch.follow(self.config.watched_dirs())?;
-        let mut floor_noted = None;
-        loop {
-            self.metrics.health.busy(true);
-            // A pass is abandoned for a signal: shutdown never waits on the network.
-            let heard = tokio::select! {
-                result = self.run_pass() => { result?; None }
-                message = control.recv() => Some(message),
-            };
-            if let Some(message) = heard {
-                // A reload abandons the pass and starts a new one with the new configuration.
-                match self.heard(message, "during a pass") {
-                    true => return Ok(()),
-                    false => continue,
-                }
-            }
-            self.metrics.health.busy(false);
-            watch.follow(self.config.watched_dirs())?;
-            let next_pass = self.next_pass_in(&mut floor_noted).map(|d| tokio::time::Instant::now() + d);
-            loop {
-                // The feature file's expiry is refreshed on its own clock, whatever the interval; a
-                // failed refresh waits like a failed pass, so a broken file is not a hot loop.
-                let refresh_in =
-                    self.publisher.refresh_in().map(|d| d.max(self.retry_wait.unwrap_or(Duration::ZERO)));
-                // A repair that must wait (a fight) is a timer here, so signals are heard meanwhile.
-                let repair_in = self
-                    .publisher
-                    .repair_due()
-                    .map(|at| at.saturating_duration_since(std::time::Instant::now()));
-                let next_view = async {
-                    match node.as_mut() {
-                        Some(s) => s.next().await,
-                        None => futures::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = sleep_until_or_never(next_pass) => break,
-                    () = sleep_or_never(refresh_in) => {
-                        let failed = self.publisher.refresh(&self.metrics).await.is_err();
-                        self.back_off(failed);
-                    }
-                    Some(()) = self.publisher.next_change() => {
-                        self.publisher.object_changed(std::time::Instant::now());
-                        if self.settings().extended_labels {
-                            self.cross_check();
-                        }
-                    }
-                    () = sleep_or_never(repair_in) => {
-                        if self.publisher.repair(&self.metrics).await.is_err() {
-                            self.back_off(true);
-                        }
-                    }
-                    () = watch.changed() => {
-                        if self.reload(false) {
-                            break;
-                        }
-                        watch.follow(self.config.watched_dirs())?;
-                    }
-                    Some(view) = next_view => {
-                        self.watched_allocatable = Some(view.allocatable);
-                        if self.set_label(view.config_label) && self.reload(false) {
-                            break;
-                        }
-                        self.cross_check();
-                    }
-                    // A signal that arrived during a pass waits in the channel: none is lost.
-                    message = control.recv() => {
-                        if self.heard(message, "") {
-                            return Ok(());
-                        }
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Acts on a control message; returns true to stop.
-    fn heard(&mut self, message: Option<Control>, when: &str) -> bool {
-        match message {
-            Some(Control::Reload) => {
-                tracing::info!("Received SIGHUP, reloading");
-                self.reload(true);
-                false
-            }
-            Some(Control::Shutdown) | None if when.is_empty() => {
-                tracing::info!("shutting down; published labels stay in place");
-                true
-            }
-            Some(Control::Shutdown) | None => {
-                tracing::info!("shutting down {when} (abandoned); published labels stay in place");
-                true
-            }
-        }
-    }
 }
 
-/// Sleeps until `at`, or forever.
-async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => futures::future::pending().await,
-    }
-}
-
-/// Sleeps for `d`, or forever.
-async fn sleep_or_never(d: Option<Duration>) {
-    match d {
-        Some(d) => tokio::time::sleep(d).await,
-        None => futures::future::pending().await,
-    }
+/// The one-shot run: one pass through a session of its own, published once; any failure is the
+/// process's.
+pub async fn oneshot(config: ConfigState, client: Option<kube::Client>) -> Result<(), DaemonError> {
+    let loaded = config.loaded();
+    let (settings, sharing, timestamp) =
+        (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
+    let pass = tokio::task::spawn_blocking(move || pass::run(&settings, &Session::new(), sharing, timestamp))
+        .await
+        .map_err(|e| {
+            PassError::Worker(crate::worker::WorkerError::Panicked {
+                thread: "one-shot".into(),
+                message: e.to_string(),
+            })
+        })??;
+    Conditions::default().update(pass.conditions());
+    let target = config.loaded().settings.target()?;
+    target.build(client.as_ref()).await?.publish(&pass.labels).await?;
+    Ok(())
 }

@@ -10,3 +10,4 @@ pub mod publish;
 mod raw_events;
 pub mod rules;
 pub mod sticky;
+pub mod task;

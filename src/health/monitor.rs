@@ -1,6 +1,6 @@
-//! The health loop beside the labeller: a reading every pass interval and each NVML event as it
-//! comes, into the sticky record, out to the Node condition (only when it changes), Events and
-//! metrics. Its own task, so the labelling loop only starts it.
+//! Health's state between readings: each reading and each NVML event goes into the sticky
+//! record, out to the Node condition (only when it changes), Events and metrics. The task that
+//! drives it (its timer, the event thread, reloads, shutdown) is [`super::task`].
 
 use super::metrics::HealthMetrics;
 use super::nvml;
@@ -8,12 +8,11 @@ use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
 use super::sticky::{Entry, Tracker, Verdict};
 use crate::config::Settings;
-use crate::duration::Interval;
 use crate::kubeapi::backoff::FullJitter;
-use crate::probe::ProbeOptions;
+use crate::probe::{ProbeOptions, Session};
+use crate::worker::Worker;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,9 +22,9 @@ pub enum HealthError {
     /// `--health` without Kubernetes API access.
     #[error("--health publishes a Node condition, which needs API access: use --sink=node or --use-node-feature-api with --node-name")]
     NoApi,
-    /// The event thread could not be started.
-    #[error("cannot start the NVML event thread: {0}")]
-    Thread(#[from] std::io::Error),
+    /// A thread of health's could not be started.
+    #[error("cannot start the {0} thread: {1}")]
+    Thread(&'static str, #[source] std::io::Error),
 }
 
 /// Why the boot id is unknown.
@@ -55,6 +54,9 @@ pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
 /// The health state between passes.
 pub struct Monitor {
     opts: ProbeOptions,
+    session: Session,
+    /// Health's own thread for NVML: a hung call here never holds labelling, nor the reverse.
+    worker: Worker,
     rules: Rules,
     boot_id_file: PathBuf,
     tracker: Option<Tracker>,
@@ -105,17 +107,21 @@ impl Backoff {
 }
 
 impl Monitor {
-    /// The monitor for these settings, publishing through `client`.
+    /// The monitor for these settings, reading NVML through `session` and publishing through
+    /// `client`.
     pub fn new(
         settings: &Settings,
         client: kube::Client,
+        session: Session,
         metrics: Arc<HealthMetrics>,
     ) -> Result<Monitor, HealthError> {
         let node = settings.node_name.clone().ok_or(HealthError::NoApi)?;
         let h = &settings.health;
         let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
         Ok(Monitor {
-            opts: ProbeOptions { keep_session: true, ..settings.probe_options() },
+            opts: settings.probe_options(),
+            session,
+            worker: Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?,
             rules: Rules { ignored_xids: h.ignored_xids.clone(), ..Rules::default() },
             boot_id_file: h.boot_id_file.clone(),
             tracker: None,
@@ -185,12 +191,34 @@ impl Monitor {
         self.tracker.as_mut()
     }
 
+    /// Takes up reloaded settings: which Xids are ignored and where NVML and sysfs are. The
+    /// condition type, `--health` itself and the boot-id file are start-only (a reload that
+    /// changes them is rejected before it gets here).
+    pub fn reconfigure(&mut self, settings: &Settings) {
+        if self.rules.ignored_xids != settings.health.ignored_xids {
+            tracing::info!(ignored = ?settings.health.ignored_xids, "GPU health: the ignored Xids changed");
+            self.rules.ignored_xids = settings.health.ignored_xids.clone();
+        }
+        self.opts = settings.probe_options();
+    }
+
+    /// The Xids that are not faults, as configured now.
+    pub fn ignored_xids(&self) -> &std::collections::BTreeSet<u64> {
+        &self.rules.ignored_xids
+    }
+
+    /// The probe options in force (the event thread's at start).
+    pub fn probe_options(&self) -> &ProbeOptions {
+        &self.opts
+    }
+
     /// One health pass: read NVML, record faults, publish what changed.
     pub async fn pass(&mut self) {
-        let opts = self.opts.clone();
-        let reading = tokio::task::spawn_blocking(move || nvml::read(&opts))
-            .await
-            .unwrap_or_else(|e| Err(nvml::ReadError::Panicked(e)));
+        let (session, opts) = (self.session.clone(), self.opts.clone());
+        let reading = match self.worker.run(move || nvml::read(&session, &opts)).await {
+            Ok(reading) => reading,
+            Err(e) => Err(e.into()),
+        };
         if let Ok(r) = &reading {
             for g in &r.gpus {
                 if let Some(u) = &g.uuid {
@@ -287,44 +315,6 @@ impl Monitor {
             }
         }
     }
-}
-
-/// The time between health passes: the labelling interval (at least 1 s; 60 s when it is
-/// infinite, since health must still be looked at).
-pub fn interval(settings: &Settings) -> Duration {
-    match settings.sleep_interval {
-        Interval::Every(d) => d.max(Duration::from_secs(1)),
-        Interval::Infinite => Duration::from_secs(60),
-    }
-}
-
-/// Starts health when `--health` is on: the event thread and the loop task. Returns the metrics
-/// to register, or `None` when health is off.
-pub fn start(
-    settings: &Settings,
-    client: Option<kube::Client>,
-) -> Result<Option<Arc<HealthMetrics>>, HealthError> {
-    if !settings.health.enabled {
-        return Ok(None);
-    }
-    let client = client.ok_or(HealthError::NoApi)?;
-    let metrics = Arc::new(HealthMetrics::default());
-    let mut monitor = Monitor::new(settings, client, metrics.clone())?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-    // The thread ends when the loop (the receiver) is gone.
-    nvml::spawn_events(monitor.opts.clone(), tx, Arc::new(AtomicBool::new(false)))?;
-    let every = interval(settings);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => monitor.pass().await,
-                Some(event) = rx.recv() => monitor.event(event).await,
-            }
-        }
-    });
-    Ok(Some(metrics))
 }
 
 #[cfg(test)]

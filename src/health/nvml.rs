@@ -1,12 +1,12 @@
 //! Health from NVML: each pass's reading (ECC counts, row remapping, retired pages, NVLink
 //! states, lost GPUs, the PCI bus count), and the event thread (Xids, double-bit ECC, GPUs
 //! becoming unavailable) that blocks in `nvmlEventSetWait` so the async runtime never does.
-//! Both use the one shared NVML session.
+//! Both use the daemon's one NVML session.
 
 use super::raw_events::{handle_key, EventSet, RawEvent};
 use super::rules::{Event, GpuReading, Reading, Remapped};
 use crate::kubeapi::backoff::FullJitter;
-use crate::probe::{session, ProbeOptions};
+use crate::probe::{ProbeOptions, Session};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
@@ -15,7 +15,6 @@ use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings::{field_id::*, *};
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,16 +38,16 @@ pub enum ReadError {
         /// NVML's answer.
         source: NvmlError,
     },
-    /// The blocking task that reads NVML did not finish.
-    #[error("the health reading panicked: {0}")]
-    Panicked(#[source] tokio::task::JoinError),
+    /// The thread that reads NVML gave no answer.
+    #[error("the health reading failed: {0}")]
+    Worker(#[from] crate::worker::WorkerError),
 }
 
-/// Reads the node's health once. `Err` when NVML cannot answer at all.
-pub fn read(opts: &ProbeOptions) -> Result<Reading, ReadError> {
-    let nvml = session::shared(opts)?;
+/// Reads the node's health once through `session`. `Err` when NVML cannot answer at all.
+pub fn read(session: &Session, opts: &ProbeOptions) -> Result<Reading, ReadError> {
+    let nvml = session.nvml(opts)?;
     let count = nvml.device_count().map_err(|e| {
-        session::check(&e);
+        session.check(&e);
         ReadError::Call { function: "nvmlDeviceGetCount_v2", source: e }
     })?;
     let mut gpus = Vec::with_capacity(count as usize);
@@ -60,7 +59,7 @@ pub fn read(opts: &ProbeOptions) -> Result<Reading, ReadError> {
         }
         gpus.push(gpu);
     }
-    Ok(Reading { gpus, pci_gpus: pci_gpus(&opts.sysfs_root) })
+    Ok(Reading { gpus, pci_gpus: session.pci_gpus(&opts.sysfs_root) })
 }
 
 fn lost(e: &NvmlError) -> bool {
@@ -120,24 +119,6 @@ fn field_u64(r: Result<FieldValueSample, NvmlError>) -> Option<u64> {
     }
 }
 
-/// NVIDIA GPUs on the PCI bus: vendor 0x10de, display class (0x03xxxx; NVSwitches and audio
-/// functions are other classes). `None` when sysfs cannot be read.
-pub fn pci_gpus(sysfs_root: &Path) -> Option<u32> {
-    let dir = std::fs::read_dir(sysfs_root.join("bus/pci/devices")).ok()?;
-    let read = |p: std::path::PathBuf| {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::Read::take(std::fs::File::open(p).ok()?, 64), &mut text)
-            .ok()?;
-        u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
-    };
-    let count = dir
-        .flatten()
-        .filter(|e| read(e.path().join("vendor")) == Some(0x10de))
-        .filter(|e| read(e.path().join("class")).is_some_and(|c| c >> 16 == 0x03))
-        .count();
-    Some(count as u32)
-}
-
 /// Converts an NVML event; `None` for types health does not watch.
 fn convert(set: &EventSet, by_handle: &HashMap<usize, u32>, e: RawEvent) -> Option<Event> {
     // From the registration, since a GPU that became unavailable cannot tell its index any more.
@@ -157,37 +138,49 @@ fn convert(set: &EventSet, by_handle: &HashMap<usize, u32>, e: RawEvent) -> Opti
     }
 }
 
-/// Starts the event thread: it registers every GPU of the shared session, waits, and sends each
-/// event to `tx`; it registers again when the session is reopened, and ends when `stop` is set
-/// or the receiver is gone.
-pub fn spawn_events(
+/// The event thread's work: registers every GPU of `session`, waits, and sends each event to
+/// `tx`; registers again when the session is reopened, and returns within one wait (half a
+/// second) of `stop` being set or the receiver going.
+pub fn listen_events(
+    session: Session,
     opts: ProbeOptions,
     tx: tokio::sync::mpsc::Sender<Event>,
     stop: Arc<AtomicBool>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("nvml-events".into()).spawn(move || {
-        // The project's one backoff: a node without a driver is not a hot loop.
-        let mut backoff = FullJitter::new(Duration::from_secs(1), Duration::from_secs(60));
-        while !stop.load(Ordering::Relaxed) && !tx.is_closed() {
-            match listen(&opts, &tx, &stop) {
-                Ok(()) => backoff.reset(),
-                Err(e) => {
-                    tracing::debug!(error = %e, "NVML events unavailable; trying again");
-                    std::thread::sleep(backoff.next().unwrap_or(Duration::from_secs(60)));
-                }
+) {
+    // The project's one backoff: a node without a driver is not a hot loop.
+    let mut backoff = FullJitter::new(Duration::from_secs(1), Duration::from_secs(60));
+    while !stop.load(Ordering::Relaxed) && !tx.is_closed() {
+        match listen(&session, &opts, &tx, &stop) {
+            Ok(()) => backoff.reset(),
+            Err(e) => {
+                tracing::debug!(error = %e, "NVML events unavailable; trying again");
+                sleep_unless_stopped(backoff.next().unwrap_or(Duration::from_secs(60)), &stop);
             }
         }
-    })
+    }
+}
+
+/// Sleeps `d` in steps short enough to notice `stop` within one wait.
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let until = std::time::Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(u64::from(WAIT_MS))));
+    }
 }
 
 /// One session's worth of listening; `Ok` when the session changed and listening starts over.
 fn listen(
+    session: &Session,
     opts: &ProbeOptions,
     tx: &tokio::sync::mpsc::Sender<Event>,
     stop: &AtomicBool,
 ) -> Result<(), ReadError> {
     let call = |function| move |source| ReadError::Call { function, source };
-    let nvml = session::shared(opts)?;
+    let nvml = session.nvml(opts)?;
     let set = EventSet::new(&nvml).map_err(call("nvmlEventSetCreate"))?;
     let count = nvml.device_count().map_err(call("nvmlDeviceGetCount_v2"))?;
     let mut by_handle = HashMap::new();
@@ -211,13 +204,12 @@ fn listen(
                 }
             }
             Err(NvmlError::Timeout) => {
-                let current = session::shared(opts)?;
-                if !Arc::ptr_eq(&current, &nvml) {
+                if !session.current().is_some_and(|current| Arc::ptr_eq(&current, &nvml)) {
                     return Ok(());
                 }
             }
             Err(e) => {
-                session::check(&e);
+                session.check(&e);
                 return Err(ReadError::Call { function: "nvmlEventSetWait_v2", source: e });
             }
         }

@@ -7,7 +7,7 @@ use super::nvml;
 use super::rules::{Reading, Rules};
 use super::sticky::Tracker;
 use crate::config::Settings;
-use crate::probe::ProbeOptions;
+use crate::probe::Session;
 
 /// NPD's exit code for "healthy".
 pub const OK: i32 = 0;
@@ -18,7 +18,7 @@ pub const UNKNOWN: i32 = 2;
 
 /// Reads NVML once and reports: the exit code and the text to print.
 pub fn check(settings: &Settings) -> (i32, String) {
-    let reading = nvml::read(&ProbeOptions { keep_session: true, ..settings.probe_options() });
+    let reading = nvml::read(&Session::new(), &settings.probe_options());
     report(&Rules { ignored_xids: settings.health.ignored_xids.clone(), ..Rules::default() }, reading)
 }
 

@@ -7,12 +7,15 @@
 //! the whole probe.
 
 mod nvml;
+pub mod pci;
 pub mod profile;
 mod raw;
 mod raw_topology;
 pub mod session;
 pub mod sysfs;
 mod topology;
+
+pub use session::Session;
 
 use crate::snapshot::{Issue, Snapshot};
 use std::path::PathBuf;
@@ -68,8 +71,6 @@ pub struct ProbeOptions {
     /// Also read the topology facts (NVLink, PCIe, NUMA, confidential computing, GPUDirect):
     /// only the extended labels use them, so a GFD-equivalent pass does not pay their NVML calls.
     pub topology: bool,
-    /// Reuse one NVML session across passes ([`session`]) instead of initialising each time.
-    pub keep_session: bool,
 }
 
 /// Why the probe produced no snapshot.
@@ -109,11 +110,13 @@ impl ProbeError {
     }
 }
 
-/// Probes NVML, then the files. On error, [`probe_files`] still gives the node-level facts.
-pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
+/// Probes NVML through `session`, then the files. On error, [`probe_files`] still gives the
+/// node-level facts.
+pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
     let mut snapshot = Snapshot::default();
-    nvml::collect(opts, &mut snapshot)?;
-    let files = probe_files(opts);
+    let nvml = session.nvml(opts)?;
+    nvml::collect(&nvml, session, opts, &mut snapshot)?;
+    let files = probe_files(session, opts);
     snapshot.machine_type = files.machine_type;
     snapshot.vgpu = files.vgpu;
     snapshot.issues.extend(files.issues);
@@ -123,17 +126,17 @@ pub fn probe(opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
     Ok(snapshot)
 }
 
-/// The facts that do not need NVML: machine type and the vGPU scan.
-pub fn probe_files(opts: &ProbeOptions) -> Snapshot {
+/// The facts that do not need NVML: machine type and the vGPU scan (kept in `session`).
+pub fn probe_files(session: &Session, opts: &ProbeOptions) -> Snapshot {
     let mut snapshot =
         Snapshot { machine_type: sysfs::machine_type(&opts.machine_type_file), ..Snapshot::default() };
-    match sysfs::vgpu_devices(&opts.sysfs_root) {
+    match session.vgpu(&opts.sysfs_root) {
         Ok(devices) => snapshot.vgpu = Some(devices),
         Err(e) => {
             snapshot.issues.push(Issue {
                 device: None,
                 function: "vGPU PCI scan".into(),
-                error: e.to_string(),
+                error: e,
                 effect: "vgpu labels omitted".into(),
             });
         }

@@ -1,6 +1,6 @@
 //! The NVML walk: every fact is read once per pass.
 
-use super::{profile, raw, session, sysfs, topology, ProbeError, ProbeOptions};
+use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -29,11 +29,13 @@ pub(super) fn describe(e: &NvmlError) -> String {
     }
 }
 
-/// Initialises NVML from `opts.library` and fills the NVML parts of `snap`.
-pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
-    // With a kept session no init happens here after the first pass.
-    let nvml =
-        if opts.keep_session { session::shared(opts)? } else { std::sync::Arc::new(session::open(opts)?) };
+/// Fills the NVML parts of `snap` from `session`'s open `nvml`.
+pub(super) fn collect(
+    nvml: &Nvml,
+    session: &Session,
+    opts: &ProbeOptions,
+    snap: &mut Snapshot,
+) -> Result<(), ProbeError> {
     let mut issues = Vec::new();
     snap.driver_version = match nvml.sys_driver_version() {
         Ok(v) => Some(v),
@@ -50,14 +52,14 @@ pub(super) fn collect(opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), Pr
         }
     };
     let count = nvml.device_count().map_err(|e| {
-        session::check(&e);
+        session.check(&e);
         ProbeError::DeviceCount(e)
     })?;
     if opts.topology {
-        snap.confidential_compute = topology::conf_compute(&nvml, &mut issues);
+        snap.confidential_compute = topology::conf_compute(nvml, &mut issues);
     }
     for index in 0..count {
-        match probe_gpu(&nvml, index, opts, &mut issues) {
+        match probe_gpu(nvml, index, opts, &mut issues) {
             Ok(Some(gpu)) => snap.gpus.push(gpu),
             Ok(None) => {}
             Err(Failure(function, e)) => {

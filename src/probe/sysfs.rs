@@ -70,6 +70,11 @@ pub fn machine_type(path: &Path) -> MachineType {
 
 /// Scans every NVIDIA PCI device for the vGPU vendor capability.
 pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError> {
+    vgpu_scan(sysfs_root, &mut 0)
+}
+
+/// [`vgpu_devices`], counting the config-space reads in `config_reads` (the dear part of the scan).
+pub fn vgpu_scan(sysfs_root: &Path, config_reads: &mut u64) -> Result<Vec<VgpuDevice>, VgpuScanError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let read = |p: PathBuf| {
         crate::limits::read(&p, crate::limits::SYSFS_FILE)
@@ -89,6 +94,7 @@ pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError>
             continue;
         }
         read(dev.join("class"))?;
+        *config_reads += 1;
         let config = read(dev.join("config"))?;
         let address = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if config.len() < FULL_CONFIG_LEN {

@@ -178,3 +178,71 @@ pub mod manifests;
 pub mod mock_api;
 pub mod raw_http;
 pub mod real_cluster;
+
+/// A labelling daemon for `config`, with its own NVML session, as the service builds one:
+/// `client` for the API writers (and this Node's watch when the settings ask for one), `views`
+/// in place of that watch's config-label stream.
+pub fn daemon_of(
+    config: nvlabel::config::ConfigState,
+    client: Option<kube::Client>,
+    metrics: std::sync::Arc<nvlabel::daemon::Metrics>,
+    views: Option<futures::stream::BoxStream<'static, nvlabel::kubeapi::node_view::NodeView>>,
+) -> nvlabel::daemon::Daemon {
+    let session = nvlabel::probe::Session::new();
+    nvlabel::daemon::Daemon::new(nvlabel::daemon::Parts { config, metrics, client, session, views }).unwrap()
+}
+
+/// Runs this test again in a child process of this test binary, with each variable of `vars`
+/// pointing at a fresh path of a temporary directory (the fake NVML library reads its environment
+/// at init, so a test that loads it in process needs a process of its own, not `set_var`).
+/// Returns those paths in the child, `None` in the parent once the child passed.
+pub fn in_child(test: &str, vars: &[&str]) -> Option<std::collections::BTreeMap<String, PathBuf>> {
+    const CHILD: &str = "NVLABEL_TEST_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        return Some(
+            vars.iter().map(|v| (v.to_string(), PathBuf::from(std::env::var_os(v).unwrap()))).collect(),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(CHILD, "1");
+    for v in vars {
+        cmd.env(v, dir.path().join(v.to_lowercase()));
+    }
+    let out = cmd.output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{test} in its own process failed:\n{text}");
+    assert!(text.contains("1 passed"), "{test} did not run in its own process:\n{text}");
+    None
+}
+
+/// A copy of the bundled sysfs tree in `dir` (so a test can hot-add a GPU to it); returns its root.
+pub fn sysfs_copy(dir: &Path) -> PathBuf {
+    let root = dir.join("sys");
+    let ok = Command::new("cp").arg("-r").arg(repo().join("testdata/sysfs")).arg(&root).status().unwrap();
+    assert!(ok.success(), "copying testdata/sysfs");
+    root
+}
+
+/// Adds (`present`) or removes an NVIDIA GPU's PCI function at `address` under the sysfs `root`.
+pub fn hot_plug(root: &Path, address: &str, present: bool) {
+    let dev = root.join("bus/pci/devices").join(address);
+    if present {
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(dev.join("class"), "0x030200\n").unwrap();
+        std::fs::write(dev.join("config"), [0u8; 256]).unwrap();
+    } else {
+        std::fs::remove_dir_all(&dev).unwrap();
+    }
+}
+
+/// NVIDIA PCI functions under the sysfs `root`.
+pub fn nvidia_functions(root: &Path) -> u64 {
+    std::fs::read_dir(root.join("bus/pci/devices"))
+        .unwrap()
+        .filter(|d| {
+            std::fs::read_to_string(d.as_ref().unwrap().path().join("vendor")).unwrap().trim() == "0x10de"
+        })
+        .count() as u64
+}

@@ -86,9 +86,9 @@ pub async fn create_pod(admin: &Client, pod: &Pod) -> Result<Pod, kube::Error> {
     api.create(&PostParams::default(), pod).await
 }
 
-/// A daemon (not yet serving) labelling from a recorded T4 snapshot with the flags `args`, and the
-/// directory that holds the snapshot.
-pub fn t4_daemon(args: &[&str]) -> (nvlabel::daemon::Daemon, tempfile::TempDir) {
+/// The configuration of a daemon labelling from a recorded T4 snapshot with the flags `args`, and
+/// the directory that holds the snapshot.
+pub fn t4_config(args: &[&str]) -> (nvlabel::config::ConfigState, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("t4.yaml");
     std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
@@ -102,15 +102,15 @@ pub fn t4_daemon(args: &[&str]) -> (nvlabel::daemon::Daemon, tempfile::TempDir) 
         None,
     )
     .unwrap();
-    (nvlabel::daemon::Daemon::new(state, Default::default()), dir)
+    (state, dir)
 }
 
 /// A daemon as the DaemonSet runs it, labelling from a T4 snapshot, with a client that records
-/// its requests; returns what it needs to be observed and stopped.
+/// its requests (and this Node's watch, where the flags ask for the Node writer); returns what it
+/// needs to be observed and stopped.
 pub async fn watching_daemon(
     kubeconfig: &std::path::Path,
     extra: &[&str],
-    node_watch_of: Option<&str>,
 ) -> (
     apiserver::Requests,
     tokio::sync::mpsc::Sender<nvlabel::daemon::Control>,
@@ -119,14 +119,11 @@ pub async fn watching_daemon(
 ) {
     let mut args = vec!["--no-timestamp", "--sleep-interval=1s"];
     args.extend_from_slice(extra);
-    let (mut daemon, dir) = t4_daemon(&args);
+    let (state, dir) = t4_config(&args);
     let (client, seen) = apiserver::counting_client(kubeconfig).await;
-    daemon.set_client(Some(client.clone()));
-    let node_watch = node_watch_of
-        .map(|n| nvlabel::kubeapi::object_watch::ObjectWatch::spawn(Api::<Node>::all(client), n));
-    daemon.watch_objects(node_watch);
+    let daemon = super::daemon_of(state, Some(client), Default::default(), None);
     let (control, rx) = tokio::sync::mpsc::channel(4);
-    let task = tokio::spawn(async move { daemon.serve(None, rx).await.unwrap() });
+    let task = tokio::spawn(async move { daemon.serve(rx).await.unwrap() });
     (seen, control, task, dir)
 }
 

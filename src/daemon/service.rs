@@ -1,0 +1,114 @@
+//! The daemon's owner: one value that holds the NVML session and runs the labelling loop, GPU
+//! health and the HTTP endpoint as sibling tasks, with one reload path (signals reach the loop,
+//! whose configuration reaches health) and one shutdown path (every task stops, the event thread
+//! included, within [`STOP_DEADLINE`]).
+
+use super::startup::Startup;
+use super::{Control, Daemon, DaemonError, Metrics, Parts};
+use crate::health::task::HealthTask;
+use crate::http::Endpoint;
+use crate::probe::Session;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How long a stop waits for the tasks after the loop ended.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The running daemon's parts, started in one step by [`Service::start`].
+pub struct Service {
+    daemon: Daemon,
+    health: Option<HealthTask>,
+    /// Served until the service ends.
+    endpoint: Option<Endpoint>,
+    metrics: Arc<Metrics>,
+}
+
+impl Service {
+    /// Builds everything the daemon runs from what [`super::startup::prepare`] resolved: the one
+    /// NVML session, the labeller (with its Node watch), health (with its event thread) and the
+    /// HTTP endpoint (bound now, so a bad address fails at start-up).
+    pub async fn start(startup: Startup) -> Result<Service, DaemonError> {
+        let Startup { config, client, rejected_reloads } = startup;
+        let settings = config.loaded().settings.clone();
+        let metrics = Arc::new(Metrics::default());
+        metrics.config_reload_failures.inc_by(rejected_reloads);
+        metrics.zero(&settings.target()?);
+        let session = Session::new();
+        let health = crate::health::task::start(&settings, client.clone(), session.clone())?;
+        let daemon = Daemon::new(Parts { config, metrics: metrics.clone(), client, session, views: None })?;
+        let endpoint = match settings.metrics_addr.as_str() {
+            "" => None,
+            addr => {
+                let addr = crate::http::parse_listen_addr(addr).map_err(DaemonError::ListenAddr)?;
+                let mut registry = prometheus_client::registry::Registry::default();
+                metrics.register(&mut registry);
+                if let Some(health) = &health {
+                    health.metrics().register(&mut registry);
+                }
+                Some(crate::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?)
+            }
+        };
+        Ok(Service { daemon, health, endpoint, metrics })
+    }
+
+    /// The address the HTTP endpoint serves on, if it does.
+    pub fn endpoint(&self) -> Option<std::net::SocketAddr> {
+        self.endpoint.as_ref().map(|e| e.addr)
+    }
+
+    /// The daemon's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Runs every task until `control` says stop (or closes), or the labelling loop ends with an
+    /// error; then stops the others. Published labels and the health condition stay.
+    pub async fn run(self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
+        let Service { daemon, health, endpoint, metrics: _ } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let health = health.map(|mut h| {
+            let (settings, stop) = (daemon.subscribe(), stopped(stop_rx.clone()));
+            tokio::spawn(async move { h.run(settings, stop).await })
+        });
+        let (to_loop, from_owner) = mpsc::channel(4);
+        let mut labelling = tokio::spawn(daemon.serve(from_owner));
+        let ended = loop {
+            tokio::select! {
+                ended = &mut labelling => break Some(ended),
+                message = control.recv() => {
+                    let message = message.unwrap_or(Control::Shutdown);
+                    // A full channel means a reload is already queued: nothing is lost.
+                    let _ = to_loop.try_send(message);
+                    if message == Control::Shutdown {
+                        break None;
+                    }
+                }
+            }
+        };
+        let _ = stop_tx.send(true);
+        let result = match ended {
+            Some(ended) => ended,
+            None => match tokio::time::timeout(STOP_DEADLINE, &mut labelling).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    labelling.abort();
+                    Ok(Ok(()))
+                }
+            },
+        };
+        if let Some(health) = health {
+            if tokio::time::timeout(STOP_DEADLINE, health).await.is_err() {
+                tracing::warn!("GPU health did not stop in time; leaving it to the exit");
+            }
+        }
+        drop(endpoint);
+        match result {
+            Ok(ended) => ended,
+            Err(e) => Err(DaemonError::Panicked(e.to_string())),
+        }
+    }
+}

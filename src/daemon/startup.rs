@@ -1,0 +1,58 @@
+//! What a run starts from, decided in one place: whether it needs the API (and the client),
+//! and, where the configuration follows this node's label, that label read once before the first
+//! pass (the daemon's watch delivers later changes).
+
+use super::DaemonError;
+use crate::config::{CommandKind, ConfigSource, ConfigState};
+
+/// A loaded configuration and the API client the command needs, if any.
+pub struct Startup {
+    /// The configuration, with this node's config label applied.
+    pub config: ConfigState,
+    /// The API client, when the command talks to the API.
+    pub client: Option<kube::Client>,
+    /// Config reloads rejected on the way (counted by the daemon's metrics).
+    pub rejected_reloads: u64,
+}
+
+/// Connects to the API if `command` needs it (the target's writer, or the config label that
+/// picks this node's ConfigMap key) and applies that label. An unreadable label is not fatal:
+/// the default config is used until the watch reads it.
+pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> Result<Startup, DaemonError> {
+    let settings = config.loaded().settings.clone();
+    let follows_label = matches!(config.source(), ConfigSource::Dir { .. })
+        && settings.node_name.is_some()
+        && matches!(command, None | Some(CommandKind::Hook));
+    let publishes = matches!(command, None | Some(CommandKind::Prune));
+    // A command that publishes needs a target that can be set up: say so before anything runs.
+    let target = if publishes { Some(settings.target()?) } else { None };
+    let needs_api = follows_label || target.as_ref().is_some_and(|t| t.needs_client());
+    let client = match needs_api {
+        true => Some(
+            crate::kubeapi::client(
+                settings.kubeconfig.as_deref(),
+                settings.kube_api_qps,
+                settings.kube_api_burst,
+            )
+            .await?,
+        ),
+        false => None,
+    };
+    let mut rejected_reloads = 0;
+    if let (true, Some(node), Some(client)) = (follows_label, &settings.node_name, &client) {
+        match crate::kubeapi::node_view::get_config_label(client.clone(), node).await {
+            Ok(label) => {
+                if config.set_label(label) {
+                    if let Err(e) = config.reload(false) {
+                        rejected_reloads += 1;
+                        tracing::error!(error = %e, "configuration rejected; keeping the last good one");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%node, error = %crate::kubeapi::errors::Short(&e), "cannot read this node's config label yet; using the default config")
+            }
+        }
+    }
+    Ok(Startup { config, client, rejected_reloads })
+}

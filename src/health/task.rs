@@ -1,0 +1,177 @@
+//! Health as one of the daemon's tasks: a reading every pass interval and each NVML event as it
+//! comes, the settings of every reload, and a stop that ends the event thread too. Started and
+//! stopped by the daemon's owner, never on its own.
+
+use super::metrics::HealthMetrics;
+use super::monitor::Monitor;
+use super::nvml;
+use crate::config::Settings;
+use crate::duration::Interval;
+use crate::probe::Session;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use super::monitor::HealthError;
+
+/// How long a stop waits for the event thread (it looks at its stop flag every half second).
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The time between health passes: the labelling interval (at least 1 s; 60 s when it is
+/// infinite, since health must still be looked at).
+pub fn interval(settings: &Settings) -> Duration {
+    match settings.sleep_interval {
+        Interval::Every(d) => d.max(Duration::from_secs(1)),
+        Interval::Infinite => Duration::from_secs(60),
+    }
+}
+
+/// The event thread, and how to stop it.
+struct EventThread {
+    stop: Arc<AtomicBool>,
+    /// Closed when the thread ends.
+    ended: oneshot::Receiver<()>,
+}
+
+/// GPU health, ready to run.
+pub struct HealthTask {
+    monitor: Monitor,
+    events: mpsc::Receiver<super::rules::Event>,
+    thread: EventThread,
+    every: Duration,
+    metrics: Arc<HealthMetrics>,
+}
+
+/// GPU health when `--health` is on: the monitor, its event thread (started now, reading through
+/// `session`) and its metrics. `None` when health is off.
+pub fn start(
+    settings: &Settings,
+    client: Option<kube::Client>,
+    session: Session,
+) -> Result<Option<HealthTask>, HealthError> {
+    if !settings.health.enabled {
+        return Ok(None);
+    }
+    let client = client.ok_or(HealthError::NoApi)?;
+    let metrics = Arc::new(HealthMetrics::default());
+    let monitor = Monitor::new(settings, client, session.clone(), metrics.clone())?;
+    let (tx, events) = mpsc::channel(256);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ended_tx, ended) = oneshot::channel::<()>();
+    let opts = monitor.probe_options().clone();
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("nvml-events".into())
+        .spawn(move || {
+            let _ended = ended_tx;
+            nvml::listen_events(session, opts, tx, flag);
+        })
+        .map_err(|e| HealthError::Thread("nvml-events", e))?;
+    Ok(Some(HealthTask {
+        monitor,
+        events,
+        thread: EventThread { stop, ended },
+        every: interval(settings),
+        metrics,
+    }))
+}
+
+impl HealthTask {
+    /// Its metrics, to register.
+    pub fn metrics(&self) -> Arc<HealthMetrics> {
+        self.metrics.clone()
+    }
+
+    /// Runs until `stop` resolves, following `settings` (each reload, taken up before the next
+    /// reading). A reading or an API call in progress is abandoned for the stop; the event thread
+    /// is stopped and waited for up to [`STOP_WAIT`] (a thread stuck in a driver call is left to
+    /// the process's exit). Returns whether the event thread ended in time.
+    pub async fn run(
+        &mut self,
+        mut settings: watch::Receiver<Arc<Settings>>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> bool {
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            let work = async {
+                tokio::select! {
+                    biased;
+                    Ok(()) = settings.changed() => {
+                        let now = settings.borrow_and_update().clone();
+                        self.monitor.reconfigure(&now);
+                        if interval(&now) != self.every {
+                            self.every = interval(&now);
+                            tick = tokio::time::interval(self.every);
+                            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        }
+                    }
+                    Some(event) = self.events.recv() => self.monitor.event(event).await,
+                    _ = tick.tick() => self.monitor.pass().await,
+                }
+            };
+            tokio::select! {
+                () = work => {}
+                () = &mut stop => break,
+            }
+        }
+        self.thread.stop.store(true, Ordering::Relaxed);
+        if tokio::time::timeout(STOP_WAIT, &mut self.thread.ended).await.is_err() {
+            tracing::warn!(waited = ?STOP_WAIT, "the NVML event thread did not stop in time (a driver call hangs); leaving it to the exit");
+            return false;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(args: &[&str]) -> Settings {
+        let mut all = vec!["nvlabel", "--health", "--node-name=n1", "--sink=node"];
+        all.extend_from_slice(args);
+        let cli = crate::config::Cli::try_from_args(all).unwrap();
+        let state = crate::config::ConfigState::load(
+            cli,
+            Default::default(),
+            crate::config::ConfigSource::None,
+            None,
+        )
+        .unwrap();
+        state.loaded().settings.clone()
+    }
+
+    #[tokio::test]
+    async fn a_reload_reaches_health_and_a_stop_ends_the_event_thread() {
+        // No driver: the event thread waits in its backoff, as on a node whose driver is late.
+        let first = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1"]);
+        let url = "http://127.0.0.1:9".parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let mut task = start(&first, Some(client), Session::new()).unwrap().expect("--health is on");
+        assert!(!task.monitor.ignored_xids().contains(&79));
+        let (tx, rx) = watch::channel(Arc::new(first.clone()));
+        let reloaded =
+            settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1", "--health-ignore-xids=79"]);
+        tx.send_replace(Arc::new(reloaded));
+        let stopped = task.run(rx, tokio::time::sleep(Duration::from_millis(200))).await;
+        assert!(task.monitor.ignored_xids().contains(&79), "the reload reached health");
+        assert!(stopped, "the event thread ended with the stop");
+        assert!(matches!(task.thread.ended.try_recv(), Err(oneshot::error::TryRecvError::Closed)));
+    }
+
+    #[test]
+    fn health_off_starts_nothing() {
+        let off = crate::config::Cli::try_from_args(["nvlabel", "--node-name=n1", "--sink=node"]).unwrap();
+        let state = crate::config::ConfigState::load(
+            off,
+            Default::default(),
+            crate::config::ConfigSource::None,
+            None,
+        )
+        .unwrap();
+        assert!(start(&state.loaded().settings, None, Session::new()).unwrap().is_none());
+    }
+}

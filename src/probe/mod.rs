@@ -7,6 +7,7 @@
 //! the whole probe.
 
 mod nvml;
+mod nvml_error;
 pub mod profile;
 mod raw;
 mod raw_topology;

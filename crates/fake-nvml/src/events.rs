@@ -79,7 +79,8 @@ unsafe fn wait(
     timeout_ms: c_uint,
     v2: bool,
 ) -> u32 {
-    lock().count(name);
+    // Counted, and held by a `hang` line, like every other call.
+    drop(Call::begin(name, &[]));
     let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));
     loop {
         let found = {

@@ -47,7 +47,7 @@ unsafe fn handle_by_index(c: &mut Call, index: c_uint, device: *mut nvmlDevice_t
 /// `nvmlErrorString`: a static text for every return code.
 #[no_mangle]
 pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
-    crate::state::lock().count("nvmlErrorString");
+    drop(Call::begin("nvmlErrorString", &[]));
     codes::text(result).as_ptr().cast()
 }
 

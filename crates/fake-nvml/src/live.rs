@@ -1,8 +1,8 @@
 //! The `FAKE_NVML_EVENTS` file the library follows, and what its lines have done: Xids and ECC
-//! errors queued for the event sets, lost GPUs, changed health values.
+//! errors queued for the event sets, lost GPUs, changed health values, and calls made to hang.
 //!
 //! The file is read from its size at the first init, at every exported call and, while a client
-//! waits for an event, every few milliseconds, so a line is seen at most 50 ms
+//! waits for an event (or a call hangs), every few milliseconds, so a line is seen at most 50 ms
 //! after it is appended. Events go to every set that registered their type on that GPU, in file
 //! order.
 
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
-/// How often a waiting client looks at the file: well inside the 50 ms the spec
+/// How often a waiting client (or a hung call) looks at the file: well inside the 50 ms the spec
 /// allows.
 pub const WAIT_STEP: Duration = Duration::from_millis(10);
 
@@ -81,6 +81,10 @@ pub struct Live {
     increments: BTreeMap<(u32, Key), u64>,
     /// The event sets by address.
     pub sets: BTreeMap<usize, Set>,
+    /// The exported symbols, the names a `hang` line may use.
+    symbols: &'static [&'static [&'static str]],
+    /// `hang` lines in force: function and GPU (`None` for `-`, every call) to how long it blocks.
+    hangs: BTreeMap<(&'static str, Option<u32>), Duration>,
 }
 
 impl Live {
@@ -95,15 +99,19 @@ impl Live {
             set_values: BTreeMap::new(),
             increments: BTreeMap::new(),
             sets: BTreeMap::new(),
+            symbols: &[],
+            hangs: BTreeMap::new(),
         }
     }
 
-    /// At the first init: remember the event file and start from its current size.
-    pub fn start(&mut self) {
+    /// At the first init: remember the event file and start from its current size, and which
+    /// functions exist (`symbols`) for `hang` lines.
+    pub fn start(&mut self, symbols: &'static [&'static [&'static str]]) {
         if self.started {
             return;
         }
         self.started = true;
+        self.symbols = symbols;
         self.path = std::env::var("FAKE_NVML_EVENTS").ok().filter(|p| !p.is_empty());
         if let Some(p) = &self.path {
             self.offset = std::fs::metadata(p).map_or(0, |m| m.len());
@@ -120,6 +128,14 @@ impl Live {
     pub fn adjust(&self, g: u32, key: Key, base: u64) -> u64 {
         let v = self.set_values.get(&(g, key)).copied().unwrap_or(base);
         v.saturating_add(self.increments.get(&(g, key)).copied().unwrap_or(0))
+    }
+
+    /// How long a call of `function` on `gpu` (`None`: no device handle among its arguments)
+    /// blocks now, if a `hang` line holds it: the longer of the GPU's and the `-` line's.
+    pub fn hang_for(&self, function: &'static str, gpu: Option<u32>) -> Option<Duration> {
+        let any = self.hangs.get(&(function, None));
+        let this = gpu.and_then(|g| self.hangs.get(&(function, Some(g))));
+        any.max(this).copied()
     }
 
     /// The event sets die with the machine (after the last shutdown).
@@ -163,6 +179,9 @@ impl Live {
             [t, w, rest @ ..] => (*t, *w, rest),
             _ => return Err("expected `<gpu> <what> [value]`".into()),
         };
+        if what == "hang" {
+            return self.hang(m, target, args);
+        }
         let (g, mig) = parse_target(m, target)?;
         let gpu = &m.fixture.gpus[g as usize];
         let no_ecc = || format!("GPU {g} has no `ecc` in the fixture");
@@ -201,6 +220,38 @@ impl Live {
             if set.registered.get(&g).is_some_and(|mask| mask & event.kind != 0) {
                 set.queue.push_back(event);
             }
+        }
+        Ok(())
+    }
+
+    /// `<gpu> hang <function> <seconds>`: from now on every call of `function` on that GPU (`-`:
+    /// every call) blocks that long before it answers; 0 ends it, for calls already blocked too.
+    fn hang(&mut self, m: &Machine, target: &str, args: &[&str]) -> Result<(), String> {
+        let [function, seconds] = args else {
+            return Err("expected `<gpu or -> hang <nvml function> <seconds>`".into());
+        };
+        let gpu = match target {
+            "-" => None,
+            t => match parse_target(m, t)? {
+                (g, None) => Some(g),
+                (g, Some(_)) => return Err(format!("hang applies to GPU {g} or `-`, not a MIG device")),
+            },
+        };
+        let name = self
+            .symbols
+            .iter()
+            .flat_map(|list| list.iter())
+            .find(|s| *s == function)
+            .ok_or_else(|| format!("{function:?} is not a function this library exports"))?;
+        let time = seconds
+            .parse::<f64>()
+            .ok()
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .ok_or_else(|| format!("hang takes seconds (0 ends it), not {seconds:?}"))?;
+        if time.is_zero() {
+            self.hangs.remove(&(name, gpu));
+        } else {
+            self.hangs.insert((name, gpu), time);
         }
         Ok(())
     }

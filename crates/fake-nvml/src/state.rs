@@ -31,6 +31,12 @@ impl Global {
         self.live.poll(self.machine.as_ref());
     }
 
+    /// The GPU of the first device handle among a call's argument addresses, if any.
+    pub fn gpu_of(&self, addrs: &[Option<usize>]) -> Option<u32> {
+        let m = self.machine.as_ref()?;
+        addrs.iter().flatten().find_map(|a| m.resolve(*a)).map(Handle::gpu)
+    }
+
     /// Counts one call of an exported function.
     pub fn count(&mut self, function: &'static str) {
         *self.calls.entry(function).or_insert(0) += 1;
@@ -65,7 +71,7 @@ impl Global {
 
     /// `nvmlInit*`: loads the fixture on the first reference.
     pub fn init(&mut self, function: &str, symbols: &'static [&'static [&'static str]]) -> u32 {
-        self.live.start();
+        self.live.start(symbols);
         if self.refcount == 0 {
             let Ok(path) = std::env::var("FAKE_NVML_FIXTURE") else {
                 return codes::DRIVER_NOT_LOADED;

@@ -1,5 +1,5 @@
 //! The exported `nvml*` functions (the topology, health and event ones in their own files, all
-//! listed in [`SYMBOLS`]). Each one counts itself, takes the global lock ([`crate::call`]), never
+//! listed in [`SYMBOLS`]). Each one counts itself, takes the global lock (`call.rs`), never
 //! dereferences a handle (handles are looked up by address) and never unwinds into its caller.
 //! No other file of the library uses this one (only tests and the fuzz target take `SYMBOLS`).
 

@@ -1,52 +1,57 @@
-//! The house stays without a circle: no top-level module of `src/` uses one that uses it back,
-//! directly or through others, and the lower layers never reach up into the configuration, the
-//! daemon or health. Read from the source (every `crate::` path outside test code), so a new
-//! import that closes a circle fails here, not in a review.
+//! The house's rules, read from the source: no top-level module of `src/` uses one that uses it
+//! back, nor does any file inside a module directory (or inside the fake NVML crate); the lower
+//! layers never reach up; `kubeapi` uses only `logging`, `labels` never `probe`. The import
+//! structure is parsed (`architecture/syntax.rs`, `architecture/imports.rs`), test code left out, and the rules check that what they
+//! name exists and that edges known to be there are found, so they cannot pass on nothing.
 
-mod common;
+#[path = "architecture/imports.rs"]
+mod imports;
+#[path = "architecture/imports_tests.rs"]
+mod imports_tests;
+#[path = "architecture/syntax.rs"]
+mod syntax;
 
+use imports::Crate;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-/// Top-level module -> the top-level modules its non-test code names.
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let src = common::repo().join("src");
-    let mut stack = vec![src.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let rel = path.strip_prefix(&src).unwrap().to_string_lossy().to_string();
-            if !rel.ends_with(".rs") || rel.ends_with("_tests.rs") || rel == "main.rs" || rel == "lib.rs" {
-                continue;
-            }
-            let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
-            let text = std::fs::read_to_string(&path).unwrap();
-            // Test modules may reach anywhere; they sit after the code they test.
-            let code = text.split("#[cfg(test)]").next().unwrap();
-            let uses = g.entry(top.clone()).or_default();
-            for (i, _) in code.match_indices("crate::") {
-                let name: String =
-                    code[i + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-                if !name.is_empty() && name != top {
-                    uses.insert(name);
-                }
-            }
-        }
-    }
-    g
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+fn src() -> PathBuf {
+    repo().join("src")
+}
+
+fn fake_src() -> PathBuf {
+    repo().join("crates/fake-nvml/src")
+}
+
+/// The nvlabel library crate.
+fn nvlabel() -> &'static Crate {
+    static C: OnceLock<Crate> = OnceLock::new();
+    C.get_or_init(|| imports::load(&src(), "lib.rs").unwrap())
+}
+
+/// The fake NVML crate.
+fn fake() -> &'static Crate {
+    static C: OnceLock<Crate> = OnceLock::new();
+    C.get_or_init(|| imports::load(&fake_src(), "lib.rs").unwrap())
+}
+
+/// The layers above the configuration's consumers.
+const UPPER: &[&str] = &["config", "daemon", "health", "pass", "http"];
+/// The layers that never reach up into [`UPPER`].
+const LOWER: &[&str] =
+    &["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "conditions", "limits", "logging"];
+/// docs/architecture.md's leaves: they use no other module of the crate.
+const LEAVES: &[&str] = &["sharing", "limits", "duration", "clock", "yaml", "logging"];
+
 /// A path from `from` back to `to`, if there is one.
-fn path(
-    g: &BTreeMap<String, BTreeSet<String>>,
-    from: &str,
-    to: &str,
-    seen: &mut BTreeSet<String>,
-) -> Option<Vec<String>> {
+pub fn path(g: &Graph, from: &str, to: &str, seen: &mut BTreeSet<String>) -> Option<Vec<String>> {
     if from == to {
         return Some(vec![to.to_string()]);
     }
@@ -62,38 +67,173 @@ fn path(
     None
 }
 
+/// The first circle in `g`, as `a -> b -> a`.
+pub fn circle(g: &Graph) -> Option<String> {
+    g.iter().find_map(|(module, uses)| {
+        uses.iter().find_map(|used| {
+            path(g, used, module, &mut BTreeSet::new())
+                .map(|back| format!("{module} -> {}", back.join(" -> ")))
+        })
+    })
+}
+
+/// The names in `names` that are not nodes of `g`: a rule naming them would check nothing.
+pub fn missing<'a>(g: &Graph, names: &[&'a str]) -> Vec<&'a str> {
+    names.iter().copied().filter(|n| !g.contains_key(*n)).collect()
+}
+
+/// What `module` uses in `g`, asserting first that the module exists.
+fn uses<'a>(g: &'a Graph, module: &str) -> &'a BTreeSet<String> {
+    g.get(module).unwrap_or_else(|| panic!("a rule names module {module:?}, which is not in {:?}", g.keys()))
+}
+
+#[test]
+fn every_module_a_rule_names_exists() {
+    let g = nvlabel().graph(&[]);
+    let named: Vec<&str> =
+        UPPER.iter().chain(LOWER).chain(LEAVES).copied().chain(["kubeapi", "labels", "probe"]).collect();
+    assert_eq!(missing(&g, &named), Vec::<&str>::new(), "the rules name modules that do not exist");
+    let fake = fake().graph(&[]);
+    assert_eq!(missing(&fake, &["exports", "codes", "call"]), Vec::<&str>::new());
+}
+
 #[test]
 fn no_module_uses_one_that_uses_it_back() {
-    let g = graph();
-    assert!(g.len() > 10, "the source was read: {g:?}");
-    for (module, uses) in &g {
-        for used in uses {
-            if let Some(back) = path(&g, used, module, &mut BTreeSet::new()) {
-                panic!("a circle: {module} -> {}", back.join(" -> "));
+    let g = nvlabel().graph(&[]);
+    assert!(g.len() > 15, "the modules were found: {g:?}");
+    if let Some(c) = circle(&g) {
+        panic!("a circle between top-level modules: {c}");
+    }
+}
+
+#[test]
+fn no_file_inside_a_module_uses_one_that_uses_it_back() {
+    let mut checked = Vec::new();
+    for (name, krate) in [("src", nvlabel()), ("crates/fake-nvml/src", fake())] {
+        for parent in krate.parents() {
+            if name == "src" && parent.is_empty() {
+                continue; // the top level, checked above
             }
+            let g = krate.graph(&parent);
+            if let Some(c) = circle(&g) {
+                panic!("a circle between the files of {name}/{}: {c}", parent.join("/"));
+            }
+            checked.push(format!("{name}/{}", parent.join("/")));
         }
+    }
+    for dir in ["src/config", "src/probe", "src/labels", "src/config/file", "crates/fake-nvml/src/"] {
+        assert!(checked.iter().any(|c| c == dir), "{dir} was not checked: {checked:?}");
+    }
+}
+
+/// Edges that are there today: a reader that sees nothing fails here, not silently above.
+#[test]
+fn edges_known_to_exist_are_found() {
+    let top = nvlabel().graph(&[]);
+    for (from, to) in
+        [("daemon", "config"), ("publish", "kubeapi"), ("labels", "snapshot"), ("config", "publish")]
+    {
+        assert!(uses(&top, from).contains(to), "{from} -> {to} was not found: {top:?}");
+    }
+    let config = nvlabel().graph(&["config".to_string()]);
+    for (from, to) in
+        [("source", "settings"), ("settings", "flags"), ("health", "resolve"), ("usage", "source")]
+    {
+        assert!(uses(&config, from).contains(to), "config/{from} -> {to} was not found: {config:?}");
+    }
+    let probe = nvlabel().graph(&["probe".to_string()]);
+    assert!(uses(&probe, "topology").contains("nvml_error"), "probe/topology -> nvml_error: {probe:?}");
+    let fake = fake().graph(&[]);
+    for (from, to) in [("exports", "answers"), ("events", "call"), ("call", "state")] {
+        assert!(uses(&fake, from).contains(to), "fake-nvml {from} -> {to} was not found: {fake:?}");
     }
 }
 
 #[test]
 fn the_lower_layers_never_reach_up() {
-    let g = graph();
-    let upper = ["config", "daemon", "health", "pass", "http"];
-    for lower in
-        ["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "conditions", "limits", "logging"]
-    {
-        let reached: Vec<&String> =
-            g.get(lower).into_iter().flatten().filter(|m| upper.contains(&m.as_str())).collect();
+    let g = nvlabel().graph(&[]);
+    for lower in LOWER {
+        let reached: Vec<&String> = uses(&g, lower).iter().filter(|m| UPPER.contains(&m.as_str())).collect();
         assert!(reached.is_empty(), "{lower} uses {reached:?}");
+    }
+}
+
+#[test]
+fn kubeapi_uses_only_logging_publish_only_kubeapi_and_labels_labels_never_probe() {
+    let g = nvlabel().graph(&[]);
+    let kubeapi: Vec<&String> = uses(&g, "kubeapi").iter().filter(|m| *m != "logging").collect();
+    assert!(kubeapi.is_empty(), "kubeapi uses {kubeapi:?}; it may use only logging");
+    assert!(!uses(&g, "labels").contains("probe"), "labels uses probe: labelers read the snapshot");
+    let publish: Vec<&String> =
+        uses(&g, "publish").iter().filter(|m| !["kubeapi", "labels"].contains(&m.as_str())).collect();
+    assert!(publish.is_empty(), "publish uses {publish:?}");
+}
+
+#[test]
+fn the_leaves_use_no_other_module() {
+    let g = nvlabel().graph(&[]);
+    for leaf in LEAVES {
+        assert!(uses(&g, leaf).is_empty(), "{leaf} is a leaf but uses {:?}", g[*leaf]);
+    }
+}
+
+/// Only `probe/` and `health/` talk to NVML; the `unsafe` code sits in their raw modules.
+#[test]
+fn only_probe_and_health_talk_to_nvml() {
+    let mut talking = Vec::new();
+    for file in nvlabel().files.values() {
+        if file.parsed.external.iter().any(|e| e.starts_with("nvml_wrapper")) {
+            talking.push(file.rel.clone());
+        }
+    }
+    assert!(talking.iter().any(|f| f == "probe/raw.rs"), "nvml_wrapper was not found: {talking:?}");
+    let elsewhere: Vec<&String> =
+        talking.iter().filter(|f| !f.starts_with("probe/") && !f.starts_with("health/")).collect();
+    assert!(elsewhere.is_empty(), "{elsewhere:?} talk to NVML");
+}
+
+/// The fake's exported symbols are the top of that crate: nothing uses `exports.rs`, and
+/// `codes.rs` (return codes) uses nothing.
+#[test]
+fn the_fake_nvml_exports_are_its_top() {
+    let g = fake().graph(&[]);
+    let users: Vec<&String> = g.iter().filter(|(_, u)| u.contains("exports")).map(|(m, _)| m).collect();
+    assert!(users.is_empty(), "{users:?} use exports.rs");
+    assert!(uses(&g, "codes").is_empty(), "codes.rs uses {:?}", g["codes"]);
+}
+
+/// Every `.rs` file under `src/` is read as production code, declared only for tests, or the
+/// binary's `main.rs`: a file left out of the module tree would be silently unchecked.
+#[test]
+fn every_source_file_is_accounted_for() {
+    for (dir, krate, bins) in [(src(), nvlabel(), &["main.rs"][..]), (fake_src(), fake(), &[])] {
+        let read: BTreeSet<&str> = krate.files.values().map(|f| f.rel.as_str()).collect();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let p = entry.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+                let known = read.contains(rel.as_str())
+                    || krate.test_files.contains(&rel)
+                    || bins.contains(&rel.as_str());
+                assert!(!rel.ends_with(".rs") || known, "{} is in no module tree", p.display());
+            }
+        }
     }
 }
 
 /// docs/architecture.md names every top-level module, so the map stays the territory.
 #[test]
 fn the_architecture_page_names_every_module() {
-    let doc = std::fs::read_to_string(common::repo().join("docs/architecture.md")).unwrap();
-    let missing: Vec<String> = graph()
-        .into_keys()
+    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let g = nvlabel().graph(&[]);
+    assert!(g.len() > 15, "the modules were found: {g:?}");
+    let missing: Vec<&String> = g
+        .keys()
         .filter(|m| {
             !doc.contains(&format!("src/{m}/"))
                 && !doc.contains(&format!("src/{m}.rs"))

@@ -36,29 +36,6 @@ pub fn command() -> clap::Command {
 }
 
 impl Cli {
-    /// Parses the process's arguments. `--help`, `--version` and `nvlabel help` print and exit
-    /// 0; a usage error prints one line and exits 2 ([`super::usage`]).
-    pub fn from_args() -> Cli {
-        let cli = match Cli::try_from_args(std::env::args_os()) {
-            Ok(cli) => cli,
-            Err(e) if !e.use_stderr() => e.exit(),
-            Err(e) => {
-                eprintln!("nvlabel: error: {}", super::usage::one_line(&e, &command()));
-                std::process::exit(super::usage::EXIT)
-            }
-        };
-        if let Some(Command::Help { command: name }) = &cli.command {
-            let mut top = command();
-            top.build();
-            let printed = match name.as_deref().and_then(|n| top.find_subcommand_mut(n)) {
-                Some(sub) => sub.print_help(),
-                None => top.print_help(),
-            };
-            std::process::exit(i32::from(printed.is_err()));
-        }
-        cli
-    }
-
     /// Parses `args` (`args[0]` is the program name). A flag not given is `None` here, whatever
     /// its default: the resolver puts env and the config file between the two.
     pub fn try_from_args<I, T>(args: I) -> Result<Cli, clap::Error>

@@ -3,7 +3,7 @@
 
 use super::file::FileFlags;
 use super::flags::HealthArgs;
-use super::settings::{bool_flag, found_flag, invalid, CliError, Env, Found};
+use super::resolve::{bool_flag, found_flag, invalid, CliError, Env, Found};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

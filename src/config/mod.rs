@@ -9,6 +9,7 @@ pub mod env;
 pub mod file;
 pub mod flags;
 pub mod health;
+mod resolve;
 pub mod select;
 pub mod settings;
 pub mod source;

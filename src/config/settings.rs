@@ -4,8 +4,13 @@
 //! environment.
 
 use super::file::FileFlags;
+use super::flags::Cli;
 pub use super::flags::DEFAULT_OUTPUT_FILE;
-use super::flags::{default_of, env_names, parse_bool, Cli};
+use super::resolve::Found;
+use super::resolve::{
+    bool_flag, choice, default, defaulted, found_flag, invalid, number_flag, path_flag, string_flag,
+};
+pub use super::resolve::{CliError, Env};
 use crate::duration::{parse_interval, DurationError, Interval};
 use crate::labels::MigStrategy;
 use crate::logging::LogFormat;
@@ -87,106 +92,6 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// `--health` and its options.
     pub health: super::health::HealthSettings,
-}
-
-/// A flag or env value that is not acceptable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CliError {
-    /// A bad value, from the command line or from an env var.
-    #[error("invalid value {value:?} for {origin}: {reason}")]
-    Invalid {
-        /// `flag --x` or `environment variable "X" (flag --x)`.
-        origin: String,
-        /// The value.
-        value: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// One flag's value and where it came from.
-pub(super) struct Found {
-    pub(super) value: String,
-    pub(super) origin: String,
-}
-
-/// The env lookup used by [`Settings::resolve`].
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-fn from_env(env: Env, flag: &str) -> Option<Found> {
-    // urfave/cli: the first *defined* variable wins, even when it is empty.
-    env_names(flag).iter().find_map(|n| {
-        env(n).map(|value| Found { value, origin: format!("environment variable {n:?} (flag --{flag})") })
-    })
-}
-
-/// `flag`'s default as declared on the command line, parsed; a default that does not parse is
-/// caught by the defaults test.
-fn default<T: std::str::FromStr>(flag: &str) -> T {
-    let text = default_of(flag).unwrap_or_else(|| panic!("--{flag} declares no default"));
-    text.parse().unwrap_or_else(|_| panic!("--{flag}'s default {text:?} does not parse"))
-}
-
-/// `flag`'s default as a [`Found`].
-fn defaulted(flag: &str) -> Found {
-    Found { value: default(flag), origin: format!("the default of --{flag}") }
-}
-
-pub(super) fn invalid(found: &Found, reason: impl ToString) -> CliError {
-    CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
-}
-
-/// A boolean from the command line or env; `None` when neither sets it.
-pub(super) fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
-    if let Some(v) = cli {
-        return Ok(Some(v));
-    }
-    match from_env(env, flag) {
-        // urfave: an empty boolean env var means false.
-        Some(f) if f.value.is_empty() => Ok(Some(false)),
-        Some(f) => parse_bool(&f.value).map(Some).map_err(|e| invalid(&f, e)),
-        None => Ok(None),
-    }
-}
-
-fn string_flag(cli: Option<String>, env: Env, flag: &str) -> Option<String> {
-    cli.or_else(|| from_env(env, flag).map(|f| f.value))
-}
-
-/// A string flag as a [`Found`], remembering where it came from for error messages.
-pub(super) fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
-    cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag))
-}
-
-/// A path flag from the command line or env; empty means unset.
-fn path_flag(cli: Option<PathBuf>, env: Env, flag: &str) -> Option<PathBuf> {
-    cli.or_else(|| from_env(env, flag).filter(|f| !f.value.is_empty()).map(|f| PathBuf::from(f.value)))
-}
-
-/// A flag with a fixed set of values, from the command line, env or its default, parsed by `parse`.
-fn choice<T>(
-    cli: Option<String>,
-    env: Env,
-    flag: &str,
-    parse: impl Fn(&str) -> Option<T>,
-    choices: &str,
-) -> Result<T, CliError> {
-    let f = found_flag(cli, env, flag).unwrap_or_else(|| defaulted(flag));
-    parse(&f.value).ok_or_else(|| invalid(&f, format!("use {choices}")))
-}
-
-fn number_flag<T: std::str::FromStr>(cli: Option<T>, env: Env, flag: &str) -> Result<T, CliError>
-where
-    T::Err: std::fmt::Display,
-{
-    if let Some(v) = cli {
-        return Ok(v);
-    }
-    match from_env(env, flag) {
-        // urfave ignores empty numeric env vars.
-        Some(f) if !f.value.is_empty() => f.value.parse().map_err(|e| invalid(&f, e)),
-        _ => Ok(default(flag)),
-    }
 }
 
 /// The flags section of a config file and where it came from.

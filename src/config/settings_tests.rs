@@ -1,5 +1,6 @@
 //! The resolver: GFD's defaults, precedence, env quirks, value syntax and error origins.
 use super::*;
+use crate::config::env::env_names;
 use std::collections::HashMap;
 
 fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {

@@ -34,7 +34,7 @@ pub enum ConfigSource {
 impl ConfigSource {
     /// The source the command line and env name (a config file cannot name another source);
     /// `--config-file` and `--config-dir` exclude each other.
-    pub fn of(cli: &Cli, env: super::settings::Env) -> Result<ConfigSource, ReloadError> {
+    pub fn of(cli: &Cli, env: super::resolve::Env) -> Result<ConfigSource, ReloadError> {
         Ok(match (Settings::config_file_path(cli, env), Settings::config_dir_path(cli, env)) {
             (Some(_), Some(_)) => return Err(ReloadError::BothSources),
             (Some(file), None) => ConfigSource::File(file),
@@ -60,7 +60,7 @@ pub enum ReloadError {
     Config(#[from] super::file::ConfigError),
     /// Its flags are invalid.
     #[error(transparent)]
-    Flags(#[from] super::settings::CliError),
+    Flags(#[from] super::resolve::CliError),
     /// A reload changed a setting that only a restart can change.
     #[error(
         "config file {file}: flags.{key} cannot change while nvlabel runs (it is {now:?}, the file asks for {asked:?}); restart nvlabel to change it"

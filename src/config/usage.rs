@@ -4,6 +4,7 @@
 //! `nvlabel: error: ...` that names the flag and where the value came from. Every other failure
 //! exits 1. A config file's `flags` that turn bad on reload are a rejected reload instead.
 
+use super::flags::{command, Cli, Command};
 use super::source::ReloadError;
 use super::{CliError, ConfigError};
 
@@ -17,6 +18,33 @@ pub fn is_usage(e: &anyhow::Error) -> bool {
         // A value of the file's `flags` that the file reader itself refuses (a duration, a boolean).
         Some(ReloadError::Config(ConfigError::Invalid { field, .. })) => field.starts_with("flags."),
         _ => e.downcast_ref::<CliError>().is_some(),
+    }
+}
+
+// Beside the rule it applies rather than in flags.rs, so the command line's definition stays
+// below the error types (`ReloadError`, `CliError`) this module has to know.
+impl Cli {
+    /// Parses the process's arguments. `--help`, `--version` and `nvlabel help` print and exit
+    /// 0; a usage error prints one line and exits 2 (see the module's comment).
+    pub fn from_args() -> Cli {
+        let cli = match Cli::try_from_args(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(e) if !e.use_stderr() => e.exit(),
+            Err(e) => {
+                eprintln!("nvlabel: error: {}", one_line(&e, &command()));
+                std::process::exit(EXIT)
+            }
+        };
+        if let Some(Command::Help { command: name }) = &cli.command {
+            let mut top = command();
+            top.build();
+            let printed = match name.as_deref().and_then(|n| top.find_subcommand_mut(n)) {
+                Some(sub) => sub.print_help(),
+                None => top.print_help(),
+            };
+            std::process::exit(i32::from(printed.is_err()));
+        }
+        cli
     }
 }
 

@@ -7,6 +7,7 @@
 //! the whole probe.
 
 mod nvml;
+mod nvml_error;
 pub mod pci;
 pub mod profile;
 mod raw;

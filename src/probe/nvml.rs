@@ -1,5 +1,7 @@
 //! The NVML walk: every fact is read once per pass.
 
+// Re-exported for `ProbeError`'s messages in mod.rs, which name it `nvml::describe`.
+pub(super) use super::nvml_error::describe;
 use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
 use nvml_wrapper::error::NvmlError;
@@ -18,15 +20,6 @@ struct Failure(&'static str, NvmlError);
 
 fn fail(function: &'static str) -> impl Fn(NvmlError) -> Failure {
     move |e| Failure(function, e)
-}
-
-/// The error's name and text, as the snapshot's issues and the logs show it.
-pub(super) fn describe(e: &NvmlError) -> String {
-    match e {
-        // nvml-wrapper's text misspells "inaccessible".
-        NvmlError::GpuLost => "GpuLost: the GPU fell off the bus or has otherwise become inaccessible".into(),
-        e => format!("{e:?}: {e}"),
-    }
 }
 
 /// Fills the NVML parts of `snap` from `session`'s open `nvml`.

@@ -45,7 +45,7 @@ impl Recorder<'_> {
                 self.issues.push(Issue {
                     device: self.device.clone(),
                     function: function.into(),
-                    error: super::nvml::describe(&e),
+                    error: super::nvml_error::describe(&e),
                     effect: effect.into(),
                 });
                 Err(())

@@ -4,7 +4,7 @@
 
 use crate::codes::{self, *};
 use crate::fixture::{ci_profile_slices, fabric_state, gi_profile_slices, parse_uuid, Gpu, MigDevice};
-use crate::state::{Handle, Machine};
+use crate::machine::{Handle, Machine};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_uint};
 

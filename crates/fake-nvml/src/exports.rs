@@ -1,12 +1,14 @@
-//! The exported `nvml*` functions. Each one counts itself, takes the global lock, never
+//! The exported `nvml*` functions (the topology, health and event ones in their own files, all
+//! listed in [`SYMBOLS`]). Each one counts itself, takes the global lock (`call.rs`), never
 //! dereferences a handle (handles are looked up by address) and never unwinds into its caller.
+//! No other file of the library uses this one (only tests and the fuzz target take `SYMBOLS`).
 
 use crate::answers::*;
+use crate::call::{export, Call};
 use crate::codes::{self, *};
-use crate::state::{lock, Global, Handle, Machine};
+use crate::machine::Handle;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, CStr};
-use std::sync::MutexGuard;
 
 /// Every exported symbol, per file, for validating fixture fault names.
 pub const SYMBOLS: &[&[&str]] = &[
@@ -16,51 +18,6 @@ pub const SYMBOLS: &[&[&str]] = &[
     crate::events::EVENT_SYMBOLS,
     crate::events::WAIT_SYMBOLS,
 ];
-
-/// One exported call in progress: the lock, and the function name that faults are matched on.
-pub(crate) struct Call {
-    pub(crate) g: MutexGuard<'static, Global>,
-    pub(crate) name: &'static str,
-}
-
-impl Call {
-    pub(crate) fn machine(&mut self) -> Result<&mut Machine, u32> {
-        self.g.machine(self.name)
-    }
-
-    pub(crate) fn handle<T>(&mut self, h: *mut T) -> Result<(&mut Machine, Handle), u32> {
-        self.g.handle(self.name, h as usize)
-    }
-}
-
-/// Defines exported functions (`$symbols` lists them), each counted, locked and panic-safe.
-macro_rules! export {
-    ($symbols:ident = [$($extra:literal),*]; $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$c:ident| $body:block)*) => {
-        /// The symbols this file exports.
-        pub const $symbols: &[&str] = &[$($extra,)* $(stringify!($name)),*];
-        $(
-            /// See `nvml.h`.
-            ///
-            /// # Safety
-            /// Pointer arguments must be null or valid for the write `nvml.h` describes;
-            /// handles are only looked up, never dereferenced.
-            #[no_mangle]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
-                let run = std::panic::AssertUnwindSafe(|| -> Result<(), u32> {
-                    let mut $c = Call::begin(stringify!($name));
-                    #[allow(unused_unsafe)]
-                    unsafe { $body }
-                });
-                match std::panic::catch_unwind(run) {
-                    Ok(Ok(())) => SUCCESS,
-                    Ok(Err(code)) => code,
-                    Err(_) => UNKNOWN,
-                }
-            }
-        )*
-    };
-}
-pub(crate) use export;
 
 /// Shared body of the unversioned and `_v2` CUDA version symbols.
 unsafe fn cuda_driver_version(c: &mut Call, v: *mut c_int) -> Result<(), u32> {
@@ -90,7 +47,7 @@ unsafe fn handle_by_index(c: &mut Call, index: c_uint, device: *mut nvmlDevice_t
 /// `nvmlErrorString`: a static text for every return code.
 #[no_mangle]
 pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
-    lock().count("nvmlErrorString");
+    drop(Call::begin("nvmlErrorString", &[]));
     codes::text(result).as_ptr().cast()
 }
 

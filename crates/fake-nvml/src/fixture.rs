@@ -248,7 +248,7 @@ mod tests {
     use super::*;
 
     const TEST_LIMITS: Limits =
-        Limits { symbols: crate::exports::SYMBOLS, max_handles: crate::state::MAX_HANDLES };
+        Limits { symbols: crate::exports::SYMBOLS, max_handles: crate::machine::MAX_HANDLES };
     use proptest::prelude::*;
 
     #[test]

@@ -35,11 +35,11 @@ pub struct Gpu {
     /// NVLink version and links; absent means NOT_SUPPORTED on every link.
     pub nvlink: Option<NvLink>,
     /// ECC mode and counters; absent means ECC is not supported.
-    pub ecc: Option<crate::health::Ecc>,
+    pub ecc: Option<crate::health_fixture::Ecc>,
     /// `nvmlDeviceGetRetiredPagesPendingStatus` (field 31); absent means NOT_SUPPORTED.
     pub retired_pages_pending: Option<bool>,
     /// `nvmlDeviceGetRemappedRows` (fields 142-145); absent means NOT_SUPPORTED.
-    pub remapped_rows: Option<crate::health::RemappedRows>,
+    pub remapped_rows: Option<crate::health_fixture::RemappedRows>,
 }
 
 /// MIG mode and devices of one GPU.

@@ -1,54 +1,15 @@
 //! GPU health: the `ecc`, `retired_pages_pending` and `remapped_rows` fixture keys and the NVML
 //! calls that read them (ECC mode and counters, retired pages, row remapping, field values). The
 //! values are the fixture's, changed from outside by the event file's `dbe`, `sbe` and `set` lines
-//! (see [`crate::events`]).
+//! (see [`crate::live`]).
 
 use crate::answers::out;
+use crate::call::{export, Call};
 use crate::codes::*;
-use crate::events::Key;
-use crate::exports::{export, Call};
-use crate::state::Handle;
+use crate::live::Key;
+use crate::machine::Handle;
 use nvml_wrapper_sys::bindings::*;
-use serde::Deserialize;
 use std::ffi::{c_int, c_uint, c_ulonglong};
-
-/// `ecc:` of one GPU.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ecc {
-    /// `nvmlDeviceGetEccMode` current = pending.
-    pub enabled: bool,
-    /// `nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE_ECC)`.
-    #[serde(default)]
-    pub corrected_volatile: u64,
-    /// `nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE_ECC)`.
-    #[serde(default)]
-    pub uncorrected_volatile: u64,
-    /// `nvmlDeviceGetTotalEccErrors(CORRECTED, AGGREGATE_ECC)`.
-    #[serde(default)]
-    pub corrected_aggregate: u64,
-    /// `nvmlDeviceGetTotalEccErrors(UNCORRECTED, AGGREGATE_ECC)`.
-    #[serde(default)]
-    pub uncorrected_aggregate: u64,
-}
-
-/// `remapped_rows:` of one GPU.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RemappedRows {
-    /// Rows remapped for correctable errors.
-    #[serde(default)]
-    pub correctable: u32,
-    /// Rows remapped for uncorrectable errors.
-    #[serde(default)]
-    pub uncorrectable: u32,
-    /// A remapping is pending (a GPU reset applies it).
-    #[serde(default)]
-    pub pending: bool,
-    /// A remapping failed (no spare rows left).
-    #[serde(default)]
-    pub failure: bool,
-}
 
 /// The health value `key` of GPU `g` as the fixture and the event file make it now; `None`
 /// when the fixture does not have the section it belongs to (the call is `NOT_SUPPORTED`).

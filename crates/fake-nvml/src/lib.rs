@@ -4,6 +4,7 @@
 #![allow(non_snake_case)]
 
 mod answers;
+mod call;
 mod codes;
 mod events;
 pub mod exports;
@@ -11,6 +12,9 @@ pub mod exports;
 pub mod fixture;
 mod gpu_fixture;
 mod health;
+mod health_fixture;
+mod live;
+mod machine;
 mod state;
 pub mod topology;
 mod topology_fixture;

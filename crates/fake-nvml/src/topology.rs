@@ -3,9 +3,9 @@
 //! `topology_fixture`. Every one answers `NOT_SUPPORTED` where its key is absent.
 
 use crate::answers::*;
+use crate::call::{export, Call};
 use crate::codes::*;
-use crate::exports::{export, Call};
-use crate::state::{Handle, Machine};
+use crate::machine::{Handle, Machine};
 use crate::topology_fixture::{self as topo, ConfCompute, Link, Pcie, MAX_LINKS};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::c_uint;
@@ -81,7 +81,7 @@ export! {
         let (g, _) = link(m, h, l)?;
         let fixture_state = m.nvlink_active[g as usize][l as usize];
         // `set nvlink.<link>.active` in the event file overrides the fixture from then on.
-        let on = c.g.live.adjust(g, crate::events::Key::NvlinkActive(l), u64::from(fixture_state)) != 0;
+        let on = c.g.live.adjust(g, crate::live::Key::NvlinkActive(l), u64::from(fixture_state)) != 0;
         out(active, if on { nvmlEnableState_enum_NVML_FEATURE_ENABLED } else { nvmlEnableState_enum_NVML_FEATURE_DISABLED })
     }
     fn nvmlDeviceGetNvLinkVersion(device: nvmlDevice_t, l: c_uint, version: *mut c_uint) |c| {

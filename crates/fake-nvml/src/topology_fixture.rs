@@ -181,7 +181,7 @@ mod tests {
     use crate::fixture::{Fixture, Limits};
 
     const LIMITS: Limits =
-        Limits { symbols: crate::exports::SYMBOLS, max_handles: crate::state::MAX_HANDLES };
+        Limits { symbols: crate::exports::SYMBOLS, max_handles: crate::machine::MAX_HANDLES };
 
     fn parse(gpu_keys: &str, system_keys: &str) -> Result<Fixture, String> {
         let text = format!(

@@ -16,7 +16,7 @@ pub fn compile(name: &str) -> PathBuf {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("nvml-c-{name}"));
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let status = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Werror", "-o"])
+        .args(["-std=c99", "-Wall", "-Werror", "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .arg("-ldl")

@@ -1,0 +1,13 @@
+//! How an NVML error reads in the snapshot's issues and the logs; below both the walk
+//! (`nvml.rs`) and the topology reads (`topology.rs`), which each report with it.
+
+use nvml_wrapper::error::NvmlError;
+
+/// The error's name and text, as the snapshot's issues and the logs show it.
+pub(super) fn describe(e: &NvmlError) -> String {
+    match e {
+        // nvml-wrapper's text misspells "inaccessible".
+        NvmlError::GpuLost => "GpuLost: the GPU fell off the bus or has otherwise become inaccessible".into(),
+        e => format!("{e:?}: {e}"),
+    }
+}

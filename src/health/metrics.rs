@@ -40,6 +40,8 @@ pub struct XidLabels {
 pub struct HealthMetrics {
     /// 1 healthy, 0 a fault is recorded.
     pub healthy: Family<GpuLabels, Gauge>,
+    /// Health readings of NVML that came back (a reading stuck in the driver does not count).
+    pub readings: Counter,
     /// Xid events by Xid (ignored ones too: they are still worth seeing).
     pub xid_errors: Family<XidLabels, Counter>,
     /// The last Xid.
@@ -63,6 +65,11 @@ pub struct HealthMetrics {
 impl HealthMetrics {
     /// Registers the metrics into the daemon's registry.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "nvlabel_gpu_health_readings",
+            "Health readings of NVML that came back (one per pass interval; stalls while a driver call hangs)",
+            self.readings.clone(),
+        );
         let gauges: [(&str, &str, &Family<GpuLabels, Gauge>); 9] = [
             ("nvlabel_gpu_healthy", "1 while the GPU has no recorded fault this boot, else 0", &self.healthy),
             ("DCGM_FI_DEV_XID_ERRORS", "The last Xid error of the GPU", &self.last_xid),

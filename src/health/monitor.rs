@@ -219,6 +219,7 @@ impl Monitor {
             Ok(reading) => reading,
             Err(e) => Err(e.into()),
         };
+        self.metrics.readings.inc();
         if let Ok(r) = &reading {
             for g in &r.gpus {
                 if let Some(u) = &g.uuid {

@@ -9,6 +9,10 @@ pub use crate::config::health::DEFAULT_IGNORED_XIDS;
 /// What to do about a fault, least drastic first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
+    /// Drain the GPU's work and look at what ran there: the fault is one only because the operator
+    /// chose so (an application-caused Xid taken off `--health-ignore-xids`), which says nothing
+    /// about the hardware, so nothing more drastic is recommended.
+    CheckWorkload,
     /// Drain the GPU's work and reset it (`nvidia-smi -r`), or reboot.
     ResetGpu,
     /// Drain and reboot the node.
@@ -21,6 +25,7 @@ impl Action {
     /// The recommendation as the condition message says it.
     pub fn text(self) -> &'static str {
         match self {
+            Action::CheckWorkload => "check the workload on this GPU",
             Action::ResetGpu => "reset the GPU",
             Action::Reboot => "reboot the node",
             Action::Replace => "replace the GPU",
@@ -107,6 +112,7 @@ impl Fault {
         match self {
             Fault::Lost | Fault::Missing { .. } => Action::Reboot,
             Fault::RemappedRowsFailure => Action::Replace,
+            Fault::Xid { xid, .. } if DEFAULT_IGNORED_XIDS.contains(xid) => Action::CheckWorkload,
             // 79: fallen off the bus; 95: uncontained ECC error; 119/120: GSP firmware stuck.
             Fault::Xid { xid: 79 | 95 | 119 | 120, .. } => Action::Reboot,
             Fault::Xid { .. }

@@ -177,7 +177,7 @@ impl Monitor {
         if t.boot_id() != boot && t.new_boot(&boot) {
             tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
             let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
-            let uid = self.condition.uid().map(String::from);
+            let uid = self.condition.uid();
             if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
                 tracing::warn!(error = %e, "cannot send the recovery Event");
             }
@@ -260,7 +260,7 @@ impl Monitor {
     /// A Warning Event for each new fault (after the condition, so a slow Event API does not
     /// hold the condition back).
     async fn announce(&mut self, new: Vec<Entry>) {
-        let uid = self.condition.uid().map(String::from);
+        let uid = self.condition.uid();
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
             if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {

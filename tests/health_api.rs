@@ -7,7 +7,9 @@ mod common;
 use common::mock_api::{expect, mock, no_more_requests, Handle};
 use http::Method;
 use nvlabel::health::publish::{NodeCondition, NodeEvents};
-use nvlabel::health::sticky::Verdict;
+use nvlabel::health::record::{Record, ANNOTATION};
+use nvlabel::health::rules::Fault;
+use nvlabel::health::sticky::{Tracker, Verdict};
 use nvlabel::kubeapi::retry::Backoff;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -28,12 +30,11 @@ fn node(uid: &str) -> Value {
                 "lastTransitionTime": "2026-01-01T00:00:00Z", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}})
 }
 
+/// Xid 79 on GPU 0, as the tracker words and records it.
 fn faulty() -> Verdict {
-    Verdict {
-        status: "False",
-        reason: "XidCriticalError".into(),
-        message: "GPU 0 (GPU-a): XidCriticalError, Xid 79, action: reboot the node [boot b]".into(),
-    }
+    let mut t = Tracker::new("b");
+    t.record(&(Some(0), Fault::Xid { xid: 79, mig: None }), Some("GPU-a"));
+    t.verdict()
 }
 
 /// A 403 as the API server words it.
@@ -67,16 +68,54 @@ async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
     let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1")).await;
     assert_eq!(body["apiVersion"], "v1");
     assert_eq!(body["kind"], "Node");
-    assert_eq!(body["metadata"], json!({"name": "gpu-1", "uid": "uid-1"}));
+    // The faults' record goes with the condition, in the same request.
+    let record = body["metadata"]["annotations"][ANNOTATION].as_str().expect("the record").to_string();
+    assert_eq!(
+        body["metadata"],
+        json!({"name": "gpu-1", "uid": "uid-1", "annotations": {ANNOTATION: record}})
+    );
+    assert_eq!(
+        record,
+        r#"{"version":1,"bootId":"b","faults":[{"gpu":0,"uuid":"GPU-a","kind":"XidCriticalError","xid":79,"action":"RebootNode"}]}"#
+    );
     assert_eq!(body["status"].as_object().unwrap().len(), 1, "only conditions: {body}");
     assert_eq!(
         sent_condition(&body),
-        json!({"type": "GPUHealthy", "status": "False", "reason": "XidCriticalError", "message": faulty().message})
+        json!({"type": "GPUHealthy", "status": "False", "reason": "XidCriticalError",
+               "message": "GPU 0 (GPU-a): XidCriticalError, Xid 79, action: reboot the node [boot b]"})
     );
-    let (existing, applied, condition) = task.await.unwrap();
+    let (existing, applied, mut condition) = task.await.unwrap();
     let existing = existing.unwrap().unwrap();
     assert_eq!((existing.status.as_str(), existing.message.as_str()), ("True", "2 GPUs healthy"));
+    assert_eq!(existing.record, None);
     assert_eq!(applied, Ok(()));
+
+    // Healthy again (a new boot): the apply leaves the annotation out, so the server drops ours.
+    let task = tokio::spawn(async move {
+        let mut t = Tracker::new("c");
+        t.nvml(Ok(2));
+        (condition.apply(&t.verdict()).await.map_err(|e| e.to_string()), condition)
+    });
+    let body = expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1")).await;
+    assert_eq!(body["metadata"], json!({"name": "gpu-1", "uid": "uid-1"}));
+    let (applied, condition) = task.await.unwrap();
+    assert_eq!(applied, Ok(()));
+    drop(condition);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn the_record_is_read_back_with_the_condition() {
+    let (client, mut handle) = mock();
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy").with_backoff(quick());
+    let task = tokio::spawn(async move { (condition.read().await.map_err(|e| e.to_string()), condition) });
+    let record = faulty().record.unwrap().to_annotation();
+    let mut on_node = node("uid-1");
+    on_node["metadata"]["annotations"] = json!({ANNOTATION: record, "team": "ml"});
+    expect(&mut handle, Method::GET, NODE, 200, on_node).await;
+    let (existing, condition) = task.await.unwrap();
+    let existing = existing.unwrap().unwrap();
+    assert_eq!(existing.record.as_deref().map(Record::parse).transpose().unwrap(), faulty().record);
     drop(condition);
     no_more_requests(handle).await;
 }

@@ -6,7 +6,7 @@ use super::metrics::HealthMetrics;
 use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
-use super::sticky::{Entry, Tracker, Verdict};
+use super::sticky::{Entry, Existing, Tracker, Verdict};
 use crate::config::Settings;
 use crate::duration::Interval;
 use crate::kubeapi::backoff::FullJitter;
@@ -149,21 +149,13 @@ impl Monitor {
                 Ok(existing) => {
                     self.backoff.succeeded();
                     let t = match &existing {
-                        Some(c) => Tracker::recover(&boot, &c.status, &c.message),
+                        Some(c) => Tracker::recover(&boot, c),
                         None => Tracker::new(&boot),
                     };
                     if t.faulty() {
                         tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
                     }
-                    self.published = existing.map(|c| Verdict {
-                        status: match c.status.as_str() {
-                            "True" => "True",
-                            "False" => "False",
-                            _ => "Unknown",
-                        },
-                        reason: c.reason,
-                        message: c.message,
-                    });
+                    self.published = existing.as_ref().map(Existing::published);
                     self.tracker = Some(t);
                 }
                 Err(e) => {

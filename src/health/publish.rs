@@ -4,7 +4,8 @@
 //! client's deadline on each request, [`retry`] with the one backoff, and a failure as one
 //! [`ApiFailure`] line naming the object, the status and, for a 403, the missing RBAC verb.
 
-use super::sticky::Verdict;
+use super::record::{Record, ANNOTATION};
+use super::sticky::{Existing, Verdict};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::retry::{retry, Backoff};
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus, ObjectReference};
@@ -38,17 +39,6 @@ pub const API_CALLS: &[crate::publish::ApiCall] = &[
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes/status", verb: "patch" },
     crate::publish::ApiCall { namespaced: true, group: "events.k8s.io", resource: "events", verb: "create" },
 ];
-
-/// The condition as it is on the Node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Existing {
-    /// Status.
-    pub status: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
-}
 
 /// What the last read of the Node said, kept for the applies that follow.
 #[derive(Debug, Default)]
@@ -114,6 +104,7 @@ impl NodeCondition {
             .into_iter()
             .flatten()
             .find(|c| c.type_ == self.condition_type);
+        let record = node.metadata.annotations.and_then(|mut a| a.remove(ANNOTATION));
         let mut seen = self.seen();
         seen.uid = node.metadata.uid;
         Ok(found.map(|c| {
@@ -124,6 +115,7 @@ impl NodeCondition {
                 status: c.status,
                 reason: c.reason.unwrap_or_default(),
                 message: c.message.unwrap_or_default(),
+                record,
             }
         }))
     }
@@ -155,7 +147,8 @@ impl NodeCondition {
                 };
                 (seen.uid.clone(), since)
             };
-            let body = apply_body(&self.node, uid, condition(&self.condition_type, v, since.clone(), now));
+            let condition = condition(&self.condition_type, v, since.clone(), now);
+            let body = apply_body(&self.node, uid, condition, v.record.as_ref());
             match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     self.seen().uid = None;
@@ -184,11 +177,19 @@ pub fn condition(condition_type: &str, v: &Verdict, since: Time, now: Time) -> K
     }
 }
 
-/// The server-side apply body: the Node by name with only `condition` in its status. The UID
-/// makes it a precondition on this very Node (not one re-created meanwhile).
-pub fn apply_body(node: &str, uid: Option<String>, condition: KubeCondition) -> Node {
+/// The server-side apply body: the Node by name with only `condition` in its status and, while
+/// there are faults, their `record` in the annotation [`ANNOTATION`] (a status write keeps it; see
+/// [`super::record`]). Without a record the annotation is left out, so the apply removes ours.
+/// The UID makes it a precondition on this very Node (not one re-created meanwhile).
+pub fn apply_body(
+    node: &str,
+    uid: Option<String>,
+    condition: KubeCondition,
+    record: Option<&Record>,
+) -> Node {
+    let annotations = record.map(|r| [(ANNOTATION.to_string(), r.to_annotation())].into());
     Node {
-        metadata: ObjectMeta { name: Some(node.into()), uid, ..ObjectMeta::default() },
+        metadata: ObjectMeta { name: Some(node.into()), uid, annotations, ..ObjectMeta::default() },
         status: Some(NodeStatus { conditions: Some(vec![condition]), ..NodeStatus::default() }),
         ..Node::default()
     }
@@ -311,14 +312,20 @@ mod tests {
     fn the_typed_condition_sends_the_bytes_the_json_form_sent() {
         let at = |t: &str| Time(t.parse().unwrap());
         let (since, now) = (at("2026-01-02T03:04:05Z"), at("2026-01-02T03:09:00Z"));
-        let v =
-            Verdict { status: "False", reason: "XidCriticalError".into(), message: "GPU 0: Xid 79".into() };
+        let v = Verdict {
+            status: "Unknown",
+            reason: "NvmlUnavailable".into(),
+            message: "NVML cannot report GPU health: no driver".into(),
+            record: None,
+        };
         let typed = apply_body(
             "gpu-1",
             Some("uid-1".into()),
             condition("GPUHealthy", &v, since.clone(), now.clone()),
+            None,
         );
-        // What nvlabel sent before the condition was typed.
+        // What nvlabel sent before the condition was typed (and before the record, which only a
+        // node with faults gets: without one the body is still exactly this).
         let before = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Node",

@@ -1,18 +1,17 @@
 //! GPU health on a real kube-apiserver: the condition a daemon writes as the fake NVML reports
-//! Xids, row-remapping failures and lost GPUs; stickiness across a restart and until a new boot;
-//! and the admission policy that keeps a pod-bound token to its own node's one condition.
+//! Xids, row-remapping failures and lost GPUs; stickiness (the fault record) across a restart and
+//! until a new boot. The admission policy of the same deployment: tests/health_policy.rs.
 //! Needs `NVLABEL_KUBE_TEST_SERVER`; without it each test skips with one line.
 
 mod common;
 
-use common::apiserver::{self, apply, namespace, node, pod_token, refused, Server};
-use common::manifests::{deploy, render};
+use common::apiserver;
+use common::health_cluster::{get_condition, nodes_of, setup};
 use common::*;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Api;
 use kube::Client;
-use serde_json::{json, Value};
+use nvlabel::health::record::{Record, ANNOTATION};
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,90 +20,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";
 const UUID1: &str = "GPU-a1b2c3d4-0001-4000-8000-000000000001";
-
-/// A status as a kubelet would have written it.
-fn kubelet_status(ip: &str) -> Value {
-    json!({"status": {
-        "capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
-        "allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
-        "addresses": [{"type": "InternalIP", "address": ip}],
-        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-    }})
-}
-
-/// deploy/node-health applied (the chart rendered with health.enabled=true, its ServiceAccount
-/// and policy), nodes gpu-a (our pod's) and gpu-b, and the pod's token.
-async fn setup(server: &Server, admin: &Client) -> (Client, std::path::PathBuf) {
-    apply(admin, &json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}))
-        .await;
-    let mut docs = render(&deploy().join("node-health"));
-    docs.sort_by_key(|d| d["kind"] != "Namespace");
-    for d in &docs {
-        apply(admin, d).await;
-        if d["kind"] == "Namespace" {
-            namespace(admin, d["metadata"]["name"].as_str().unwrap(), d["metadata"]["labels"].clone()).await;
-        }
-    }
-    assert!(docs.iter().any(|d| d["kind"] == "DaemonSet"
-        && d["spec"]["template"]["spec"]["containers"][0]["args"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("--health"))));
-    let nodes: Api<Node> = Api::all(admin.clone());
-    for (name, ip) in [("gpu-a", "10.0.0.1"), ("gpu-b", "10.0.0.2")] {
-        node(admin, name, json!({"nvidia.com/gpu.present": "true"})).await;
-        nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(kubelet_status(ip))).await.unwrap();
-    }
-    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
-    let mut spec = ds["spec"]["template"]["spec"].clone();
-    spec["nodeName"] = json!("gpu-a");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "nvlabel-gpu-a", "namespace": "nvlabel", "labels": ds["spec"]["template"]["metadata"]["labels"]},
-        "spec": spec,
-    }))
-    .unwrap();
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), "nvlabel");
-    let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-    let _ = pods.delete("nvlabel-gpu-a", &now).await;
-    for _ in 0..50 {
-        if pods.get_opt("nvlabel-gpu-a").await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let pod = pods.create(&PostParams::default(), &pod).await.expect("the pod is admitted");
-    let token = pod_token(admin, "nvlabel", "nvlabel", &pod).await;
-    let kubeconfig = server.kubeconfig_for("nvlabel-gpu-a", &token);
-    let sa = apiserver::client_from(&kubeconfig).await;
-    // The policy takes effect a moment after it is created: wait until it refuses a dry run.
-    let params = PatchParams { dry_run: true, ..PatchParams::apply("nvlabel").force() };
-    for i in 0.. {
-        let body = condition("gpu-b", "GPUHealthy", "True");
-        if nodes_of(&sa).patch_status("gpu-b", &params, &Patch::Apply(&body)).await.is_err() {
-            break;
-        }
-        assert!(i < 200, "the health admission policy never took effect");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (sa, kubeconfig)
-}
-
-fn nodes_of(c: &Client) -> Api<Node> {
-    Api::all(c.clone())
-}
-
-fn condition(node: &str, kind: &str, status: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
-           "status": {"conditions": [{"type": kind, "status": status, "reason": "Test", "message": "test"}]}})
-}
-
-/// (status, reason, message) of a condition.
-async fn get_condition(admin: &Client, node: &str, kind: &str) -> Option<(String, String, String)> {
-    let n = nodes_of(admin).get(node).await.unwrap();
-    let c = n.status?.conditions?.into_iter().find(|c| c.type_ == kind)?;
-    Some((c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
-}
 
 /// Polls (bounded, 30 s) until the condition satisfies `want`; returns it and how long it took.
 async fn until(
@@ -124,52 +39,6 @@ async fn until(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-#[tokio::test]
-async fn the_token_sets_its_condition_and_nothing_else() {
-    let Some(server) = apiserver::server("the_token_sets_its_condition_and_nothing_else") else { return };
-    let _serial = SERIAL.lock().await;
-    let admin = server.admin().await;
-    let (sa, _) = setup(server, &admin).await;
-    let nodes = nodes_of(&sa);
-    let ssa = PatchParams::apply("nvlabel").force();
-    nodes
-        .patch_status("gpu-a", &ssa, &Patch::Apply(condition("gpu-a", "GPUHealthy", "False")))
-        .await
-        .expect("its own condition");
-    assert_eq!(get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap().0, "False");
-
-    let no = |r| refused(r).message;
-    let m =
-        no(nodes.patch_status("gpu-b", &ssa, &Patch::Apply(condition("gpu-b", "GPUHealthy", "False"))).await);
-    assert!(m.contains("only change the status of the node its pod runs on"), "{m}");
-    let m = no(nodes.patch_status("gpu-a", &ssa, &Patch::Apply(condition("gpu-a", "Ready", "False"))).await);
-    assert!(m.contains("only change its own GPU health condition"), "{m}");
-    let m = no(nodes
-        .patch_status("gpu-a", &ssa, &Patch::Apply(condition("gpu-a", "SomethingElse", "True")))
-        .await);
-    assert!(m.contains("only change its own GPU health condition"), "{m}");
-    let merge = PatchParams::default();
-    for change in [
-        json!({"status": {"capacity": {"nvidia.com/gpu": "8"}}}),
-        json!({"status": {"allocatable": {"nvidia.com/gpu": "0"}}}),
-        json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}}),
-    ] {
-        let m = no(nodes.patch_status("gpu-a", &merge, &Patch::Merge(&change)).await);
-        assert!(m.contains("only change conditions"), "{change}: {m}");
-    }
-    // The status subresource is not a way around the label policy either.
-    let m = no(nodes
-        .patch_status("gpu-a", &merge, &Patch::Merge(json!({"metadata": {"labels": {"team": "x"}}})))
-        .await);
-    assert!(m.contains("may not change node metadata"), "{m}");
-    let b = nodes_of(&admin).get("gpu-b").await.unwrap().status.unwrap();
-    assert!(b.conditions.unwrap().iter().all(|c| c.type_ != "GPUHealthy"));
-    let a = nodes_of(&admin).get("gpu-a").await.unwrap().status.unwrap();
-    assert_eq!(a.capacity.unwrap()["nvidia.com/gpu"].0, "2");
-    let ready = a.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
-    assert_eq!(ready.status, "True");
 }
 
 struct Daemon {
@@ -276,6 +145,9 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
         c.2,
         format!("GPU 0 ({UUID0}): XidCriticalError, Xid 79, action: reboot the node [boot boot-1]")
     );
+    let record = record_of(&admin).await.expect("the fault is recorded on the Node");
+    assert_eq!((record.boot_id.as_str(), record.faults.len()), ("boot-1", 1), "{record:?}");
+    assert_eq!(record.faults[0].uuid.as_deref(), Some(UUID0));
     event_line(d, "1:0 xid 48");
     let (c, _) = until(&admin, "the MIG Xid", |c| c.2.contains("Xid 48")).await;
     assert!(
@@ -309,10 +181,12 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
     let daemon = start(d, &kubeconfig);
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert_eq!(get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap(), before);
+    assert_eq!(record_of(&admin).await.map(|r| r.faults.len()), Some(2), "{}", logs(d));
 
-    // A new boot clears it.
+    // A new boot clears it, and the record with it.
     std::fs::write(d.join("boot_id"), "boot-2\n").unwrap();
     until(&admin, "the new boot", |c| c.0 == "True").await;
+    assert_eq!(record_of(&admin).await, None);
 
     // Row-remapping failure and a lost GPU, each a fault; the other GPU keeps its labels.
     event_line(d, "0 set remapped_rows.failure true");
@@ -347,6 +221,12 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
     assert!(stop_with(&mut daemon.child, "-TERM").success());
     let calls = std::fs::read_to_string(d.join("calls")).unwrap();
     assert!(calls.lines().any(|l| l == "nvmlInit_v2 1"), "{calls}");
+}
+
+/// The fault record on gpu-a, if any.
+async fn record_of(admin: &Client) -> Option<Record> {
+    let annotations = nodes_of(admin).get("gpu-a").await.unwrap().metadata.annotations.unwrap_or_default();
+    annotations.get(ANNOTATION).map(|r| Record::parse(r).unwrap())
 }
 
 /// Two NVIDIA GPUs on the PCI bus (as the fixture has), so no GPU is missing.
@@ -384,4 +264,72 @@ async fn without_nvml_the_condition_is_unknown_until_the_driver_appears() {
         assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?} {}", labels(&admin).await, logs(d));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test]
+async fn an_earlier_nvlabels_faults_stay_and_get_their_record() {
+    let Some(server) = apiserver::server("an_earlier_nvlabels_faults_stay_and_get_their_record") else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    let (sa, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    health_sysfs(&d.join("sys"));
+    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
+    std::fs::write(d.join("events"), "").unwrap();
+    // The condition as nvlabel wrote it before the record: its message was the only record.
+    let message = format!("GPU 1 ({UUID1}): XidCriticalError, Xid 48, action: reset the GPU [boot boot-1]");
+    let mut old = common::health_cluster::condition("gpu-a", "GPUHealthy", "False");
+    old["status"]["conditions"][0]["reason"] = "XidCriticalError".into();
+    old["status"]["conditions"][0]["message"] = message.clone().into();
+    let ssa = kube::api::PatchParams::apply("nvlabel").force();
+    nodes_of(&sa).patch_status("gpu-a", &ssa, &kube::api::Patch::Apply(&old)).await.unwrap();
+    assert_eq!(record_of(&admin).await, None);
+
+    let _daemon = start(d, &kubeconfig);
+    let start_wait = Instant::now();
+    let record = loop {
+        if let Some(r) = record_of(&admin).await {
+            break r;
+        }
+        assert!(start_wait.elapsed() < Duration::from_secs(30), "no record written: {}", logs(d));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((record.boot_id.as_str(), record.faults.len()), ("boot-1", 1), "{record:?}");
+    assert_eq!((record.faults[0].gpu, record.faults[0].uuid.as_deref()), (Some(1), Some(UUID1)));
+    let c = get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap();
+    assert_eq!(c, ("False".into(), "XidCriticalError".into(), message), "the fault stays, worded as before");
+}
+
+/// docs/health.md's way to clear faults by hand: one status patch (condition `True`, record
+/// removed), then a restart of the pod.
+#[tokio::test]
+async fn a_person_clears_the_faults_as_the_docs_say() {
+    let Some(server) = apiserver::server("a_person_clears_the_faults_as_the_docs_say") else { return };
+    let _serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    let (_, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    health_sysfs(&d.join("sys"));
+    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
+    std::fs::write(d.join("events"), "").unwrap();
+    let daemon = start(d, &kubeconfig);
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    event_line(d, "0 xid 79");
+    until(&admin, "xid 79", |c| c.0 == "False").await;
+    assert!(record_of(&admin).await.is_some());
+    drop(daemon);
+
+    let clear = serde_json::json!({"metadata": {"annotations": {ANNOTATION: null}},
+        "status": {"conditions": [{"type": "GPUHealthy", "status": "True", "reason": "ClearedByAdmin", "message": "cleared by hand"}]}});
+    let strategic = kube::api::PatchParams::default();
+    nodes_of(&admin).patch_status("gpu-a", &strategic, &kube::api::Patch::Strategic(&clear)).await.unwrap();
+    assert_eq!(record_of(&admin).await, None);
+    let _daemon = start(d, &kubeconfig);
+    let (c, _) = until(&admin, "nvlabel's own True", |c| c.1 == "GpusHealthy").await;
+    assert_eq!(c.0, "True", "{}", logs(d));
+    assert_eq!(record_of(&admin).await, None);
 }

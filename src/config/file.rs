@@ -3,12 +3,12 @@
 //! errors: each names the file and the YAML path, plus line and column for syntax errors. Unknown
 //! fields are warned about instead of silently ignored.
 
-use crate::duration::{parse_interval, Interval};
+use crate::duration::Interval;
 use crate::sharing::Sharing;
 /// Whether config text is blank (see [`crate::yaml::is_blank`]): defaults at start-up, refused on
 /// reload ([`super::source`]).
 pub use crate::yaml::is_blank;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -28,34 +28,34 @@ pub struct ConfigFile {
 #[serde(rename_all = "camelCase")]
 pub struct FileFlags {
     /// `migStrategy`.
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub mig_strategy: Option<String>,
     /// `failOnInitError`.
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub fail_on_init_error: Option<bool>,
     /// `mpsRoot` (device plugin only).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub mps_root: Option<String>,
     /// `nvidiaDriverRoot` (device plugin only).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub nvidia_driver_root: Option<String>,
     /// `nvidiaDevRoot` (device plugin only).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub nvidia_dev_root: Option<String>,
     /// `gdrcopyEnabled` (device plugin only).
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub gdrcopy_enabled: Option<bool>,
     /// `gdsEnabled` (device plugin only).
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub gds_enabled: Option<bool>,
     /// `mofedEnabled` (device plugin only).
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub mofed_enabled: Option<bool>,
     /// `useNodeFeatureAPI`.
-    #[serde(default, rename = "useNodeFeatureAPI", deserialize_with = "boolean")]
+    #[serde(default, rename = "useNodeFeatureAPI", deserialize_with = "fields::boolean")]
     pub use_node_feature_api: Option<bool>,
     /// `deviceDiscoveryStrategy`.
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub device_discovery_strategy: Option<String>,
     /// `plugin` (device plugin only; accepted as is).
     #[serde(default)]
@@ -64,16 +64,17 @@ pub struct FileFlags {
     #[serde(default)]
     pub gfd: Option<GfdFlags>,
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub extended_labels: Option<bool>,
     /// `health` (nvlabel's own): publish the GPU health condition.
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub health: Option<bool>,
     /// `healthConditionType` (nvlabel's own).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub health_condition_type: Option<String>,
-    /// `healthIgnoreXids` (nvlabel's own): comma-separated Xids that are not faults.
-    #[serde(default, deserialize_with = "text")]
+    /// `healthIgnoreXids` (nvlabel's own): Xids that are not faults, as the flag's text
+    /// (`"13,31"`) or a YAML list of numbers (`[13, 31]`, as the chart's `health.ignoreXids`).
+    #[serde(default, deserialize_with = "fields::xid_list")]
     pub health_ignore_xids: Option<String>,
 }
 
@@ -114,19 +115,19 @@ impl FileFlags {
 #[serde(rename_all = "camelCase")]
 pub struct GfdFlags {
     /// `oneshot`.
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub oneshot: Option<bool>,
     /// `noTimestamp`.
-    #[serde(default, deserialize_with = "boolean")]
+    #[serde(default, deserialize_with = "fields::boolean")]
     pub no_timestamp: Option<bool>,
     /// `sleepInterval`: a duration string, `infinite`, or a number of seconds.
-    #[serde(default, deserialize_with = "interval")]
+    #[serde(default, deserialize_with = "fields::interval")]
     pub sleep_interval: Option<Interval>,
     /// `outputFile`.
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub output_file: Option<String>,
     /// `machineTypeFile`.
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "fields::text")]
     pub machine_type_file: Option<String>,
 }
 
@@ -178,52 +179,6 @@ type Bad = (String, String);
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> Bad {
     (field.into(), message.into())
-}
-
-/// YAML 1.1 and Go's boolean spellings, which GFD's YAML reader accepts.
-fn parse_yaml_bool(s: &str) -> Option<bool> {
-    match s {
-        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => Some(true),
-        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n" | "N" => Some(false),
-        _ => None,
-    }
-}
-
-fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::Bool(b) => Ok(Some(b)),
-        Value::String(s) => parse_yaml_bool(&s)
-            .map(Some)
-            .ok_or_else(|| serde::de::Error::custom(format!("expected a boolean, got {s:?}"))),
-        other => Err(serde::de::Error::custom(format!("expected a boolean, got {other}"))),
-    }
-}
-
-/// A string field; like GFD, a scalar of another type is taken as its text.
-fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        Value::Bool(b) => Ok(Some(b.to_string())),
-        Value::Number(n) => Ok(Some(n.to_string())),
-        other => Err(serde::de::Error::custom(format!("expected a string, got {other}"))),
-    }
-}
-
-fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Interval>, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::String(s) => parse_interval(&s).map(|(i, _)| Some(i)).map_err(serde::de::Error::custom),
-        // GFD reads a number as nanoseconds; nvlabel reads it as seconds (and says so).
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|s| *s >= 0.0)
-            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
-            .map(|d| Some(Interval::Every(d)))
-            .ok_or_else(|| serde::de::Error::custom(format!("invalid duration {n}"))),
-        other => Err(serde::de::Error::custom(format!("expected a duration, got {other}"))),
-    }
 }
 
 impl ConfigFile {
@@ -375,7 +330,9 @@ fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad>
     })
 }
 
+mod fields;
 mod resources;
+use fields::parse_yaml_bool;
 pub use resources::resource_name;
 use resources::{check_resources, replicated};
 

@@ -284,3 +284,25 @@ fn load_names_the_file() {
         .to_string()
         .contains("missing.yaml"));
 }
+
+#[test]
+fn health_ignore_xids_is_a_list_or_the_flags_text() {
+    let xids = |text: &str| parse(text).flags.health_ignore_xids;
+    assert_eq!(xids("flags:\n  healthIgnoreXids: \"13,31\"\n").as_deref(), Some("13,31"));
+    assert_eq!(xids("flags:\n  healthIgnoreXids: [13, 31, 79]\n").as_deref(), Some("13,31,79"));
+    assert_eq!(xids("flags:\n  healthIgnoreXids:\n    - 13\n    - 31\n").as_deref(), Some("13,31"));
+    assert_eq!(xids("flags:\n  healthIgnoreXids: []\n").as_deref(), Some(""), "none ignored");
+    assert_eq!(xids("flags:\n  healthIgnoreXids: 79\n").as_deref(), Some("79"));
+    let e = ConfigFile::from_bytes(
+        Path::new("/etc/nvlabel/config.yaml"),
+        b"flags:\n  healthIgnoreXids: [13, abc]\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid config file /etc/nvlabel/config.yaml: flags.healthIgnoreXids: item 1 of the list is \"abc\", \
+         not an Xid number; use a list such as [13, 31]"
+    );
+    let (field, msg) = invalid("flags:\n  healthIgnoreXids: [13, -1]\n");
+    assert_eq!((field.as_str(), msg.contains("-1")), ("flags.healthIgnoreXids", true), "{msg}");
+}

@@ -138,6 +138,9 @@ mod tests {
             FileFlags { health: Some(true), health_ignore_xids: Some(String::new()), ..FileFlags::default() };
         let s = resolve_env(&[], &ff).unwrap();
         assert!(s.enabled && s.ignored_xids.is_empty(), "an empty list: every Xid is a fault");
+        // The config file's YAML list form means the same as the flag's text.
+        let file = crate::config::file::ConfigFile::parse("flags:\n  healthIgnoreXids: [13, 79]\n").unwrap();
+        assert_eq!(resolve_env(&[], &file.flags).unwrap().ignored_xids, [13, 79].into_iter().collect());
     }
 
     #[test]

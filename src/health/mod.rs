@@ -1,13 +1,16 @@
 //! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
 //! pages, lost and missing GPUs, inactive NVLinks. [`rules`] says what a fault is, [`sticky`]
-//! keeps faults until the node reboots; the rest reads NVML and publishes.
+//! keeps faults until the node reboots, [`record`] is how they are stored on the Node; the rest
+//! reads NVML and publishes.
 
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;
+mod old_message;
 pub mod oneshot;
 pub mod publish;
 mod raw_events;
+pub mod record;
 pub mod rules;
 pub mod sticky;
 pub mod task;

@@ -6,7 +6,7 @@ use super::metrics::HealthMetrics;
 use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
-use super::sticky::{Entry, Tracker, Verdict};
+use super::sticky::{Entry, Existing, Tracker, Verdict};
 use crate::config::Settings;
 use crate::kubeapi::backoff::FullJitter;
 use crate::probe::{ProbeOptions, Session};
@@ -155,21 +155,13 @@ impl Monitor {
                 Ok(existing) => {
                     self.backoff.succeeded();
                     let t = match &existing {
-                        Some(c) => Tracker::recover(&boot, &c.status, &c.message),
+                        Some(c) => Tracker::recover(&boot, c),
                         None => Tracker::new(&boot),
                     };
                     if t.faulty() {
                         tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
                     }
-                    self.published = existing.map(|c| Verdict {
-                        status: match c.status.as_str() {
-                            "True" => "True",
-                            "False" => "False",
-                            _ => "Unknown",
-                        },
-                        reason: c.reason,
-                        message: c.message,
-                    });
+                    self.published = existing.as_ref().map(Existing::published);
                     self.tracker = Some(t);
                 }
                 Err(e) => {
@@ -183,7 +175,7 @@ impl Monitor {
         if t.boot_id() != boot && t.new_boot(&boot) {
             tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
             let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
-            let uid = self.condition.uid().map(String::from);
+            let uid = self.condition.uid();
             if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
                 tracing::warn!(error = %e, "cannot send the recovery Event");
             }
@@ -289,7 +281,7 @@ impl Monitor {
     /// A Warning Event for each new fault (after the condition, so a slow Event API does not
     /// hold the condition back).
     async fn announce(&mut self, new: Vec<Entry>) {
-        let uid = self.condition.uid().map(String::from);
+        let uid = self.condition.uid();
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
             if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {

@@ -1,21 +1,25 @@
 //! Where health goes in Kubernetes: the Node condition (server-side apply on `nodes/status`,
 //! nvlabel's field manager, only the one condition) and Events on the Node (deduplicated and
-//! rate-limited).
+//! rate-limited). Every request goes through [`crate::kubeapi`] as the label writers' do: the
+//! client's deadline on each request, [`retry`] with the one backoff, and a failure as one
+//! [`ApiFailure`] line naming the object, the status and, for a 403, the missing RBAC verb.
 
-use super::sticky::Verdict;
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use super::record::{Record, ANNOTATION};
+use super::sticky::{Existing, Verdict};
+use crate::kubeapi::errors::ApiFailure;
+use crate::kubeapi::retry::{retry, Backoff};
+use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus, ObjectReference};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
-use serde_json::json;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The field manager of the condition (the same as nvlabel's labels; SSA keeps status apart).
 pub const FIELD_MANAGER: &str = "nvlabel";
-/// How long one API call may take.
-const CALL_DEADLINE: Duration = Duration::from_secs(15);
 /// An identical Event is not sent again within this time.
 const DEDUP_WINDOW: Duration = Duration::from_secs(600);
 /// At most this many Events per [`RATE_WINDOW`].
@@ -36,41 +40,13 @@ pub const API_CALLS: &[crate::publish::ApiCall] = &[
     crate::publish::ApiCall { namespaced: true, group: "events.k8s.io", resource: "events", verb: "create" },
 ];
 
-/// Why a health write failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HealthPublishError {
-    /// The API server refused or failed.
-    #[error("{what} of Node {node}: {source}")]
-    Api {
-        /// What was attempted.
-        what: &'static str,
-        /// The Node.
-        node: String,
-        /// The API error.
-        source: kube::Error,
-    },
-    /// The API server did not answer in time.
-    #[error("{what} of Node {node}: no answer within {CALL_DEADLINE:?}")]
-    Timeout {
-        /// What was attempted.
-        what: &'static str,
-        /// The Node.
-        node: String,
-    },
-    /// The Node does not exist.
-    #[error("Node {0} not found")]
-    NodeMissing(String),
-}
-
-/// The condition as it is on the Node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Existing {
-    /// Status.
-    pub status: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
+/// What the last read of the Node said, kept for the applies that follow.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The Node's UID: each apply is a precondition on it. `None`: read the Node first.
+    uid: Option<String>,
+    /// The status last written and when it became that.
+    transition: Option<(String, Time)>,
 }
 
 /// This Node's health condition.
@@ -78,20 +54,9 @@ pub struct NodeCondition {
     api: Api<Node>,
     node: String,
     condition_type: String,
-    uid: Option<String>,
-    /// The status last written and when it became that.
-    transition: Option<(String, Time)>,
-}
-
-async fn call<T>(
-    what: &'static str,
-    node: &str,
-    f: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, HealthPublishError> {
-    match tokio::time::timeout(CALL_DEADLINE, f).await {
-        Ok(r) => r.map_err(|source| HealthPublishError::Api { what, node: node.into(), source }),
-        Err(_) => Err(HealthPublishError::Timeout { what, node: node.into() }),
-    }
+    backoff: Backoff,
+    /// Behind a lock only so that the retried attempts, which borrow `self`, can update it.
+    seen: Mutex<Seen>,
 }
 
 impl NodeCondition {
@@ -101,73 +66,132 @@ impl NodeCondition {
             api: Api::all(client),
             node: node.into(),
             condition_type: condition_type.into(),
-            uid: None,
-            transition: None,
+            backoff: Backoff::default(),
+            seen: Mutex::default(),
         }
     }
 
-    /// The Node's UID, once read.
-    pub fn uid(&self) -> Option<&str> {
-        self.uid.as_deref()
+    /// Sets how hard one read or apply retries (tests make it quick).
+    pub fn with_backoff(mut self, backoff: Backoff) -> NodeCondition {
+        self.backoff = backoff;
+        self
     }
 
-    /// Reads the condition as the Node has it now (what an earlier nvlabel recorded).
-    pub async fn read(&mut self) -> Result<Option<Existing>, HealthPublishError> {
-        let node = call("reading the health condition", &self.node, self.api.get_opt(&self.node))
-            .await?
-            .ok_or_else(|| HealthPublishError::NodeMissing(self.node.clone()))?;
-        self.uid = node.metadata.uid.clone();
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The Node's UID, once read.
+    pub fn uid(&self) -> Option<String> {
+        self.seen().uid.clone()
+    }
+
+    /// A failed request on the Node as one line; `applying` tells the apply from the read.
+    fn failure(&self, applying: bool, source: kube::Error) -> ApiFailure {
+        let (action, verb, resource) = match applying {
+            true => ("apply the health condition to", "patch", "nodes/status"),
+            false => ("read", "get", "nodes"),
+        };
+        ApiFailure { action, object: format!("Node {}", self.node), verb, resource, source }
+    }
+
+    /// One read of the Node: notes its UID and our condition's last transition.
+    async fn get(&self) -> Result<Option<Existing>, kube::Error> {
+        let node = self.api.get(&self.node).await?;
         let found = node
             .status
             .and_then(|s| s.conditions)
             .into_iter()
             .flatten()
             .find(|c| c.type_ == self.condition_type);
+        let record = node.metadata.annotations.and_then(|mut a| a.remove(ANNOTATION));
+        let mut seen = self.seen();
+        seen.uid = node.metadata.uid;
         Ok(found.map(|c| {
             if let Some(t) = c.last_transition_time {
-                self.transition = Some((c.status.clone(), t));
+                seen.transition = Some((c.status.clone(), t));
             }
             Existing {
                 status: c.status,
                 reason: c.reason.unwrap_or_default(),
                 message: c.message.unwrap_or_default(),
+                record,
             }
         }))
     }
 
-    /// Applies the condition (and nothing else of the status) under nvlabel's field manager.
-    pub async fn apply(&mut self, v: &Verdict) -> Result<(), HealthPublishError> {
-        if self.uid.is_none() {
-            self.read().await?;
-        }
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let since = match &self.transition {
-            Some((status, at)) if status == v.status => at.clone(),
-            _ => now.clone(),
-        };
-        // The UID makes this a precondition on this very Node (not one re-created meanwhile).
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.node, "uid": self.uid},
-            "status": {"conditions": [{
-                "type": self.condition_type,
-                "status": v.status,
-                "reason": v.reason,
-                "message": v.message,
-                "lastTransitionTime": since,
-                "lastHeartbeatTime": now,
-            }]},
-        });
+    /// Reads the condition as the Node has it now (what an earlier nvlabel recorded).
+    pub async fn read(&mut self) -> Result<Option<Existing>, ApiFailure> {
+        retry("reading the health condition", self.backoff, || self.get())
+            .await
+            .map_err(|source| self.failure(false, source))
+    }
+
+    /// Applies the condition (and nothing else of the status) under nvlabel's field manager. A
+    /// 409 (the UID precondition failed: the Node was re-created) reads the Node again.
+    pub async fn apply(&mut self, v: &Verdict) -> Result<(), ApiFailure> {
+        let applying = AtomicBool::new(false);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        call(
-            "applying the health condition",
-            &self.node,
-            self.api.patch_status(&self.node, &params, &Patch::Apply(&body)),
-        )
-        .await?;
-        self.transition = Some((v.status.into(), since));
+        let written = retry("applying the health condition", self.backoff, || async {
+            applying.store(false, Relaxed);
+            if self.uid().is_none() {
+                self.get().await?;
+            }
+            applying.store(true, Relaxed);
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            let (uid, since) = {
+                let seen = self.seen();
+                let since = match &seen.transition {
+                    Some((status, at)) if status == v.status => at.clone(),
+                    _ => now.clone(),
+                };
+                (seen.uid.clone(), since)
+            };
+            let condition = condition(&self.condition_type, v, since.clone(), now);
+            let body = apply_body(&self.node, uid, condition, v.record.as_ref());
+            match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    self.seen().uid = None;
+                    Err(kube::Error::Api(s))
+                }
+                other => other.map(|_| since),
+            }
+        })
+        .await
+        .map_err(|source| self.failure(applying.load(Relaxed), source))?;
+        self.seen().transition = Some((v.status.into(), written));
         Ok(())
+    }
+}
+
+/// The condition `condition_type` as the Node gets it: the verdict, the time its status began
+/// (`since`) and `now`.
+pub fn condition(condition_type: &str, v: &Verdict, since: Time, now: Time) -> KubeCondition {
+    KubeCondition {
+        type_: condition_type.into(),
+        status: v.status.into(),
+        reason: Some(v.reason.clone()),
+        message: Some(v.message.clone()),
+        last_transition_time: Some(since),
+        last_heartbeat_time: Some(now),
+    }
+}
+
+/// The server-side apply body: the Node by name with only `condition` in its status and, while
+/// there are faults, their `record` in the annotation [`ANNOTATION`] (a status write keeps it; see
+/// [`super::record`]). Without a record the annotation is left out, so the apply removes ours.
+/// The UID makes it a precondition on this very Node (not one re-created meanwhile).
+pub fn apply_body(
+    node: &str,
+    uid: Option<String>,
+    condition: KubeCondition,
+    record: Option<&Record>,
+) -> Node {
+    let annotations = record.map(|r| [(ANNOTATION.to_string(), r.to_annotation())].into());
+    Node {
+        metadata: ObjectMeta { name: Some(node.into()), uid, annotations, ..ObjectMeta::default() },
+        status: Some(NodeStatus { conditions: Some(vec![condition]), ..NodeStatus::default() }),
+        ..Node::default()
     }
 }
 
@@ -200,6 +224,7 @@ pub struct NodeEvents {
     node: String,
     instance: String,
     limiter: Limiter,
+    backoff: Backoff,
 }
 
 impl NodeEvents {
@@ -210,7 +235,14 @@ impl NodeEvents {
             node: node.into(),
             instance: instance.into(),
             limiter: Limiter::default(),
+            backoff: Backoff::default(),
         }
+    }
+
+    /// Sets how hard one Event retries (tests make it quick).
+    pub fn with_backoff(mut self, backoff: Backoff) -> NodeEvents {
+        self.backoff = backoff;
+        self
     }
 
     /// Sends one Event (`Warning` or `Normal`) about the Node; a repeat or one over the rate is
@@ -221,7 +253,7 @@ impl NodeEvents {
         reason: &str,
         note: &str,
         uid: Option<&str>,
-    ) -> Result<(), HealthPublishError> {
+    ) -> Result<(), ApiFailure> {
         if !self.limiter.admit(&format!("{kind}/{reason}/{note}"), Instant::now()) {
             tracing::debug!(reason, note, "health event suppressed (repeat or rate limit)");
             return Ok(());
@@ -258,7 +290,16 @@ impl NodeEvents {
             }),
             ..KubeEvent::default()
         };
-        call("creating a health Event", &self.node, self.api.create(&PostParams::default(), &event)).await?;
+        let params = PostParams::default();
+        retry("creating a health Event", self.backoff, || self.api.create(&params, &event)).await.map_err(
+            |source| ApiFailure {
+                action: "create",
+                object: format!("an Event in namespace {EVENTS_NAMESPACE} about Node {}", self.node),
+                verb: "create",
+                resource: "events.events.k8s.io",
+                source,
+            },
+        )?;
         Ok(())
     }
 }
@@ -266,6 +307,40 @@ impl NodeEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_typed_condition_sends_the_bytes_the_json_form_sent() {
+        let at = |t: &str| Time(t.parse().unwrap());
+        let (since, now) = (at("2026-01-02T03:04:05Z"), at("2026-01-02T03:09:00Z"));
+        let v = Verdict {
+            status: "Unknown",
+            reason: "NvmlUnavailable".into(),
+            message: "NVML cannot report GPU health: no driver".into(),
+            record: None,
+        };
+        let typed = apply_body(
+            "gpu-1",
+            Some("uid-1".into()),
+            condition("GPUHealthy", &v, since.clone(), now.clone()),
+            None,
+        );
+        // What nvlabel sent before the condition was typed (and before the record, which only a
+        // node with faults gets: without one the body is still exactly this).
+        let before = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "gpu-1", "uid": "uid-1"},
+            "status": {"conditions": [{
+                "type": "GPUHealthy",
+                "status": v.status,
+                "reason": v.reason,
+                "message": v.message,
+                "lastTransitionTime": since,
+                "lastHeartbeatTime": now,
+            }]},
+        });
+        assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&before).unwrap());
+    }
 
     #[test]
     fn events_are_deduplicated_and_rate_limited() {

@@ -1,19 +1,26 @@
 //! What counts as a GPU fault, how bad it is and what to do about it. Pure functions of what
-//! NVML reported; no I/O.
+//! NVML reported; no I/O. Faults and actions serialize as the Node's fault record stores them.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// Xids that applications cause: the default of `--health-ignore-xids`, declared with the flag.
 pub use crate::config::health::DEFAULT_IGNORED_XIDS;
 
 /// What to do about a fault, least drastic first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Action {
+    /// Drain the GPU's work and look at what ran there: the fault is one only because the operator
+    /// chose so (an application-caused Xid taken off `--health-ignore-xids`), which says nothing
+    /// about the hardware, so nothing more drastic is recommended.
+    CheckWorkload,
     /// Drain the GPU's work and reset it (`nvidia-smi -r`), or reboot.
     ResetGpu,
     /// Drain and reboot the node.
+    #[serde(rename = "RebootNode")]
     Reboot,
     /// Drain the node and have the GPU replaced.
+    #[serde(rename = "ReplaceGpu")]
     Replace,
 }
 
@@ -21,6 +28,7 @@ impl Action {
     /// The recommendation as the condition message says it.
     pub fn text(self) -> &'static str {
         match self {
+            Action::CheckWorkload => "check the workload on this GPU",
             Action::ResetGpu => "reset the GPU",
             Action::Reboot => "reboot the node",
             Action::Replace => "replace the GPU",
@@ -28,12 +36,15 @@ impl Action {
     }
 }
 
-/// One fault of one GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One fault of one GPU. Serialized with its condition reason as `kind` and its values beside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
 pub enum Fault {
     /// NVML answers `GPU_IS_LOST` for the GPU, or sent a GPU-unavailable event.
+    #[serde(rename = "GpuLost")]
     Lost,
     /// Fewer GPUs through NVML than NVIDIA GPUs on the PCI bus.
+    #[serde(rename = "GpuMissing")]
     Missing {
         /// GPUs NVML enumerates.
         nvml: u32,
@@ -43,17 +54,21 @@ pub enum Fault {
     /// The GPU ran out of spare rows: remapping failed.
     RemappedRowsFailure,
     /// A double-bit ECC error event.
+    #[serde(rename = "DoubleBitEccError")]
     DoubleBitEcc,
     /// The volatile uncorrected ECC count is above zero.
+    #[serde(rename = "UncorrectedEccErrors")]
     UncorrectedEcc {
         /// The count.
         count: u64,
     },
     /// A critical Xid event, on the GPU or on one of its MIG devices.
+    #[serde(rename = "XidCriticalError")]
     Xid {
         /// The Xid number.
         xid: u64,
         /// GPU-instance and compute-instance id of the MIG device it came from.
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "mig_device")]
         mig: Option<(u32, u32)>,
     },
     /// A row remapping waits for a GPU reset.
@@ -65,6 +80,26 @@ pub enum Fault {
         /// The link number.
         link: u32,
     },
+}
+
+/// A MIG device's ids as the record names them (a pair would be a bare array there).
+mod mig_device {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Mig {
+        gpu_instance: u32,
+        compute_instance: u32,
+    }
+
+    pub fn serialize<S: Serializer>(mig: &Option<(u32, u32)>, s: S) -> Result<S::Ok, S::Error> {
+        mig.map(|(gpu_instance, compute_instance)| Mig { gpu_instance, compute_instance }).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(u32, u32)>, D::Error> {
+        Ok(Option::<Mig>::deserialize(d)?.map(|m| (m.gpu_instance, m.compute_instance)))
+    }
 }
 
 /// Condition reasons, worst first: a reason's position is its rank when faults are combined
@@ -107,6 +142,7 @@ impl Fault {
         match self {
             Fault::Lost | Fault::Missing { .. } => Action::Reboot,
             Fault::RemappedRowsFailure => Action::Replace,
+            Fault::Xid { xid, .. } if DEFAULT_IGNORED_XIDS.contains(xid) => Action::CheckWorkload,
             // 79: fallen off the bus; 95: uncontained ECC error; 119/120: GSP firmware stuck.
             Fault::Xid { xid: 79 | 95 | 119 | 120, .. } => Action::Reboot,
             Fault::Xid { .. }

@@ -161,3 +161,20 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
     let all_xids = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
     assert_eq!(misses(&all_xids), vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None })]".to_string()]);
 }
+
+#[test]
+fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset() {
+    // The real run's case: 31 (an application's page fault) taken off the ignore list.
+    let rules = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
+    for xid in DEFAULT_IGNORED_XIDS {
+        let (_, fault) = rules.event_fault(&Event::Xid { index: 0, xid, mig: None }).expect("a fault now");
+        assert_eq!(fault.action(), Action::CheckWorkload, "Xid {xid}");
+    }
+    let mut t = crate::health::sticky::Tracker::new("b");
+    let found = rules.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }).unwrap();
+    let entry = t.record(&found, Some("GPU-a")).unwrap();
+    assert_eq!(entry.text, "GPU 0 (GPU-a): XidCriticalError, Xid 31, action: check the workload on this GPU");
+    // Xids that are faults by default keep the hardware's action.
+    assert_eq!(Fault::Xid { xid: 48, mig: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::Xid { xid: 79, mig: None }.action(), Action::Reboot);
+}

@@ -1,6 +1,9 @@
 //! Faults stay until the node reboots (its boot id changes) or a person clears them, and survive
-//! a restart of nvlabel: the Node condition's message is the record, read back at start-up.
+//! a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
+//! start-up (an earlier nvlabel's condition message, once, where there is no record yet).
 
+use super::old_message;
+use super::record::{Record, RecordedFault};
 use super::rules::{Fault, Found, REASONS};
 use std::collections::BTreeMap;
 
@@ -13,13 +16,45 @@ pub struct Verdict {
     pub reason: String,
     /// Human-readable detail.
     pub message: String,
+    /// The faults for a restart to recover; `None` while there is none.
+    pub record: Option<Record>,
+}
+
+/// The condition as it is on the Node, with the record stored beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Existing {
+    /// Status.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// The record annotation's value, if the Node has one.
+    pub record: Option<String>,
+}
+
+impl Existing {
+    /// What this says was published, compared with the next verdict so that only a change is
+    /// written (a record that cannot be read counts as none, so it is rewritten).
+    pub fn published(&self) -> Verdict {
+        Verdict {
+            status: match self.status.as_str() {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            },
+            reason: self.reason.clone(),
+            message: self.message.clone(),
+            record: self.record.as_deref().and_then(|r| Record::parse(r).ok()),
+        }
+    }
 }
 
 /// Reason while every GPU is healthy.
 pub const HEALTHY: &str = "GpusHealthy";
 /// Reason while NVML cannot answer and no fault is known.
 pub const UNAVAILABLE: &str = "NvmlUnavailable";
-/// Where the message records the boot the faults belong to.
+/// Where the message tells people the boot the faults belong to.
 const BOOT_MARK: &str = " [boot ";
 /// The most faults one message lists; the rest are counted (a Node object has a size limit).
 const MAX_LISTED: usize = 64;
@@ -27,13 +62,39 @@ const MAX_LISTED: usize = 64;
 /// Orders entries by GPU, then worst fault first; `disc` tells two Xids (or links) apart.
 type Key = (u32, usize, String);
 
-/// One fault as the message lists it.
+/// One fault: as the record keeps it, and as the message lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// Its place in [`REASONS`].
     pub rank: usize,
     /// The text: GPU, reason, value, action.
     pub text: String,
+    /// The fault as the record keeps it.
+    pub recorded: RecordedFault,
+}
+
+impl Entry {
+    /// The entry of a recorded fault; its text is worded now, whatever worded it before.
+    fn new(recorded: RecordedFault) -> Entry {
+        let who = match (recorded.gpu, &recorded.uuid) {
+            (Some(i), Some(u)) => format!("GPU {i} ({u})"),
+            (Some(i), None) => format!("GPU {i}"),
+            (None, _) => "node".into(),
+        };
+        let f = &recorded.fault;
+        let text = format!("{who}: {}, {}, action: {}", f.reason(), f.describe(), recorded.action.text());
+        Entry { rank: f.rank(), text, recorded }
+    }
+
+    /// Where it sorts, and what makes two faults the same one.
+    fn key(&self) -> Key {
+        let fault = &self.recorded.fault;
+        let disc = match fault {
+            Fault::Xid { .. } | Fault::NvlinkInactive { .. } => fault.describe(),
+            _ => String::new(),
+        };
+        (self.recorded.gpu.unwrap_or(u32::MAX), self.rank, disc)
+    }
 }
 
 /// The sticky record of this boot's faults.
@@ -52,34 +113,27 @@ impl Tracker {
         Tracker { boot_id: boot_id.into(), entries: BTreeMap::new(), unavailable: None, gpus: 0 }
     }
 
-    /// The faults of a condition published earlier in this boot: a `False` condition carrying
-    /// `boot_id` keeps its entries; anything else (another boot, healthy, not ours) starts clean.
-    pub fn recover(boot_id: &str, status: &str, message: &str) -> Tracker {
+    /// The faults recorded earlier in this boot, from the condition on the Node. Only a `False`
+    /// condition keeps faults (a person clears them by setting it `True`); they come from its
+    /// record when it has one for `boot_id`, else (an earlier nvlabel's, or a record this version
+    /// cannot read) from the message's old form. Anything else starts clean.
+    pub fn recover(boot_id: &str, existing: &Existing) -> Tracker {
         let mut t = Tracker::new(boot_id);
-        if status != "False" {
+        if existing.status != "False" {
             return t;
         }
-        let Some((body, tail)) = message.rsplit_once(BOOT_MARK) else { return t };
-        if tail.strip_suffix(']') != Some(boot_id) {
-            return t;
-        }
-        for text in body.split("; ").filter(|e| e.starts_with("GPU ") || e.starts_with("node: ")) {
-            let gpu = text
-                .strip_prefix("GPU ")
-                .and_then(|r| r.split([' ', ':']).next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(u32::MAX);
-            let rank =
-                REASONS.iter().position(|r| text.contains(&format!(": {r},"))).unwrap_or(REASONS.len() - 1);
-            // The same key a live fault gets, so seeing it again does not list it twice.
-            let disc = match REASONS[rank] {
-                "XidCriticalError" | "NvlinkInactive" => text
-                    .split_once(&format!(": {}, ", REASONS[rank]))
-                    .and_then(|(_, rest)| rest.rsplit_once(", action: "))
-                    .map_or(String::new(), |(d, _)| d.to_string()),
-                _ => String::new(),
-            };
-            t.entries.insert((gpu, rank, disc), Entry { rank, text: text.into() });
+        let faults = match existing.record.as_deref().map(Record::parse) {
+            Some(Ok(record)) if record.boot_id == boot_id => record.faults,
+            Some(Ok(_)) => return t,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "reading the faults from the condition's message instead");
+                old_message::faults(boot_id, &existing.message)
+            }
+            None => old_message::faults(boot_id, &existing.message),
+        };
+        for recorded in faults {
+            let entry = Entry::new(recorded);
+            t.entries.insert(entry.key(), entry);
         }
         t
     }
@@ -108,20 +162,14 @@ impl Tracker {
     /// Adds a fault; returns its entry when it is new (an existing one may get a newer value).
     pub fn record(&mut self, found: &Found, uuid: Option<&str>) -> Option<Entry> {
         let (gpu, fault) = found;
-        let disc = match fault {
-            Fault::Xid { .. } | Fault::NvlinkInactive { .. } => fault.describe(),
-            _ => String::new(),
+        let recorded = RecordedFault {
+            gpu: *gpu,
+            uuid: uuid.map(String::from),
+            fault: fault.clone(),
+            action: fault.action(),
         };
-        let who = match (gpu, uuid) {
-            (Some(i), Some(u)) => format!("GPU {i} ({u})"),
-            (Some(i), None) => format!("GPU {i}"),
-            (None, _) => "node".into(),
-        };
-        let text =
-            format!("{who}: {}, {}, action: {}", fault.reason(), fault.describe(), fault.action().text());
-        let entry = Entry { rank: fault.rank(), text };
-        let key = (gpu.unwrap_or(u32::MAX), fault.rank(), disc);
-        match self.entries.insert(key, entry.clone()) {
+        let entry = Entry::new(recorded);
+        match self.entries.insert(entry.key(), entry.clone()) {
             None => Some(entry),
             Some(_) => None,
         }
@@ -151,6 +199,7 @@ impl Tracker {
                 status: "False",
                 reason: REASONS[worst].into(),
                 message: format!("{}{BOOT_MARK}{}]", listed.join("; "), self.boot_id),
+                record: Some(Record::new(&self.boot_id, self.entries.values().map(|e| e.recorded.clone()))),
             };
         }
         match &self.unavailable {
@@ -158,11 +207,13 @@ impl Tracker {
                 status: "Unknown",
                 reason: UNAVAILABLE.into(),
                 message: format!("NVML cannot report GPU health: {e}"),
+                record: None,
             },
             None => Verdict {
                 status: "True",
                 reason: HEALTHY.into(),
                 message: format!("{} GPUs healthy", self.gpus),
+                record: None,
             },
         }
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::health::record::Record;
 use crate::health::rules::Fault;
 
 #[test]
@@ -7,7 +8,7 @@ fn healthy_unknown_and_faulty_verdicts() {
     t.nvml(Ok(2));
     assert_eq!(
         t.verdict(),
-        Verdict { status: "True", reason: HEALTHY.into(), message: "2 GPUs healthy".into() }
+        Verdict { status: "True", reason: HEALTHY.into(), message: "2 GPUs healthy".into(), record: None }
     );
     t.nvml(Err("driver not loaded".into()));
     assert_eq!(t.verdict().status, "Unknown");
@@ -36,6 +37,16 @@ fn faults_are_sticky_and_listed_once() {
     assert_eq!(t.verdict().message.matches("; ").count(), 1);
 }
 
+/// The condition as nvlabel publishes `v`, read back from the Node.
+fn on_node(v: &Verdict) -> Existing {
+    Existing {
+        status: v.status.into(),
+        reason: v.reason.clone(),
+        message: v.message.clone(),
+        record: v.record.as_ref().map(Record::to_annotation),
+    }
+}
+
 #[test]
 fn a_restart_recovers_the_faults_of_this_boot_only() {
     let mut t = Tracker::new("boot-a");
@@ -43,14 +54,59 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     t.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)) }), None);
     t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None);
     let v = t.verdict();
-    let back = Tracker::recover("boot-a", v.status, &v.message);
+    let back = Tracker::recover("boot-a", &on_node(&v));
     assert_eq!(back.verdict(), v);
+    assert_eq!(on_node(&v).published(), v, "what was published is recognised: no write");
     let mut again = back.clone();
     assert!(again.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)) }), None).is_none());
     assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c")).is_none());
-    assert!(!Tracker::recover("boot-b", v.status, &v.message).faulty(), "another boot");
-    assert!(!Tracker::recover("boot-a", "True", &v.message).faulty());
-    assert!(!Tracker::recover("boot-a", "False", "written by someone else").faulty());
+    assert!(!Tracker::recover("boot-b", &on_node(&v)).faulty(), "another boot");
+    let cleared = Existing { status: "True".into(), ..on_node(&v) };
+    assert!(!Tracker::recover("boot-a", &cleared).faulty(), "a person set it True: cleared");
+    let foreign = Existing { message: "written by someone else".into(), record: None, ..on_node(&v) };
+    assert!(!Tracker::recover("boot-a", &foreign).faulty());
+}
+
+#[test]
+fn a_new_wording_of_the_message_forgets_no_fault() {
+    let mut t = Tracker::new("boot-a");
+    t.record(&(Some(1), Fault::Xid { xid: 79, mig: None }), Some("GPU-b"));
+    t.record(&(Some(0), Fault::NvlinkInactive { link: 3 }), Some("GPU-a"));
+    let v = t.verdict();
+    // Written by a version that words the message differently (or in another language).
+    let reworded = Existing { message: "Zwei GPUs haben Fehler; siehe die Annotation".into(), ..on_node(&v) };
+    let back = Tracker::recover("boot-a", &reworded);
+    assert_eq!(back.verdict(), v, "every fault, worded as this version words it");
+    assert_ne!(reworded.published(), v, "the new wording is written once");
+}
+
+#[test]
+fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
+    // Exactly as nvlabel wrote it before the record existed.
+    let old = Existing {
+        status: "False".into(),
+        reason: "XidCriticalError".into(),
+        message: "GPU 0 (GPU-a): RetiredPagesPending, page retirement pending, action: reset the GPU; \
+                  GPU 1 (GPU-b): XidCriticalError, Xid 79, action: reboot the node [boot boot-a]"
+            .into(),
+        record: None,
+    };
+    let back = Tracker::recover("boot-a", &old);
+    let v = back.verdict();
+    assert_eq!(
+        (v.status, v.reason.as_str(), v.message.as_str()),
+        ("False", "XidCriticalError", old.message.as_str())
+    );
+    let record = v.record.clone().expect("the faults are recorded");
+    assert_eq!(record.boot_id, "boot-a");
+    assert_eq!(
+        record.faults.iter().map(|f| (f.gpu, f.fault.clone())).collect::<Vec<_>>(),
+        vec![(Some(0), Fault::RetiredPagesPending), (Some(1), Fault::Xid { xid: 79, mig: None })]
+    );
+    assert_ne!(old.published(), v, "the record is missing on the Node: the next write adds it");
+    // A record this version cannot read: the message, as for an upgrade.
+    let newer = Existing { record: Some(r#"{"version":9}"#.into()), ..old.clone() };
+    assert_eq!(Tracker::recover("boot-a", &newer).verdict(), v);
 }
 
 #[test]

@@ -348,6 +348,10 @@ pub fn check_policy(label: &str, r: &Rendered) {
         let vars = health[0].spec.as_ref().unwrap().variables.clone().unwrap_or_default();
         let var = vars.iter().find(|v| v.name == "conditionType").expect("a conditionType variable");
         assert_eq!(var.expression, format!("'{condition_type}'"), "{label}: the policy follows the flag");
+        // The one annotation it lets change is the one the code writes its fault record to.
+        let var = vars.iter().find(|v| v.name == "recordKey").expect("a recordKey variable");
+        let key = nvlabel::health::record::ANNOTATION;
+        assert_eq!(var.expression, format!("'{key}'"), "{label}: the policy lets the record through");
     } else {
         assert!(health.is_empty(), "{label} cannot write node status at all");
     }

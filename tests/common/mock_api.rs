@@ -68,6 +68,11 @@ pub fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, Strin
         rest => (false, rest),
     };
     let named = rest.len() > 1;
+    // A subresource (`nodes/<name>/status`) is its own resource to RBAC: `nodes/status`.
+    let resource = match rest {
+        [resource, _name, sub, ..] => format!("{resource}/{sub}"),
+        _ => rest[0].to_string(),
+    };
     let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
     let verb = match *method {
         Method::GET if watch => "watch",
@@ -79,10 +84,10 @@ pub fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, Strin
         Method::DELETE => "delete",
         _ => panic!("unexpected method {method}"),
     };
-    (namespaced, group, rest[0].to_string(), verb.to_string())
+    (namespaced, group, resource, verb.to_string())
 }
 
-/// Every request a writer sends must be in the list RBAC is checked against (tests/deploy.rs);
+/// Every request a writer or health sends must be in the list RBAC is checked against (tests/deploy.rs);
 /// `delete` is `nvlabel prune`'s, run with an admin's credentials, and is listed as such.
 pub fn assert_declared(method: &Method, uri: &http::Uri) {
     let observed = rbac_of(method, uri);
@@ -92,6 +97,7 @@ pub fn assert_declared(method: &Method, uri: &http::Uri) {
         .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
         .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
         .chain(nvlabel::publish::node::WATCH_API_CALLS)
+        .chain(nvlabel::health::publish::API_CALLS)
         .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
     assert!(
         declared.into_iter().any(|d| d == observed),

@@ -1,0 +1,193 @@
+//! The record of this boot's GPU faults on the Node: what a restarted nvlabel recovers, so that
+//! it forgets no fault. Versioned JSON (a [`Record`]) in the Node annotation [`ANNOTATION`],
+//! written by the same server-side apply on `nodes/status` as the condition.
+//!
+//! Why an annotation beside the condition, and not a part of the condition: a Node condition has
+//! no field for data, only a `reason` and a `message`, and the message is for people (it is what
+//! `kubectl describe node` shows). Reading faults back out of that prose made every change of
+//! its wording a way to forget them; JSON inside it would make it unreadable. A second condition
+//! would show up in every tool that lists conditions as if it were a health signal. An
+//! annotation written in the condition's own request is never out of step with it; a status write
+//! keeps metadata changes, so it needs no grant beyond the condition's, and the chart's admission
+//! policy lets exactly this one key change through `nodes/status`. The record is present while
+//! a fault is (nvlabel's apply drops it when the GPUs are healthy again or the node rebooted).
+
+use super::rules::{Action, Fault};
+use serde::{Deserialize, Serialize};
+
+/// The Node annotation that holds the record.
+pub const ANNOTATION: &str = "nvidia.com/gpu-health-record";
+/// The record's schema version; a reader refuses any other (a new schema gets a new number).
+pub const VERSION: u64 = 1;
+/// The most faults one record keeps; the rest are counted in [`Record::omitted`] (an annotation
+/// counts towards the Node's 256 KiB of annotations; a fault takes about 120 bytes).
+pub const MAX_RECORDED: usize = 256;
+
+/// The faults recorded in one boot of the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The schema version, [`VERSION`].
+    pub version: u64,
+    /// The boot the faults belong to (a new boot clears them).
+    pub boot_id: String,
+    /// Each fault, in the order the condition's message lists them.
+    pub faults: Vec<RecordedFault>,
+    /// Faults beyond [`MAX_RECORDED`], counted, not kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// One fault: where, what with its values (`kind` is the condition reason), and the action
+/// recommended when it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedFault {
+    /// The GPU's NVML index; absent for a fault of the node (GPUs missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// The GPU's UUID, when it was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The fault and its values.
+    #[serde(flatten)]
+    pub fault: Fault,
+    /// What to do about it.
+    pub action: Action,
+}
+
+/// Why an annotation is not a record this nvlabel can read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not JSON, or not a record's shape.
+    #[error("annotation {ANNOTATION} is not a GPU health record: {0}")]
+    Malformed(serde_json::Error),
+    /// Another schema version (a newer nvlabel's, after a downgrade).
+    #[error("annotation {ANNOTATION} has record version {0}; this nvlabel reads version {VERSION}")]
+    Version(String),
+}
+
+impl Record {
+    /// The record of `faults` (at most [`MAX_RECORDED`] kept) in boot `boot_id`.
+    pub fn new(boot_id: &str, faults: impl ExactSizeIterator<Item = RecordedFault>) -> Record {
+        let omitted = faults.len().saturating_sub(MAX_RECORDED);
+        Record {
+            version: VERSION,
+            boot_id: boot_id.into(),
+            faults: faults.take(MAX_RECORDED).collect(),
+            omitted,
+        }
+    }
+
+    /// The annotation's value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("a record always serializes")
+    }
+
+    /// Reads an annotation's value; the version is checked before anything else is.
+    pub fn parse(text: &str) -> Result<Record, RecordError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(RecordError::Malformed)?;
+        match value.get("version") {
+            Some(v) if v.as_u64() == Some(VERSION) => {}
+            Some(v) => return Err(RecordError::Version(v.to_string())),
+            None => return Err(RecordError::Version("(none)".into())),
+        }
+        serde_json::from_value(value).map_err(RecordError::Malformed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_is_versioned_json_with_typed_values() {
+        let faults = vec![
+            RecordedFault {
+                gpu: Some(1),
+                uuid: Some("GPU-b".into()),
+                fault: Fault::Xid { xid: 48, mig: Some((9, 0)) },
+                action: Action::ResetGpu,
+            },
+            RecordedFault {
+                gpu: None,
+                uuid: None,
+                fault: Fault::Missing { nvml: 3, pci: 4 },
+                action: Action::Reboot,
+            },
+            RecordedFault {
+                gpu: Some(0),
+                uuid: None,
+                fault: Fault::NvlinkInactive { link: 2 },
+                action: Action::ResetGpu,
+            },
+        ];
+        let record = Record::new("boot-a", faults.into_iter());
+        let text = record.to_annotation();
+        assert_eq!(
+            text,
+            r#"{"version":1,"bootId":"boot-a","faults":[{"gpu":1,"uuid":"GPU-b","kind":"XidCriticalError","xid":48,"mig":{"gpuInstance":9,"computeInstance":0},"action":"ResetGpu"},{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"},{"gpu":0,"kind":"NvlinkInactive","link":2,"action":"ResetGpu"}]}"#
+        );
+        assert_eq!(Record::parse(&text).unwrap(), record);
+    }
+
+    #[test]
+    fn each_fault_kind_is_its_condition_reason_and_comes_back() {
+        let faults = [
+            Fault::Lost,
+            Fault::Missing { nvml: 1, pci: 2 },
+            Fault::RemappedRowsFailure,
+            Fault::DoubleBitEcc,
+            Fault::UncorrectedEcc { count: 3 },
+            Fault::Xid { xid: 79, mig: None },
+            Fault::RemappedRowsPending,
+            Fault::RetiredPagesPending,
+            Fault::NvlinkInactive { link: 1 },
+        ];
+        for fault in faults {
+            let json = serde_json::to_value(&fault).unwrap();
+            assert_eq!(json["kind"], fault.reason(), "{json}");
+            assert_eq!(serde_json::from_value::<Fault>(json).unwrap(), fault);
+        }
+        for action in [Action::CheckWorkload, Action::ResetGpu, Action::Reboot, Action::Replace] {
+            let json = serde_json::to_value(action).unwrap();
+            assert_eq!(serde_json::from_value::<Action>(json).unwrap(), action);
+        }
+    }
+
+    #[test]
+    fn another_version_or_garbage_is_refused_with_the_reason() {
+        let e = Record::parse(r#"{"version":2,"bootId":"b","faults":[],"new":true}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "annotation nvidia.com/gpu-health-record has record version 2; this nvlabel reads version 1"
+        );
+        let e = Record::parse("GPU 0 is broken").unwrap_err();
+        assert!(
+            e.to_string().starts_with("annotation nvidia.com/gpu-health-record is not a GPU health record: "),
+            "{e}"
+        );
+        let e =
+            Record::parse(r#"{"version":1,"bootId":"b","faults":[{"kind":"Melted","action":"ResetGpu"}]}"#)
+                .unwrap_err();
+        assert!(e.to_string().contains("Melted"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_record_is_capped_and_counts_the_rest() {
+        let fault = |link| RecordedFault {
+            gpu: Some(0),
+            uuid: None,
+            fault: Fault::NvlinkInactive { link },
+            action: Action::ResetGpu,
+        };
+        let record =
+            Record::new("b", (0..MAX_RECORDED as u32 + 5).map(fault).collect::<Vec<_>>().into_iter());
+        assert_eq!((record.faults.len(), record.omitted), (MAX_RECORDED, 5));
+        assert!(record.to_annotation().len() < 64 << 10, "well under the Node's 256 KiB of annotations");
+    }
+}

@@ -60,12 +60,6 @@ impl Iterator for FullJitter {
     }
 }
 
-impl kube::runtime::utils::Backoff for FullJitter {
-    fn reset(&mut self) {
-        FullJitter::reset(self);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,7 +85,7 @@ mod tests {
             .collect();
         assert_eq!(windows[1], Duration::from_secs(20));
         assert_eq!(windows[7], Duration::from_secs(300), "capped at 5 minutes");
-        kube::runtime::utils::Backoff::reset(&mut b);
+        b.reset();
         assert_eq!(b.window(), Duration::from_secs(10));
     }
 

@@ -26,6 +26,12 @@ pub fn fixture_with(name: &str, extra: &str) -> String {
     std::fs::read_to_string(fixture(name)).unwrap() + extra
 }
 
+/// The path of a machine only tests use (`testdata/test-machines/`): it has no golden files and
+/// is not in the model catalogue, for a machine that exists to be broken in one way.
+pub fn test_machine(name: &str) -> PathBuf {
+    repo().join("testdata/test-machines").join(format!("{name}.yaml"))
+}
+
 /// Every machine fixture's name, sorted.
 pub fn fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(repo().join("testdata/machines"))

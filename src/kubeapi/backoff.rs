@@ -34,11 +34,6 @@ impl FullJitter {
         self.base.saturating_mul(1u32 << self.attempt.min(16)).min(self.cap)
     }
 
-    /// Failures since the last reset.
-    pub fn attempts(&self) -> u32 {
-        self.attempt
-    }
-
     /// Starts again from the base (after a success).
     pub fn reset(&mut self) {
         self.attempt = 0;
@@ -94,6 +89,5 @@ mod tests {
         let mut b = FullJitter::new(Duration::from_secs(1), Duration::from_secs(120));
         let waits: Vec<u64> = (0..10).map(|_| b.next_with(1.0).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 120, 120, 120]);
-        assert_eq!(b.attempts(), 10);
     }
 }

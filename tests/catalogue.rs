@@ -1,7 +1,7 @@
 //! The value catalogue `docs/models.md`: the stable model name, per-model key and PCI device id
 //! of every model nvlabel knows and every bundled fixture, rendered by the same code that labels.
 //! The file must equal the rendering; `UPDATE_GOLDEN=1` rewrites it. Also: README's layout names
-//! every module and doc.
+//! every module and doc, and `tests/README.md` places every test file and shared helper.
 
 mod common;
 
@@ -113,4 +113,48 @@ fn the_readme_layout_names_every_module_and_doc() {
     }
     missing.sort();
     assert!(missing.is_empty(), "README's layout (## Development) does not name: {missing:?}");
+}
+
+/// The bare `*.rs` file names in backquotes in `text` (paths such as `src/labels/value.rs` name
+/// other folders' files).
+fn rs_names(text: &str) -> Vec<String> {
+    let quoted = text.split('`').skip(1).step_by(2);
+    quoted.filter(|t| t.ends_with(".rs") && !t.contains('/')).map(str::to_string).collect()
+}
+
+/// The `*.rs` files directly in `dir`.
+fn rs_files(dir: &std::path::Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_tests_readme_places_every_test_file_and_helper() {
+    let readme = std::fs::read_to_string(repo().join("tests/README.md")).unwrap();
+    // The table's second column, "file".
+    let table: Vec<String> = readme
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(2))
+        .flat_map(rs_names)
+        .collect();
+    let helpers_start = readme.find("Shared helpers are in `common/`:").expect("a helpers paragraph");
+    let helpers_text = &readme[helpers_start..];
+    let helpers = rs_names(&helpers_text[..helpers_text.find("\n\n").unwrap_or(helpers_text.len())]);
+
+    let tests = rs_files(&repo().join("tests"));
+    let common = rs_files(&repo().join("tests/common"));
+    let unplaced: Vec<&String> = tests.iter().filter(|f| !table.contains(f)).collect();
+    let unnamed: Vec<&String> = common.iter().filter(|f| !helpers.contains(f)).collect();
+    let stale: Vec<&String> = table.iter().filter(|f| !tests.contains(f)).collect();
+    let stale_helpers: Vec<&String> = helpers.iter().filter(|f| !common.contains(f)).collect();
+    assert!(unplaced.is_empty(), "tests/README.md's table does not place {unplaced:?}");
+    assert!(unnamed.is_empty(), "tests/README.md's helpers paragraph does not name common/{unnamed:?}");
+    assert!(stale.is_empty(), "tests/README.md's table names files tests/ lacks: {stale:?}");
+    assert!(stale_helpers.is_empty(), "tests/README.md names helpers tests/common/ lacks: {stale_helpers:?}");
 }

@@ -15,24 +15,6 @@ fn with_fixture(dir: &tempfile::TempDir, yaml: &str) -> Command {
     cmd
 }
 
-const TWO_A100: &str = r#"
-driver_version: "550.54.15"
-cuda_driver_version: 12040
-gpus:
-  - name: "NVIDIA A100-SXM4-40GB"
-    memory_mib: 40960
-    compute_capability: [8, 0]
-    mig:
-      enabled: true
-      devices:
-        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
-        - {gi_profile: 17, ci_profile: 0, memory_mib: 14848, multiprocessors: 42, copy_engines: 3}
-        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
-  - name: "NVIDIA A100-SXM4-40GB"
-    memory_mib: 40960
-    compute_capability: [8, 0]
-"#;
-
 #[test]
 fn a_lost_gpu_is_excluded_and_named_in_the_log() {
     let (code, stdout, stderr) = run(nvlabel(Some("faulty")).args(PRINT));
@@ -80,9 +62,9 @@ fn an_invalid_fixture_is_an_nvml_init_failure_with_its_reason() {
 
 #[test]
 fn an_unnameable_mig_profile_skips_only_that_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let (code, stdout, stderr) =
-        run(with_fixture(&dir, TWO_A100).args(PRINT).args(["--mig-strategy", "mixed"]));
+    let mut cmd = nvlabel(None);
+    cmd.env("FAKE_NVML_FIXTURE", test_machine("a100-mig-unknown-profile"));
+    let (code, stdout, stderr) = run(cmd.args(PRINT).args(["--mig-strategy", "mixed"]));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("nvidia.com/mig-1g.5gb.count=2\n"), "{stdout}");
     assert!(
@@ -94,28 +76,27 @@ fn an_unnameable_mig_profile_skips_only_that_device() {
 #[test]
 fn a_failing_mig_device_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    let yaml = format!(
-        "{TWO_A100}faults:\n  - {{function: nvmlDeviceGetAttributes_v2, device: \"0:0\", error: unknown}}\n"
-    );
+    // Eight A100s with seven 1g.5gb devices each.
+    let faults = "faults:\n  - {function: nvmlDeviceGetAttributes_v2, device: \"0:0\", error: unknown}\n";
+    let yaml = fixture_with("a100-mig-single", faults);
     let (code, stdout, stderr) = run(with_fixture(&dir, &yaml).args(PRINT).args(["--mig-strategy", "mixed"]));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("nvidia.com/mig-1g.5gb.count=1\n"), "{stdout}");
+    assert!(stdout.contains("nvidia.com/mig-1g.5gb.count=55\n"), "{stdout}");
     assert!(stderr.contains("device=0:0") && stderr.contains("nvmlDeviceGetAttributes_v2"), "{stderr}");
 }
 
 #[test]
 fn a_failing_memory_query_excludes_that_gpu_and_keeps_the_memory_label() {
-    // Two GPUs of one model; GPU 1 (the model's last GPU, whose values GFD reports) cannot say
-    // its memory. The node keeps gpu.memory from the healthy GPU.
+    // Eight GPUs of one model; GPU 7 (the model's last GPU, whose values GFD reports) cannot say
+    // its memory. The node keeps gpu.memory from the healthy GPUs.
     let dir = tempfile::tempdir().unwrap();
-    let yaml = format!(
-        "{TWO_A100}faults:\n  - {{function: nvmlDeviceGetMemoryInfo_v2, device: \"1\", error: timeout}}\n"
-    );
+    let faults = "faults:\n  - {function: nvmlDeviceGetMemoryInfo_v2, device: \"7\", error: timeout}\n";
+    let yaml = fixture_with("a100-mig-single", faults);
     let (code, stdout, stderr) = run(with_fixture(&dir, &yaml).args(PRINT));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("nvidia.com/gpu.count=1\n"), "{stdout}");
+    assert!(stdout.contains("nvidia.com/gpu.count=7\n"), "{stdout}");
     assert!(stdout.contains("nvidia.com/gpu.memory=40960\n"), "{stdout}");
-    assert!(stderr.contains("device=1") && stderr.contains("GPU excluded from this pass"), "{stderr}");
+    assert!(stderr.contains("device=7") && stderr.contains("GPU excluded from this pass"), "{stderr}");
 }
 
 #[test]

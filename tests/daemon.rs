@@ -28,13 +28,6 @@ struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// A T4 snapshot, probed once through the binary and the fake NVML library.
-fn t4_snapshot(dir: &Path) -> PathBuf {
-    let path = dir.join("t4.snapshot.yaml");
-    std::fs::write(&path, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
-    path
-}
-
 fn start(dir: tempfile::TempDir, source: ConfigSource, label: Option<&str>, watch_labels: bool) -> Running {
     let output = dir.path().join("features.d-gfd");
     start_writing(dir, output, source, label, watch_labels)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// A file-writing daemon labelling from a T4 snapshot (probed once through the binary).
+/// A file-writing daemon labelling from a T4 snapshot.
 fn daemon(dir: &Path, output: &Path, interval: &str) -> (Daemon, Arc<Metrics>, PathBuf) {
     daemon_with(dir, output, interval, None)
 }
@@ -26,8 +26,7 @@ fn daemon_with(
     interval: &str,
     views: Option<futures::stream::BoxStream<'static, NodeView>>,
 ) -> (Daemon, Arc<Metrics>, PathBuf) {
-    let snapshot = dir.join("t4.snapshot.yaml");
-    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
+    let snapshot = t4_snapshot(dir);
     let cli = Cli::try_from_args([
         "nvlabel",
         "--no-timestamp",

@@ -9,29 +9,6 @@ mod common;
 use common::*;
 use std::collections::BTreeMap;
 
-/// Two A100s: GPU 0 with MIG devices 0:0 (1g.5gb) and 0:1 (2g.10gb), GPU 1 with 1:0 (1g.5gb).
-const MACHINE: &str = r#"
-driver_version: "550.54.15"
-cuda_driver_version: 12040
-gpus:
-  - name: "NVIDIA A100-SXM4-40GB"
-    memory_mib: 40960
-    compute_capability: [8, 0]
-    mig:
-      enabled: true
-      devices:
-        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
-        - {gi_profile: 1, ci_profile: 1, memory_mib: 9856, multiprocessors: 28, copy_engines: 2}
-    fabric: {cluster_uuid: "7b968a6d-c8aa-45e1-9e07-e1e51be99c31", clique_id: 1, state: completed, status: success}
-  - name: "NVIDIA A100-SXM4-40GB"
-    memory_mib: 40960
-    compute_capability: [8, 0]
-    mig:
-      enabled: true
-      devices:
-        - {gi_profile: 0, ci_profile: 0, memory_mib: 4864, multiprocessors: 14, copy_engines: 1}
-"#;
-
 const ERRORS: [&str; 9] = NVML_ERRORS;
 
 /// What a fault does to the labels.
@@ -162,6 +139,8 @@ fn signature(effect: Effect) -> Vec<(&'static str, Option<&'static str>)> {
 #[test]
 fn every_error_in_every_function() {
     let dir = tempfile::tempdir().unwrap();
+    // GPU 0 with MIG devices 0:0 (1g.5gb) and 0:1 (2g.10gb), GPU 1 with 1:0 (1g.5gb).
+    let machine = std::fs::read_to_string(test_machine("a100-x2-mig-fabric")).unwrap();
     let mut failures = Vec::new();
     let mut table: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for (function, at) in FUNCTIONS {
@@ -174,7 +153,7 @@ fn every_error_in_every_function() {
             let fixture = dir.path().join(format!("{function}-{error}-{at:?}.yaml"));
             std::fs::write(
                 &fixture,
-                format!("{MACHINE}faults:\n  - function: {function}{device}\n    error: {error}\n"),
+                format!("{machine}faults:\n  - function: {function}{device}\n    error: {error}\n"),
             )
             .unwrap();
             let out = nvlabel(None)

@@ -1,10 +1,18 @@
-//! The node-label watch against the mocked API server (`common::mock_api`).
+//! The node-label watch against the mocked API server (`common::mock_api`): the daemon's one
+//! `ObjectWatch` of its Node, read through `node_view::views`, and the one read at start.
+//!
+//! On tokio's virtual clock, with the test itself answering each request, so every label change
+//! reaches the view before the next one is sent: nothing depends on machine speed.
 
 mod common;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use http::Response;
+use k8s_openapi::api::core::v1::Node;
 use kube::client::Body;
+use kube::Api;
+use nvlabel::kubeapi::node_view::views;
+use nvlabel::kubeapi::object_watch::ObjectWatch;
 use serde_json::json;
 use std::time::Duration;
 
@@ -12,60 +20,66 @@ fn node(labels: serde_json::Value, rv: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "resourceVersion": rv, "labels": labels}})
 }
 
-#[tokio::test]
+/// Answers the next request, a watch of the node from `from`, with `event` after the server's
+/// watch timeout, so the watch ends normally and the next one resumes from `event`'s version.
+async fn watch_answers(handle: &mut common::mock_api::Handle, from: &str, event: serde_json::Value) {
+    let (request, send) = handle.next_request().await.expect("a watch request");
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let pairs: Vec<&str> = query.split('&').collect();
+    for wanted in
+        ["watch=true", "fieldSelector=metadata.name%3Dgpu-node-1", &format!("resourceVersion={from}")]
+    {
+        assert!(pairs.contains(&wanted), "{wanted} not in {query}");
+    }
+    tokio::time::sleep(Duration::from_secs(290)).await;
+    send.send_response(Response::new(Body::from(format!("{event}\n").into_bytes())));
+}
+
+/// The view's next config label; a view that never comes fails after an hour of virtual time.
+async fn next_label(labels: &mut (impl Stream<Item = Option<String>> + Unpin)) -> Option<String> {
+    tokio::time::timeout(Duration::from_secs(3600), labels.next())
+        .await
+        .expect("a new view of the node")
+        .expect("the view stream goes on")
+}
+
+#[tokio::test(start_paused = true)]
 async fn label_added_changed_and_removed() {
     let (client, mut handle) = common::mock_api::mock();
-    let server = tokio::spawn(async move {
-        let (request, send) = handle.next_request().await.expect("a list request");
-        assert_eq!(request.method(), http::Method::GET);
-        assert_eq!(request.uri().path(), "/api/v1/nodes");
-        let query = request.uri().query().unwrap_or_default().to_string();
-        assert!(query.contains("fieldSelector=metadata.name%3Dgpu-node-1"), "{query}");
-        let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
-            "items": [node(json!({"kubernetes.io/hostname": "gpu-node-1"}), "1")]});
-        send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+    // As the daemon watches its Node: one `ObjectWatch`, its `views`.
+    let watch = ObjectWatch::spawn(Api::<Node>::all(client), "gpu-node-1");
+    let mut labels = views(watch).map(|v| v.config_label).boxed();
 
-        let (request, send) = handle.next_request().await.expect("a watch request");
-        let query = request.uri().query().unwrap_or_default().to_string();
-        assert!(
-            query.contains("watch=true") && query.contains("fieldSelector=metadata.name%3Dgpu-node-1"),
-            "{query}"
-        );
-        let events = [
-            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-ts"}), "2")}),
-            // An unrelated change of the node: no new value.
-            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-ts", "x": "y"}), "3")}),
-            json!({"type": "MODIFIED", "object": node(json!({"nvidia.com/device-plugin.config": "a100-mps"}), "4")}),
-            json!({"type": "MODIFIED", "object": node(json!({}), "5")}),
-        ];
-        let body: String = events.iter().map(|e| format!("{e}\n")).collect();
-        send.send_response(Response::new(Body::from(body.into_bytes())));
-        handle
-    });
-    let labels = nvlabel::kubeapi::node_view::node_changes(client, "gpu-node-1").map(|v| v.config_label);
-    // The view follows the latest state: changes that arrive together may be seen only as the
-    // last of them (the config in force must be the latest label, not every one in between).
-    let collect = labels.take_until(tokio::time::sleep(Duration::from_secs(2))).collect::<Vec<_>>();
-    let mut collect = Box::pin(collect);
-    // The mock server's own assertions fail its task: surface them as they are, not as a timeout.
-    let got = tokio::select! {
-        got = &mut collect => got,
-        done = server => {
-            let _handle = done.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-            collect.await
-        }
-    };
-    let all = [None, Some("a100-ts".to_string()), Some("a100-mps".to_string()), None];
-    assert_eq!(got.last(), Some(&None), "ends at the latest state, no label: {got:?}");
-    let mut rest = all.iter();
-    for v in &got {
-        assert!(rest.any(|x| x == v), "{got:?} is not an ordered subsequence of {all:?}");
-    }
-    assert!(got.windows(2).all(|w| w[0] != w[1]), "only changes: {got:?}");
+    let (request, send) = handle.next_request().await.expect("a list request");
+    assert_eq!(request.method(), http::Method::GET);
+    assert_eq!(request.uri().path(), "/api/v1/nodes");
+    let query = request.uri().query().unwrap_or_default().to_string();
+    assert!(query.contains("fieldSelector=metadata.name%3Dgpu-node-1"), "{query}");
+    let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+        "items": [node(json!({"kubernetes.io/hostname": "gpu-node-1"}), "1")]});
+    send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+    assert_eq!(next_label(&mut labels).await, None, "no label at first");
+
+    let ts = json!({"nvidia.com/device-plugin.config": "a100-ts"});
+    watch_answers(&mut handle, "1", json!({"type": "MODIFIED", "object": node(ts, "2")})).await;
+    assert_eq!(next_label(&mut labels).await.as_deref(), Some("a100-ts"), "added");
+
+    // An unrelated change of the node: no new value.
+    let other = json!({"nvidia.com/device-plugin.config": "a100-ts", "x": "y"});
+    watch_answers(&mut handle, "2", json!({"type": "MODIFIED", "object": node(other, "3")})).await;
+    let quiet = tokio::time::timeout(Duration::from_secs(10), labels.next()).await;
+    assert!(quiet.is_err(), "an unrelated change gave a view: {quiet:?}");
+
+    let mps = json!({"nvidia.com/device-plugin.config": "a100-mps"});
+    watch_answers(&mut handle, "3", json!({"type": "MODIFIED", "object": node(mps, "4")})).await;
+    assert_eq!(next_label(&mut labels).await.as_deref(), Some("a100-mps"), "changed");
+
+    watch_answers(&mut handle, "4", json!({"type": "MODIFIED", "object": node(json!({}), "5")})).await;
+    assert_eq!(next_label(&mut labels).await, None, "removed");
 }
 
 #[tokio::test]
-async fn one_shot_reads_the_label_once() {
+async fn the_label_is_read_once_at_start() {
     let (client, mut handle) = common::mock_api::mock();
     let server = tokio::spawn(async move {
         let (request, send) = handle.next_request().await.unwrap();

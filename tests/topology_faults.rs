@@ -10,28 +10,6 @@ use common::label_rules;
 use common::*;
 use std::collections::BTreeMap;
 
-/// Two A100 PCIe cards joined by an NVLink bridge (12 links each way), on a CC-capable host.
-const MACHINE: &str = r#"
-driver_version: "550.54.15"
-cuda_driver_version: 12040
-gpus:
-  - name: "NVIDIA A100 80GB PCIe"
-    pci_bus_id: "00000000:17:00.0"
-    memory_mib: 81920
-    compute_capability: [8, 0]
-    pcie: {max_generation: 4, max_width: 16}
-    numa_node: 0
-    nvlink: {version: "3.0", links: [{remote: gpu, count: 12, remote_pci_bus_id: "00000000:31:00.0"}]}
-  - name: "NVIDIA A100 80GB PCIe"
-    pci_bus_id: "00000000:31:00.0"
-    memory_mib: 81920
-    compute_capability: [8, 0]
-    pcie: {max_generation: 4, max_width: 16}
-    numa_node: 1
-    nvlink: {version: "3.0", links: [{remote: gpu, count: 12, remote_pci_bus_id: "00000000:17:00.0"}]}
-confidential_compute: {cpu: amd_sev_snp, gpus_capable: true, enabled: false, environment: prod, multi_gpu_mode: none}
-"#;
-
 const ERRORS: [&str; 9] = NVML_ERRORS;
 
 /// The labels of the healthy machine that the topology labels add.
@@ -102,8 +80,9 @@ fn run_with(fixture: &std::path::Path) -> (Option<i32>, BTreeMap<String, String>
 #[test]
 fn every_error_in_every_topology_call() {
     let dir = tempfile::tempdir().unwrap();
-    let healthy = dir.path().join("healthy.yaml");
-    std::fs::write(&healthy, MACHINE).unwrap();
+    // Two A100 PCIe cards joined by an NVLink bridge, on a CC-capable host.
+    let healthy = test_machine("a100-pcie-nvlink-pair-cc");
+    let machine = std::fs::read_to_string(&healthy).unwrap();
     let (code, base, stderr) = run_with(&healthy);
     assert_eq!(code, Some(0), "{stderr}");
     for (k, v) in HEALTHY {
@@ -115,7 +94,7 @@ fn every_error_in_every_topology_call() {
             let device = if on_gpu { "\n    device: \"1\"" } else { "" };
             let fixture = dir.path().join(format!("{function}-{error}.yaml"));
             let faults = format!("faults:\n  - function: {function}{device}\n    error: {error}\n");
-            std::fs::write(&fixture, format!("{MACHINE}{faults}")).unwrap();
+            std::fs::write(&fixture, format!("{machine}{faults}")).unwrap();
             let case = format!("{function} -> {error}");
             let (code, got, stderr) = run_with(&fixture);
             if code != Some(0) {

@@ -34,11 +34,6 @@ impl FullJitter {
         self.base.saturating_mul(1u32 << self.attempt.min(16)).min(self.cap)
     }
 
-    /// Failures since the last reset.
-    pub fn attempts(&self) -> u32 {
-        self.attempt
-    }
-
     /// Starts again from the base (after a success).
     pub fn reset(&mut self) {
         self.attempt = 0;
@@ -57,12 +52,6 @@ impl Iterator for FullJitter {
 
     fn next(&mut self) -> Option<Duration> {
         Some(self.next_with(rand::rng().random::<f64>()))
-    }
-}
-
-impl kube::runtime::utils::Backoff for FullJitter {
-    fn reset(&mut self) {
-        FullJitter::reset(self);
     }
 }
 
@@ -91,7 +80,7 @@ mod tests {
             .collect();
         assert_eq!(windows[1], Duration::from_secs(20));
         assert_eq!(windows[7], Duration::from_secs(300), "capped at 5 minutes");
-        kube::runtime::utils::Backoff::reset(&mut b);
+        b.reset();
         assert_eq!(b.window(), Duration::from_secs(10));
     }
 
@@ -100,6 +89,5 @@ mod tests {
         let mut b = FullJitter::new(Duration::from_secs(1), Duration::from_secs(120));
         let waits: Vec<u64> = (0..10).map(|_| b.next_with(1.0).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 120, 120, 120]);
-        assert_eq!(b.attempts(), 10);
     }
 }

@@ -21,7 +21,8 @@ pub fn config_label(node: &Node) -> Option<String> {
     node.metadata.labels.as_ref()?.get(CONFIG_LABEL).cloned()
 }
 
-/// Reads the label once (for one-shot runs).
+/// Reads the label once, at start, so the first pass of any run (one-shot, the hook, the daemon)
+/// already uses the node's config; the daemon then follows it through [`views`].
 pub async fn get_config_label(client: Client, node_name: &str) -> Result<Option<String>, kube::Error> {
     let nodes: Api<Node> = Api::all(client);
     Ok(config_label(&nodes.get(node_name).await?))
@@ -72,9 +73,4 @@ pub fn views(watch: ObjectWatch<Node>) -> impl Stream<Item = NodeView> + Send + 
             watch.changed().await;
         }
     })
-}
-
-/// [`views`] of a watch of its own.
-pub fn node_changes(client: Client, node_name: &str) -> impl Stream<Item = NodeView> + Send + 'static {
-    views(ObjectWatch::spawn(Api::all(client), node_name))
 }

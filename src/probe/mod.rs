@@ -1,4 +1,6 @@
-//! NVML (and a few sysfs files) → [`Snapshot`]. Nothing after the probe touches NVML.
+//! NVML (and a few sysfs files) → [`Snapshot`]. The labels and the writers read only the
+//! snapshot; the one other NVML reader is health (`health/nvml.rs`, `health/raw_events.rs`),
+//! through the same [`session`].
 //!
 //! Failure policy, per device: a call GFD treats as fatal (name, compute capability, MIG mode,
 //! MIG enumeration, fabric info) and the memory query exclude that GPU from this pass; PCI info
@@ -49,7 +51,7 @@ pub const NVML_FUNCTIONS: &[&str] = &[
     "nvmlGpuInstanceGetComputeInstanceById",
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-    // The topology functions (`topology::FUNCTIONS`), read with --extended-labels.
+    // The topology functions (those `topology.rs` and `raw_topology.rs` call), read only with --extended-labels.
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetNvLinkVersion",
     "nvmlDeviceGetNvLinkRemoteDeviceType",

@@ -1,5 +1,7 @@
-//! Where labels go. One small trait; one file per writer. A writer publishes only what changed
-//! and never removes what it published when the process stops; `prune` removes it on request.
+//! Where labels go. Two traits: [`Writer`], what every run asks of a writer, and [`DaemonWriter`]
+//! on top, what only the daemon reads (the watched object's changes, drift, the Node's
+//! allocatable); one file per writer. A writer publishes only what changed and never removes what
+//! it published when the process stops; `prune` removes it on request.
 
 mod file;
 pub mod node;

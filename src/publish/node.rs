@@ -247,10 +247,13 @@ impl Writer for NodeLabels {
 
 /// The label keys `node`'s managedFields say our field manager applied, if it applied any.
 fn owned_labels(node: &Node) -> Option<std::collections::BTreeSet<String>> {
-    let entry =
-        node.metadata.managed_fields.as_ref()?.iter().find(|m| {
-            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
-        })?;
+    // Health's apply to nodes/status has an entry of its own (`subresource: status`), which owns
+    // no labels: it must not be taken for the labels' entry.
+    let entry = node.metadata.managed_fields.as_ref()?.iter().find(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.operation.as_deref() == Some("Apply")
+            && m.subresource.is_none()
+    })?;
     let labels = entry.fields_v1.as_ref()?.0.get("f:metadata")?.get("f:labels")?.as_object()?;
     Some(labels.keys().filter_map(|k| k.strip_prefix("f:")).map(String::from).collect())
 }
@@ -264,4 +267,31 @@ pub fn apply_body(name: &str, uid: Option<String>, labels: &Labels) -> serde_jso
         "kind": "Node",
         "metadata": {"name": name, "uid": uid, "labels": labels},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+
+    fn entry(subresource: Option<&str>, fields: serde_json::Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(FIELD_MANAGER.into()),
+            operation: Some("Apply".into()),
+            subresource: subresource.map(String::from),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_labels_are_read_from_the_main_resources_entry_not_the_status_one() {
+        let mut node = Node::default();
+        node.metadata.managed_fields = Some(vec![
+            entry(Some("status"), json!({"f:metadata": {"f:annotations": {"f:x": {}}}, "f:status": {}})),
+            entry(None, json!({"f:metadata": {"f:labels": {"f:nvidia.com/gpu.count": {}}}})),
+        ]);
+        let owned = owned_labels(&node).unwrap();
+        assert_eq!(owned.into_iter().collect::<Vec<_>>(), vec!["nvidia.com/gpu.count".to_string()]);
+    }
 }

@@ -26,6 +26,21 @@ pub fn fixture_with(name: &str, extra: &str) -> String {
     std::fs::read_to_string(fixture(name)).unwrap() + extra
 }
 
+/// The path of a machine only tests use (`testdata/test-machines/`): it has no golden files and
+/// is not in the model catalogue, for a machine that exists to be broken in one way.
+pub fn test_machine(name: &str) -> PathBuf {
+    repo().join("testdata/test-machines").join(format!("{name}.yaml"))
+}
+
+/// A copy in `dir` (the test may change or remove it) of the T4's recorded snapshot,
+/// `testdata/golden/t4.snapshot.yaml`, which `golden.rs` keeps equal to what `nvlabel probe`
+/// records on the bundled `t4`: a daemon labels from it without NVML.
+pub fn t4_snapshot(dir: &Path) -> PathBuf {
+    let path = dir.join("t4.snapshot.yaml");
+    std::fs::copy(repo().join("testdata/golden/t4.snapshot.yaml"), &path).unwrap();
+    path
+}
+
 /// Every machine fixture's name, sorted.
 pub fn fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(repo().join("testdata/machines"))

@@ -4,7 +4,7 @@
 
 use super::apiserver::{self, apply, namespace, Server};
 use super::manifests::{deploy, render};
-use super::{nvlabel, ok, repo};
+use super::{repo, t4_snapshot};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -90,8 +90,7 @@ pub async fn create_pod(admin: &Client, pod: &Pod) -> Result<Pod, kube::Error> {
 /// the directory that holds the snapshot.
 pub fn t4_config(args: &[&str]) -> (nvlabel::config::ConfigState, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let snapshot = dir.path().join("t4.yaml");
-    std::fs::write(&snapshot, ok(nvlabel(Some("t4")).arg("probe"))).unwrap();
+    let snapshot = t4_snapshot(dir.path());
     let mut all = vec!["nvlabel", "--snapshot", snapshot.to_str().unwrap()];
     all.extend_from_slice(args);
     let cli = nvlabel::config::Cli::try_from_args(all).unwrap();

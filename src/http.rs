@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Whether the labeler is doing its job.
 #[derive(Debug, Default)]
-pub struct Health {
+pub struct Liveness {
     state: Mutex<Option<(bool, Instant)>>,
     /// How old a success may be and still count (`None`: any age, for an infinite interval).
     pub fresh_for: Mutex<Option<Duration>>,
@@ -25,7 +25,7 @@ pub struct Health {
 /// deadline and any probe, so only a loop that is stuck gets the container restarted.
 pub const STUCK_AFTER: Duration = Duration::from_secs(300);
 
-impl Health {
+impl Liveness {
     /// Records the outcome of a publish.
     pub fn record(&self, ok: bool) {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some((ok, Instant::now()));
@@ -65,15 +65,15 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
 }
 
 /// Answers one request.
-pub fn handle(path: &str, health: &Health, registry: &Registry) -> Response<Full<Bytes>> {
+pub fn handle(path: &str, liveness: &Liveness, registry: &Registry) -> Response<Full<Bytes>> {
     match path {
-        "/healthz" if health.alive(STUCK_AFTER) => respond(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/healthz" if liveness.alive(STUCK_AFTER) => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/healthz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",
             format!("the labelling loop has been stuck in one pass for over {}s\n", STUCK_AFTER.as_secs()),
         ),
-        "/readyz" if health.ready() => respond(StatusCode::OK, "text/plain", "ready\n".into()),
+        "/readyz" if liveness.ready() => respond(StatusCode::OK, "text/plain", "ready\n".into()),
         "/readyz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",
@@ -130,7 +130,7 @@ impl Drop for Endpoint {
 /// [`Endpoint`] is dropped.
 pub async fn serve(
     addr: SocketAddr,
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
     registry: Arc<Registry>,
 ) -> Result<Endpoint, ServeError> {
     let bind_error = |source| ServeError { addr, source };
@@ -146,10 +146,10 @@ pub async fn serve(
                     continue;
                 }
             };
-            let (health, registry) = (health.clone(), registry.clone());
+            let (liveness, registry) = (liveness.clone(), registry.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let response = handle(req.uri().path(), &health, &registry);
+                    let response = handle(req.uri().path(), &liveness, &registry);
                     async move { Ok::<_, std::convert::Infallible>(response) }
                 });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn readiness_follows_the_last_publish() {
-        let h = Health::default();
+        let h = Liveness::default();
         assert!(!h.ready(), "not ready before the first publish");
         h.record(true);
         assert!(h.ready());
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn routes() {
-        let h = Health::default();
+        let h = Liveness::default();
         let r = Registry::default();
         assert_eq!(handle("/healthz", &h, &r).status(), StatusCode::OK);
         assert_eq!(handle("/readyz", &h, &r).status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -6,7 +6,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;
-pub mod conditions;
 pub mod config;
 pub mod daemon;
 pub mod duration;
@@ -22,6 +21,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod troubles;
 pub mod worker;
 pub mod yaml;
 

@@ -1,12 +1,12 @@
 //! One labelling pass: the snapshot (NVML, or a snapshot file), then the labels, with what went
 //! wrong along the way. Publishing is the caller's.
 
-use crate::conditions::{Condition, Conditions};
 use crate::config::Settings;
 use crate::labels::{self, LabelConfig, Labels};
 use crate::probe::{self, ProbeError, Session};
 use crate::sharing::Sharing;
 use crate::snapshot::{Snapshot, SnapshotError};
+use crate::troubles::{Trouble, Troubles};
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -80,10 +80,10 @@ impl Pass {
         self.issues.iter().any(|i| i.function == NVML_INIT)
     }
 
-    /// Everything that went wrong, for [`crate::conditions::Conditions`].
-    pub fn conditions(&self) -> Vec<Condition> {
-        let issues = self.issues.iter().cloned().map(Condition::Issue);
-        issues.chain(self.warnings.iter().cloned().map(Condition::Warning)).collect()
+    /// Everything that went wrong, for [`crate::troubles::Troubles`].
+    pub fn troubles(&self) -> Vec<Trouble> {
+        let issues = self.issues.iter().cloned().map(Trouble::Issue);
+        issues.chain(self.warnings.iter().cloned().map(Trouble::Warning)).collect()
     }
 }
 
@@ -111,7 +111,7 @@ pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, PassError> 
     let strict = Settings { fail_on_init_error: true, ..settings.clone() };
     match run(&strict, &Session::new(), sharing, None) {
         Ok(pass) => {
-            Conditions::default().update(pass.conditions());
+            Troubles::default().update(pass.troubles());
             Ok(crate::publish::render::render_text(&pass.labels))
         }
         Err(PassError::Probe(e)) if e.is_init() => {

@@ -46,7 +46,7 @@ fn fake() -> &'static Crate {
 const UPPER: &[&str] = &["config", "daemon", "health", "pass", "http"];
 /// The layers that never reach up into [`UPPER`].
 const LOWER: &[&str] =
-    &["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "conditions", "limits", "logging"];
+    &["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "troubles", "limits", "logging"];
 /// docs/architecture.md's leaves: they use no other module of the crate.
 const LEAVES: &[&str] = &["sharing", "limits", "duration", "clock", "yaml", "logging"];
 

@@ -253,7 +253,7 @@ async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
     let r = start_writing(dir, output.clone(), ConfigSource::None, None, false);
     let metrics = r.metrics.clone();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!metrics.health.ready(), "the first publish failed");
+    assert!(!metrics.liveness.ready(), "the first publish failed");
     std::fs::create_dir(&missing).unwrap();
     for _ in 0..200 {
         if output.exists() {
@@ -262,7 +262,7 @@ async fn a_failed_publish_is_retried_soon_even_with_an_infinite_interval() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
-    assert!(metrics.health.ready());
+    assert!(metrics.liveness.ready());
     stop(r).await;
 }
 

@@ -135,14 +135,14 @@ async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
         settle().await;
     }
     assert_eq!(failures(&metrics), 5, "attempts at 0, 2, 6, 14 and 30 s, not one a second");
-    assert!(!metrics.health.ready());
+    assert!(!metrics.liveness.ready());
     std::fs::create_dir(&missing).unwrap();
     for _ in 0..4 {
         run_for(Duration::from_secs(1)).await;
         settle().await;
     }
     assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
-    assert!(metrics.health.ready(), "the next attempt (at 62 s) succeeded");
+    assert!(metrics.liveness.ready(), "the next attempt (at 62 s) succeeded");
     assert_eq!(failures(&metrics), 5);
     assert_eq!(logs.count("publishing labels failed"), 1, "a lasting failure is logged when it starts");
     assert_eq!(logs.count("resolved: publishing works again"), 1, "and when it ends");
@@ -157,14 +157,14 @@ async fn a_failed_pass_after_a_good_one_makes_the_labeler_unready() {
     let (control, control_rx) = mpsc::channel(4);
     let task = tokio::spawn(daemon.serve(control_rx));
     run_for(Duration::from_millis(100)).await;
-    assert!(metrics.health.ready(), "the first pass published");
+    assert!(metrics.liveness.ready(), "the first pass published");
     std::fs::remove_file(&snapshot).unwrap();
     for _ in 0..11 {
         run_for(Duration::from_secs(1)).await;
         settle().await;
     }
     assert!(metrics.passes.get() >= 2, "the pass at 10 s (and retries) ran");
-    assert!(!metrics.health.ready(), "the second pass failed: /readyz answers 503");
+    assert!(!metrics.liveness.ready(), "the second pass failed: /readyz answers 503");
     control.send(Control::Shutdown).await.unwrap();
     task.await.unwrap().unwrap();
 }

@@ -1,6 +1,6 @@
 //! The daemon's Prometheus metrics and readiness, every series present from the start.
 
-use crate::http::Health;
+use crate::http::Liveness;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -33,7 +33,7 @@ pub struct NvmlFunction {
     pub function: String,
 }
 
-/// The daemon's metrics and health.
+/// The daemon's metrics and its liveness and readiness (what /healthz and /readyz answer).
 #[derive(Debug)]
 pub struct Metrics {
     /// Labelling passes.
@@ -63,7 +63,7 @@ pub struct Metrics {
     /// Reads of PCI config space (once per NVIDIA PCI function while the bus stays).
     pub pci_config_reads: Counter,
     /// Readiness.
-    pub health: Arc<Health>,
+    pub liveness: Arc<Liveness>,
 }
 
 impl Default for Metrics {
@@ -82,7 +82,7 @@ impl Default for Metrics {
             drift_fights: Counter::default(),
             nvml_inits: Counter::default(),
             pci_config_reads: Counter::default(),
-            health: Arc::new(Health::default()),
+            liveness: Arc::new(Liveness::default()),
         }
     }
 }
@@ -183,6 +183,6 @@ impl Metrics {
         self.publish_failures
             .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.as_str().into() })
             .inc();
-        self.health.record(false);
+        self.liveness.record(false);
     }
 }

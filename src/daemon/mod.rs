@@ -16,7 +16,6 @@ pub mod watch;
 
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
-use crate::conditions::Conditions;
 use crate::config::{ConfigState, ReloadError, Settings};
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::node_view::NodeView;
@@ -25,6 +24,7 @@ use crate::pass::{self, PassError};
 use crate::probe::Session;
 use crate::publish::{PublishError, SetupError, Target};
 use crate::sharing_check::SharingCheck;
+use crate::troubles::Troubles;
 use crate::worker::Worker;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -127,7 +127,7 @@ pub struct Daemon {
     /// Draws the jitter (a test seam: tests draw the largest wait to count attempts exactly).
     draw: fn() -> f64,
     /// What went wrong in the last pass, logged when it starts and when it ends.
-    conditions: Conditions,
+    troubles: Troubles,
     /// The Node's allocatable resources as the node watch last saw them.
     watched_allocatable: Option<BTreeMap<String, String>>,
     /// The sharing cross-check's memory (created with the grace period in force).
@@ -167,7 +167,7 @@ impl Daemon {
             retry: RETRY,
             retry_wait: None,
             draw: rand::random::<f64>,
-            conditions: Conditions::default(),
+            troubles: Troubles::default(),
             watched_allocatable: None,
             sharing_check: None,
             costs: (0, 0),
@@ -252,7 +252,7 @@ impl Daemon {
                         .get_or_create(&NvmlFunction { function: p.function().into() })
                         .inc();
                 }
-                self.metrics.health.record(false);
+                self.metrics.liveness.record(false);
                 self.back_off(true);
                 return Ok(());
             }
@@ -260,7 +260,7 @@ impl Daemon {
         for issue in pass.issues.iter().filter(|i| i.function.starts_with("nvml")) {
             self.metrics.nvml_errors.get_or_create(&NvmlFunction { function: issue.function.clone() }).inc();
         }
-        self.conditions.update(pass.conditions());
+        self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
         let nvml_down = pass.nvml_down();
         let labels = pass.labels;
@@ -275,7 +275,7 @@ impl Daemon {
         };
         self.back_off(nvml_down || published.is_err());
         if published.is_ok() {
-            self.metrics.health.record(true);
+            self.metrics.liveness.record(true);
             self.metrics.labels_published.set(count);
             self.metrics.last_success.set(pass::now() as f64);
             self.cross_check();
@@ -311,7 +311,7 @@ pub async fn oneshot(config: ConfigState, client: Option<kube::Client>) -> Resul
                 message: e.to_string(),
             })
         })??;
-    Conditions::default().update(pass.conditions());
+    Troubles::default().update(pass.troubles());
     let target = config.loaded().settings.target()?;
     target.build(client.as_ref()).await?.publish(&pass.labels).await?;
     Ok(())

@@ -25,7 +25,7 @@ impl Daemon {
             Interval::Every(d) => Some(d),
             Interval::Infinite => None,
         };
-        *self.metrics.health.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
+        *self.metrics.liveness.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
             interval.map(|d| d * 3 + Duration::from_secs(60));
         self.retry_wait.or(interval)
     }
@@ -41,7 +41,7 @@ impl Daemon {
         watch.follow(self.config.watched_dirs())?;
         let mut floor_noted = None;
         loop {
-            self.metrics.health.busy(true);
+            self.metrics.liveness.busy(true);
             // A pass is abandoned for a signal: shutdown never waits on the network.
             let heard = tokio::select! {
                 result = self.run_pass() => { result?; None }
@@ -54,7 +54,7 @@ impl Daemon {
                     false => continue,
                 }
             }
-            self.metrics.health.busy(false);
+            self.metrics.liveness.busy(false);
             watch.follow(self.config.watched_dirs())?;
             let next_pass = self.next_pass_in(&mut floor_noted).map(|d| tokio::time::Instant::now() + d);
             loop {

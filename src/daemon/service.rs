@@ -46,7 +46,7 @@ impl Service {
                 if let Some(health) = &health {
                     health.metrics().register(&mut registry);
                 }
-                Some(crate::http::serve(addr, metrics.health.clone(), Arc::new(registry)).await?)
+                Some(crate::http::serve(addr, metrics.liveness.clone(), Arc::new(registry)).await?)
             }
         };
         Ok(Service { daemon, health, endpoint, metrics })

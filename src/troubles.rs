@@ -1,66 +1,66 @@
-//! Conditions: what a pass could not do (a lost GPU, a missing DMI file, MPS on a MIG node).
-//! A condition usually holds for many passes, so it is logged when it starts and when it ends,
-//! never on every pass.
+//! Troubles: what a pass could not do (a lost GPU, a missing DMI file, MPS on a MIG node).
+//! A trouble usually lasts for many passes, so it is logged when it starts and when it ends,
+//! never on every pass. (Not a Node condition: health's `GPUHealthy` condition is another thing.)
 
 use crate::snapshot::Issue;
 use std::collections::BTreeSet;
 
 /// One thing that went wrong in a pass.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Condition {
+pub enum Trouble {
     /// The probe could not read a fact.
     Issue(Issue),
     /// A labeler's warning.
     Warning(String),
 }
 
-impl std::fmt::Display for Condition {
+impl std::fmt::Display for Trouble {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Condition::Issue(i) => match &i.device {
+            Trouble::Issue(i) => match &i.device {
                 Some(d) => write!(f, "device {d}: {}: {}: {}", i.function, i.error, i.effect),
                 None => write!(f, "{}: {}: {}", i.function, i.error, i.effect),
             },
-            Condition::Warning(w) => f.write_str(w),
+            Trouble::Warning(w) => f.write_str(w),
         }
     }
 }
 
-impl Condition {
+impl Trouble {
     /// Logs the condition as starting (warn) or ending (info), with structured fields.
     fn log(&self, started: bool) {
         match (self, started) {
-            (Condition::Issue(i), true) => {
+            (Trouble::Issue(i), true) => {
                 tracing::warn!(device = i.device.as_deref().map(tracing::field::display), function = %i.function, error = %i.error, "{}", i.effect)
             }
-            (Condition::Issue(i), false) => {
+            (Trouble::Issue(i), false) => {
                 tracing::info!(device = i.device.as_deref().map(tracing::field::display), function = %i.function, "resolved: {}", i.effect)
             }
-            (Condition::Warning(w), true) => tracing::warn!("{w}"),
-            (Condition::Warning(w), false) => tracing::info!("resolved: {w}"),
+            (Trouble::Warning(w), true) => tracing::warn!("{w}"),
+            (Trouble::Warning(w), false) => tracing::info!("resolved: {w}"),
         }
     }
 }
 
-/// The conditions of the last pass.
+/// The troubles of the last pass.
 #[derive(Debug, Default)]
-pub struct Conditions {
-    active: BTreeSet<Condition>,
+pub struct Troubles {
+    active: BTreeSet<Trouble>,
 }
 
 /// What changed between two passes.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Change {
-    /// Conditions that hold now and did not before.
-    pub started: Vec<Condition>,
-    /// Conditions that held before and no longer do.
-    pub ended: Vec<Condition>,
+    /// Troubles that hold now and did not before.
+    pub started: Vec<Trouble>,
+    /// Troubles that held before and no longer do.
+    pub ended: Vec<Trouble>,
 }
 
-impl Conditions {
+impl Troubles {
     /// Replaces the active set with `now`, logs what started and ended, and returns it.
-    pub fn update(&mut self, now: impl IntoIterator<Item = Condition>) -> Change {
-        let now: BTreeSet<Condition> = now.into_iter().collect();
+    pub fn update(&mut self, now: impl IntoIterator<Item = Trouble>) -> Change {
+        let now: BTreeSet<Trouble> = now.into_iter().collect();
         let change = Change {
             started: now.difference(&self.active).cloned().collect(),
             ended: self.active.difference(&now).cloned().collect(),
@@ -85,13 +85,13 @@ impl Conditions {
 mod tests {
     use super::*;
 
-    fn w(s: &str) -> Condition {
-        Condition::Warning(s.into())
+    fn w(s: &str) -> Trouble {
+        Trouble::Warning(s.into())
     }
 
     #[test]
     fn a_condition_is_reported_when_it_starts_and_when_it_ends_only() {
-        let mut c = Conditions::default();
+        let mut c = Troubles::default();
         assert_eq!(c.update([w("a"), w("b")]).started, vec![w("a"), w("b")]);
         assert_eq!(c.update([w("a"), w("b")]), Change::default(), "a repeat is not reported again");
         let change = c.update([w("b")]);
@@ -110,7 +110,7 @@ mod tests {
             effect: "GPU excluded from this pass".into(),
         };
         assert_eq!(
-            Condition::Issue(i).to_string(),
+            Trouble::Issue(i).to_string(),
             "device 2: nvmlDeviceGetMemoryInfo_v2: GpuLost: GPU excluded from this pass"
         );
     }

@@ -100,6 +100,13 @@ fn event_line(dir: &Path, line: &str) {
     writeln!(f, "{line}").unwrap();
 }
 
+/// A node's files in `d`: a sysfs PCI bus, the boot id `boot-1`, an empty event file.
+fn node_files(d: &std::path::Path) {
+    health_sysfs(&d.join("sys"));
+    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
+    std::fs::write(d.join("events"), "").unwrap();
+}
+
 async fn labels(admin: &Client) -> std::collections::BTreeMap<String, String> {
     nodes_of(admin).get("gpu-a").await.unwrap().metadata.labels.unwrap_or_default()
 }
@@ -112,9 +119,7 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
     let (_, kubeconfig) = setup(server, &admin).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    health_sysfs(&d.join("sys"));
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
+    node_files(d);
 
     let daemon = start(d, &kubeconfig);
     let (c, _) = until(&admin, "the first condition", |c| c.0 == "True").await;
@@ -250,9 +255,7 @@ async fn without_nvml_the_condition_is_unknown_until_the_driver_appears() {
     let (_, kubeconfig) = setup(server, &admin).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    health_sysfs(&d.join("sys"));
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
+    node_files(d);
     let fixture = d.join("machine.yaml");
     let _daemon = start_with(d, &kubeconfig, &fixture, &["--fail-on-init-error=false"]);
     let (c, _) = until(&admin, "Unknown without a driver", |c| c.0 == "Unknown").await;
@@ -276,9 +279,7 @@ async fn an_earlier_nvlabels_faults_stay_and_get_their_record() {
     let (sa, kubeconfig) = setup(server, &admin).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    health_sysfs(&d.join("sys"));
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
+    node_files(d);
     // The condition as nvlabel wrote it before the record: its message was the only record.
     let message = format!("GPU 1 ({UUID1}): XidCriticalError, Xid 48, action: reset the GPU [boot boot-1]");
     let mut old = common::health_cluster::condition("gpu-a", "GPUHealthy", "False");
@@ -313,9 +314,7 @@ async fn a_person_clears_the_faults_as_the_docs_say() {
     let (_, kubeconfig) = setup(server, &admin).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    health_sysfs(&d.join("sys"));
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
+    node_files(d);
     let daemon = start(d, &kubeconfig);
     until(&admin, "the first condition", |c| c.0 == "True").await;
     event_line(d, "0 xid 79");

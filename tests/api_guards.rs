@@ -1,14 +1,19 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
-//! fails without it: the NodeFeature object's owner is restored.
+//! fails without it: the NodeFeature object's owner is restored, and an object watch relists when
+//! `resourceVersion` goes back.
 //!
 //! Against the mocked API (`common::mock_api`), the test answering each request; where waiting is
 //! involved, on tokio's virtual clock, so nothing depends on machine speed.
 
 mod common;
 
-use common::mock_api::{expect, mock, no_more_requests};
-use http::Method;
+use common::mock_api::{expect, mock, no_more_requests, Handle};
+use http::{Method, Response};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::client::Body;
+use kube::Api;
+use nvlabel::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
 use nvlabel::kubeapi::retry::Backoff;
 use nvlabel::publish::{NodeFeature, Writer};
 use serde_json::{json, Value};
@@ -59,4 +64,66 @@ async fn an_object_without_our_owner_gets_it_back_in_one_publish() {
         drop(writer);
         no_more_requests(handle).await;
     }
+}
+
+fn node(rv: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "resourceVersion": rv}})
+}
+
+/// The next request of the watch task: (whether it is a watch, its `resourceVersion` parameter),
+/// and where to answer it. An hour of virtual time is longer than any backoff.
+async fn next(
+    handle: &mut Handle,
+) -> ((bool, Option<String>), tower_test::mock::SendResponse<Response<Body>>) {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(3600), handle.next_request())
+        .await
+        .expect("a request within an hour")
+        .expect("the watch task alive");
+    assert_eq!(request.uri().path(), "/api/v1/nodes");
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let pairs: Vec<&str> = query.split('&').collect();
+    assert!(pairs.contains(&"fieldSelector=metadata.name%3Dgpu-node-1"), "{query}");
+    let rv = pairs.iter().find_map(|p| p.strip_prefix("resourceVersion=")).map(String::from);
+    ((pairs.contains(&"watch=true"), rv), send)
+}
+
+/// Answers a list with `node(rv)` at list version `rv`.
+fn list_answer(send: tower_test::mock::SendResponse<Response<Body>>, rv: &str) {
+    let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": rv}, "items": [node(rv)]});
+    send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+}
+
+/// Answers a watch after the server's watch timeout with `events`, one per line, so the watch
+/// ends normally: what follows is decided by the events alone.
+async fn watch_answer(send: tower_test::mock::SendResponse<Response<Body>>, events: &[Value]) {
+    tokio::time::sleep(Duration::from_secs(290)).await;
+    let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
+    send.send_response(Response::new(Body::from(lines.into_bytes())));
+}
+
+fn seen_version(watch: &ObjectWatch<Node>) -> Option<u64> {
+    match watch.seen() {
+        Seen::Present(node) => resource_version(&node),
+        other => panic!("the node is not present: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_sees_the_resource_version_go_back_relists() {
+    let (client, mut handle) = mock();
+    let watch = ObjectWatch::spawn(Api::<Node>::all(client), "gpu-node-1");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a list first");
+    list_answer(send, "5");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("5".into())));
+    // The API server's store was restored from a backup: the node is at version 3 now.
+    watch_answer(send, &[json!({"type": "MODIFIED", "object": node("3")})]).await;
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a relist, not a watch that follows the old timeline");
+    assert_eq!(seen_version(&watch), Some(5), "the event from the old timeline is not reported");
+    list_answer(send, "3");
+    let (request, _send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("3".into())), "the relist starts the new timeline");
+    assert_eq!(seen_version(&watch), Some(3));
 }

@@ -1,6 +1,6 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
 //! fails without it: the NodeFeature object's owner is restored, and an object watch relists when
-//! `resourceVersion` goes back.
+//! `resourceVersion` goes back and resumes from the last bookmark.
 //!
 //! Against the mocked API (`common::mock_api`), the test answering each request; where waiting is
 //! involved, on tokio's virtual clock, so nothing depends on machine speed.
@@ -126,4 +126,21 @@ async fn a_watch_that_sees_the_resource_version_go_back_relists() {
     let (request, _send) = next(&mut handle).await;
     assert_eq!(request, (true, Some("3".into())), "the relist starts the new timeline");
     assert_eq!(seen_version(&watch), Some(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rewatch_resumes_from_the_last_bookmark() {
+    let (client, mut handle) = mock();
+    let _watch = ObjectWatch::spawn(Api::<Node>::all(client), "gpu-node-1");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a list first");
+    list_answer(send, "1");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("1".into())));
+    // A quiet node: the watch sees only bookmarks, the cluster's version moving on without it.
+    let bookmark = |rv: &str| json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"resourceVersion": rv}}});
+    watch_answer(send, &[bookmark("7"), bookmark("9")]).await;
+    let (request, _send) = next(&mut handle).await;
+    // Version 1 may be compacted away by now: a 410 Gone and a full relist.
+    assert_eq!(request, (true, Some("9".into())), "resumed from the last bookmark");
 }

@@ -1,7 +1,7 @@
 //! The real kube client as nvlabel builds it (`nvlabel::kubeapi::client_from`), against a
-//! misbehaving server on loopback: a server that never answers, a 100 MB answer, the User-Agent,
-//! and the QPS limit. What a mocked tower service cannot show, because it replaces the client's
-//! own stack.
+//! misbehaving server on loopback: a server that never answers, one whose body stalls after its
+//! headers, a 100 MB answer, the User-Agent, and the QPS limit. What a mocked tower service
+//! cannot show, because it replaces the client's own stack.
 
 mod common;
 
@@ -34,6 +34,23 @@ async fn a_server_that_never_answers_fails_the_publish_at_the_request_deadline()
         error,
         format!("cannot read Node gpu-1: the API server did not answer within 1s"),
         "the message says what was attempted and why it failed"
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_after_its_headers_fails_the_publish_at_the_request_deadline() {
+    let server = raw_http::start(Answer::StallBody).await;
+    let client = client_from(server.config(), 0.0, 0, limits(Duration::from_secs(1))).unwrap();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error =
+        bounded("the publish", writer.publish(&labels)).await.expect_err("no whole answer").to_string();
+    // Either message ends the stall; on a machine too slow to pass the headers on within the
+    // second it would be the first.
+    assert!(
+        error == "cannot read Node gpu-1: the API server's answer did not arrive within 1s"
+            || error == "cannot read Node gpu-1: the API server did not answer within 1s",
+        "{error}"
     );
 }
 

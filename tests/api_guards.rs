@@ -1,21 +1,24 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
-//! fails without it: the NodeFeature object's owner is restored, and an object watch relists when
-//! `resourceVersion` goes back and resumes from the last bookmark.
+//! fails without it: the NodeFeature object's owner is restored, an object watch relists when
+//! `resourceVersion` goes back and resumes from the last bookmark, and a plain request whose body
+//! stalls after its headers ends at the request deadline (the real client's own stack against a
+//! stalling server on loopback is in `api_faults.rs`).
 //!
 //! Against the mocked API (`common::mock_api`), the test answering each request; where waiting is
 //! involved, on tokio's virtual clock, so nothing depends on machine speed.
 
 mod common;
 
+use bytes::Bytes;
 use common::mock_api::{expect, mock, no_more_requests, Handle};
-use http::{Method, Response};
+use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::client::Body;
 use kube::Api;
 use nvlabel::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
 use nvlabel::kubeapi::retry::Backoff;
-use nvlabel::publish::{NodeFeature, Writer};
+use nvlabel::publish::{NodeFeature, NodeLabels, Writer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -143,4 +146,31 @@ async fn a_rewatch_resumes_from_the_last_bookmark() {
     let (request, _send) = next(&mut handle).await;
     // Version 1 may be compacted away by now: a 410 Gone and a full relist.
     assert_eq!(request, (true, Some("9".into())), "resumed from the last bookmark");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_stalls_after_its_headers_ends_at_the_request_deadline() {
+    use tower::Layer;
+    // Headers and the start of a Node, then nothing, the connection held open.
+    let stalled = tower::service_fn(|_: Request<Body>| async {
+        let start = futures::stream::iter([Ok::<_, std::convert::Infallible>(http_body::Frame::data(
+            Bytes::from_static(br#"{"apiVersion":"v1","#),
+        ))]);
+        let body =
+            http_body_util::StreamBody::new(futures::StreamExt::chain(start, futures::stream::pending()));
+        Ok::<_, std::convert::Infallible>(Response::new(body))
+    });
+    let limited = nvlabel::kubeapi::limit::LimitLayer::new(Duration::from_secs(20), 1 << 20, "https://api")
+        .layer(stalled);
+    let client = kube::Client::new(limited, "default");
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(Backoff {
+        attempts: 1,
+        initial: Duration::ZERO,
+        max: Duration::ZERO,
+    });
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    // An hour of virtual time: without the body deadline the read waits forever.
+    let result = tokio::time::timeout(Duration::from_secs(3600), writer.publish(&labels)).await;
+    let error = result.expect("the publish ended").expect_err("no whole answer").to_string();
+    assert_eq!(error, "cannot read Node gpu-1: the API server's answer did not arrive within 20s");
 }

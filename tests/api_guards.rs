@@ -1,6 +1,7 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
-//! fails without it: the NodeFeature object's owner is restored, an object watch relists when
-//! `resourceVersion` goes back and resumes from the last bookmark, and a plain request whose body
+//! fails without it: the NodeFeature object's owner is restored; an object watch relists when
+//! `resourceVersion` goes back, resumes from the last bookmark, relists when it falls silent or
+//! ends early, and is limited per line, never by the request deadline; a plain request whose body
 //! stalls after its headers ends at the request deadline (the real client's own stack against a
 //! stalling server on loopback is in `api_faults.rs`).
 //!
@@ -173,4 +174,114 @@ async fn a_body_that_stalls_after_its_headers_ends_at_the_request_deadline() {
     let result = tokio::time::timeout(Duration::from_secs(3600), writer.publish(&labels)).await;
     let error = result.expect("the publish ended").expect_err("no whole answer").to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server's answer did not arrive within 20s");
+}
+
+type StreamHandle = tower_test::mock::Handle<Request<Body>, Response<StreamedBody>>;
+type StreamedBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
+
+/// A mocked API whose answers can be streamed over (virtual) time, with `limits` of (request
+/// deadline, largest body or watch line) between it and the client, as `kubeapi::client_from`
+/// puts them; without limits, the client sees the mock directly.
+fn streaming_mock(limits: Option<(Duration, usize)>) -> (kube::Client, StreamHandle) {
+    use tower::Layer;
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<StreamedBody>>();
+    let client = match limits {
+        Some((deadline, max)) => kube::Client::new(
+            nvlabel::kubeapi::limit::LimitLayer::new(deadline, max, "https://api").layer(service),
+            "default",
+        ),
+        None => kube::Client::new(service, "default"),
+    };
+    (client, handle)
+}
+
+/// `lines`, each sent `every` after the one before, then the end of the body after `end`.
+fn streamed(lines: Vec<String>, every: Duration, end: Duration) -> Response<StreamedBody> {
+    use http_body_util::BodyExt;
+    let start = tokio::time::Instant::now();
+    let frames = futures::stream::unfold((lines.into_iter(), 0u32), move |(mut lines, sent)| async move {
+        match lines.next() {
+            Some(line) => {
+                tokio::time::sleep_until(start + every * (sent + 1)).await;
+                Some((Ok(http_body::Frame::data(Bytes::from(line + "\n"))), (lines, sent + 1)))
+            }
+            None => {
+                tokio::time::sleep_until(start + end).await;
+                None
+            }
+        }
+    });
+    Response::new(http_body_util::StreamBody::new(frames).boxed_unsync())
+}
+
+/// The next request of the watch task on a streaming mock: (whether it is a watch, its
+/// `resourceVersion`), and where to answer it.
+async fn next_streamed(
+    handle: &mut StreamHandle,
+) -> ((bool, Option<String>), tower_test::mock::SendResponse<Response<StreamedBody>>) {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(3600), handle.next_request())
+        .await
+        .expect("a request within an hour")
+        .expect("the watch task alive");
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let pairs: Vec<&str> = query.split('&').collect();
+    let rv = pairs.iter().find_map(|p| p.strip_prefix("resourceVersion=")).map(String::from);
+    ((pairs.contains(&"watch=true"), rv), send)
+}
+
+fn list_line(rv: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": rv}, "items": [node(rv)]})
+        .to_string()
+}
+
+fn modified_line(rv: &str) -> String {
+    json!({"type": "MODIFIED", "object": node(rv)}).to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_watch_relists_and_one_that_ends_early_does_not_resume() {
+    let (client, mut handle) = streaming_mock(None);
+    let _watch = ObjectWatch::spawn(Api::<Node>::all(client), "gpu-node-1");
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (false, None));
+    send.send_response(streamed(vec![list_line("1")], Duration::ZERO, Duration::ZERO));
+    // A watch whose connection stays open and says nothing, not even a bookmark: dead.
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (true, Some("1".into())));
+    send.send_response(streamed(vec![], Duration::ZERO, Duration::from_secs(24 * 3600)));
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (false, None), "a silent watch relists");
+    send.send_response(streamed(vec![list_line("2")], Duration::ZERO, Duration::ZERO));
+    // A watch cut after a minute (a restarted API server): its version may mean nothing now.
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (true, Some("2".into())));
+    send.send_response(streamed(vec![modified_line("3")], Duration::from_secs(1), Duration::from_secs(60)));
+    let (request, _send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (false, None), "an early end relists instead of resuming from 3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_is_limited_per_line_and_not_by_the_request_deadline() {
+    // A 20 s deadline and 1 KiB per answer, as small as the lines of this test allow.
+    let (client, mut handle) = streaming_mock(Some((Duration::from_secs(20), 1024)));
+    let watch = ObjectWatch::spawn(Api::<Node>::all(client), "gpu-node-1");
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (false, None));
+    send.send_response(streamed(vec![list_line("1")], Duration::ZERO, Duration::ZERO));
+    // 29 changes over the 290 s watch: 10 s apart, each far under 1 KiB, three times that together.
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (true, Some("1".into())));
+    let changes: Vec<String> = (2..=30).map(|rv| modified_line(&rv.to_string())).collect();
+    assert!(changes.iter().map(String::len).sum::<usize>() > 3 * 1024);
+    send.send_response(streamed(changes, Duration::from_secs(10), Duration::from_secs(290)));
+    let (request, send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (true, Some("30".into())), "the whole watch was read and resumed");
+    assert_eq!(seen_version(&watch), Some(30));
+    // One line over the limit ends the watch: relist.
+    let huge = json!({"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-node-1", "resourceVersion": "31", "annotations": {"x": "y".repeat(2048)}}}});
+    send.send_response(streamed(vec![huge.to_string()], Duration::from_secs(1), Duration::from_secs(290)));
+    let (request, _send) = next_streamed(&mut handle).await;
+    assert_eq!(request, (false, None), "an oversized line relists");
+    assert_eq!(seen_version(&watch), Some(30), "and is never reported");
 }

@@ -1,7 +1,7 @@
 //! The real kube client as nvlabel builds it (`nvlabel::kubeapi::client_from`), against a
 //! misbehaving server on loopback: a server that never answers, one whose body stalls after its
-//! headers, a 100 MB answer, the User-Agent, and the QPS limit. What a mocked tower service
-//! cannot show, because it replaces the client's own stack.
+//! headers, a 100 MB answer, the User-Agent, no retries of the client's own, and the QPS limit.
+//! What a mocked tower service cannot show, because it replaces the client's own stack.
 
 mod common;
 
@@ -76,6 +76,19 @@ async fn every_request_says_it_is_nvlabel() {
     assert!(!heads.is_empty());
     let agent = format!("user-agent: nvlabel/{}\r\n", env!("CARGO_PKG_VERSION"));
     assert!(heads.iter().all(|h| h.contains(&agent)), "{heads:?}");
+}
+
+#[tokio::test]
+async fn the_client_itself_never_retries_so_the_one_backoff_is_the_only_retry_rule() {
+    let server = raw_http::start(Answer::Status(503)).await;
+    let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
+    // One attempt: whatever retries a 503 would be the client's own (kube's retry layer, 15
+    // retries of its own backoff inside our deadline).
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error = bounded("the publish", writer.publish(&labels)).await.expect_err("a 503").to_string();
+    assert!(error.contains("answered 503"), "{error}");
+    assert_eq!(server.heads.lock().unwrap().len(), 1, "one request for one attempt");
 }
 
 #[tokio::test]

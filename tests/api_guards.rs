@@ -1,9 +1,9 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
-//! fails without it: the NodeFeature object's owner is restored; an object watch relists when
-//! `resourceVersion` goes back, resumes from the last bookmark, relists when it falls silent or
-//! ends early, and is limited per line, never by the request deadline; a plain request whose body
-//! stalls after its headers ends at the request deadline (the real client's own stack against a
-//! stalling server on loopback is in `api_faults.rs`).
+//! fails without it: the NodeFeature object's owner and node-name label are restored; an object
+//! watch relists when `resourceVersion` goes back, resumes from the last bookmark, relists when it
+//! falls silent or ends early, and is limited per line, never by the request deadline; a plain
+//! request whose body stalls after its headers ends at the request deadline (the real client's
+//! own stack against a stalling server on loopback is in `api_faults.rs`).
 //!
 //! Against the mocked API (`common::mock_api`), the test answering each request; where waiting is
 //! involved, on tokio's virtual clock, so nothing depends on machine speed.
@@ -36,38 +36,58 @@ fn ds_owner() -> OwnerReference {
     }
 }
 
+/// One publish of `want` by a writer owned by `ds_owner()` over an object with `want` as its spec
+/// and `metadata` (labels, owners) otherwise: it must rewrite the object whole; returns the body.
+async fn publish_over(want: &nvlabel::labels::Labels, metadata: Value) -> Value {
+    let (client, mut handle) = mock();
+    let mut writer = NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner()))
+        .with_backoff(Backoff { attempts: 1, initial: Duration::ZERO, max: Duration::ZERO });
+    let publish = tokio::spawn({
+        let want = want.clone();
+        async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) }
+    });
+    let path = format!("{NF}/nvidia-features-for-gpu-1");
+    let mut meta =
+        json!({"name": "nvidia-features-for-gpu-1", "namespace": "gpu-operator", "resourceVersion": "3"});
+    meta.as_object_mut().unwrap().extend(metadata.as_object().unwrap().clone());
+    let current = json!({
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature", "metadata": meta,
+        "spec": {"labels": want, "features": {"flags": {}, "attributes": {}, "instances": {}}},
+    });
+    expect(&mut handle, Method::GET, &path, 200, current).await;
+    let body =
+        expect(&mut handle, Method::PUT, &format!("{path}?&fieldManager=nvlabel"), 200, json!({})).await;
+    let (result, writer) = publish.await.unwrap();
+    assert_eq!(result, Ok(true));
+    drop(writer);
+    no_more_requests(handle).await;
+    body
+}
+
 #[tokio::test]
 async fn an_object_without_our_owner_gets_it_back_in_one_publish() {
     let want = common::labels(&[("nvidia.com/gpu.count", "8")]);
+    let node_label = json!({"nfd.node.kubernetes.io/node-name": "gpu-1"});
     let recreated = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvlabel", "uid": "old-uid",
         "controller": true}]);
     // Labels right, owner wrong: written by a version without owners (or stripped by hand), or
     // owned by a DaemonSet since deleted and recreated (a new uid).
     for (case, owners) in [("no owner", Value::Null), ("a recreated DaemonSet", recreated)] {
-        let (client, mut handle) = mock();
-        let mut writer = NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner()))
-            .with_backoff(Backoff { attempts: 1, initial: Duration::ZERO, max: Duration::ZERO });
-        let publish = tokio::spawn({
-            let want = want.clone();
-            async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) }
-        });
-        let path = format!("{NF}/nvidia-features-for-gpu-1");
-        let current = json!({
-            "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
-            "metadata": {"name": "nvidia-features-for-gpu-1", "namespace": "gpu-operator", "resourceVersion": "3",
-                         "labels": {"nfd.node.kubernetes.io/node-name": "gpu-1"}, "ownerReferences": owners},
-            "spec": {"labels": want, "features": {"flags": {}, "attributes": {}, "instances": {}}},
-        });
-        expect(&mut handle, Method::GET, &path, 200, current).await;
-        let body =
-            expect(&mut handle, Method::PUT, &format!("{path}?&fieldManager=nvlabel"), 200, json!({})).await;
+        let body = publish_over(&want, json!({"labels": node_label, "ownerReferences": owners})).await;
         assert_eq!(body["metadata"]["ownerReferences"], json!([ds_owner()]), "{case}");
         assert_eq!(body["spec"]["labels"], json!(want), "{case}");
-        let (result, writer) = publish.await.unwrap();
-        assert_eq!(result, Ok(true), "{case}");
-        drop(writer);
-        no_more_requests(handle).await;
     }
+}
+
+#[tokio::test]
+async fn an_object_without_the_node_name_label_gets_it_back_in_one_publish() {
+    // nfd-master finds a node's objects by this label: without it, the node loses our labels.
+    let want = common::labels(&[("nvidia.com/gpu.count", "8")]);
+    let body = publish_over(&want, json!({"labels": {"team": "ml"}, "ownerReferences": [ds_owner()]})).await;
+    assert_eq!(
+        body["metadata"]["labels"],
+        json!({"nfd.node.kubernetes.io/node-name": "gpu-1", "team": "ml"})
+    );
 }
 
 fn node(rv: &str) -> Value {

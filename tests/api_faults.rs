@@ -1,7 +1,7 @@
 //! The real kube client as nvlabel builds it (`nvlabel::kubeapi::client_from`), against a
-//! misbehaving server on loopback: a server that never answers, a 100 MB answer, the User-Agent,
-//! and the QPS limit. What a mocked tower service cannot show, because it replaces the client's
-//! own stack.
+//! misbehaving server on loopback: a server that never answers, one whose body stalls after its
+//! headers, a 100 MB answer, the User-Agent, no retries of the client's own, and the QPS limit.
+//! What a mocked tower service cannot show, because it replaces the client's own stack.
 
 mod common;
 
@@ -38,6 +38,23 @@ async fn a_server_that_never_answers_fails_the_publish_at_the_request_deadline()
 }
 
 #[tokio::test]
+async fn a_body_that_stalls_after_its_headers_fails_the_publish_at_the_request_deadline() {
+    let server = raw_http::start(Answer::StallBody).await;
+    let client = client_from(server.config(), 0.0, 0, limits(Duration::from_secs(1))).unwrap();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error =
+        bounded("the publish", writer.publish(&labels)).await.expect_err("no whole answer").to_string();
+    // Either message ends the stall; on a machine too slow to pass the headers on within the
+    // second it would be the first.
+    assert!(
+        error == "cannot read Node gpu-1: the API server's answer did not arrive within 1s"
+            || error == "cannot read Node gpu-1: the API server did not answer within 1s",
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn a_100_mb_answer_is_cut_at_the_limit_and_reported_in_one_short_line() {
     let server = raw_http::start(Answer::Huge(100 << 20)).await;
     let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
@@ -59,6 +76,19 @@ async fn every_request_says_it_is_nvlabel() {
     assert!(!heads.is_empty());
     let agent = format!("user-agent: nvlabel/{}\r\n", env!("CARGO_PKG_VERSION"));
     assert!(heads.iter().all(|h| h.contains(&agent)), "{heads:?}");
+}
+
+#[tokio::test]
+async fn the_client_itself_never_retries_so_the_one_backoff_is_the_only_retry_rule() {
+    let server = raw_http::start(Answer::Status(503)).await;
+    let client = client_from(server.config(), 0.0, 0, Limits::default()).unwrap();
+    // One attempt: whatever retries a 503 would be the client's own (kube's retry layer, 15
+    // retries of its own backoff inside our deadline).
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
+    let error = bounded("the publish", writer.publish(&labels)).await.expect_err("a 503").to_string();
+    assert!(error.contains("answered 503"), "{error}");
+    assert_eq!(server.heads.lock().unwrap().len(), 1, "one request for one attempt");
 }
 
 #[tokio::test]

@@ -201,3 +201,44 @@ async fn nodefeature_mode_idle_passes_send_nothing_and_edits_are_repaired_from_t
     control.send(nvlabel::daemon::Control::Shutdown).await.unwrap();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn an_object_without_our_owner_gets_it_in_one_publish() {
+    let Some((server, _serial)) = begin("an_object_without_our_owner_gets_it_in_one_publish").await else {
+        return;
+    };
+    let admin = server.admin().await;
+    cluster_basics(&admin).await;
+    let docs = apply_overlay(&admin, "nfd-nodefeature", "nfo-node").await;
+    node(&admin, "nfo-node", json!({})).await;
+    let ds: DaemonSet =
+        Api::namespaced(admin.clone(), "nvlabel").get("nvlabel-nfd-nodefeature").await.unwrap();
+    let pod = create_pod(&admin, &pod_of(&docs, "nvlabel-nfo", "nfo-node", Some(&ds))).await.unwrap();
+    let token = pod_token(&admin, "nvlabel", "nvlabel", &pod).await;
+    let sa = apiserver::client_from(&server.kubeconfig_for("nvlabel-nfo", &token)).await;
+    let api = nodefeature_api(&admin, "nvlabel");
+    let _ = api.delete("nvidia-features-for-nfo-node", &Default::default()).await;
+    let owner_uid = || async {
+        let obj = api.get("nvidia-features-for-nfo-node").await.unwrap();
+        obj.metadata.owner_references.unwrap_or_default().into_iter().map(|o| o.uid).collect::<Vec<_>>()
+    };
+    let want = labels(&[("nvidia.com/gpu.count", "1")]);
+
+    // A version without owners wrote the object, labels and all.
+    assert!(NodeFeature::new(sa.clone(), "nvlabel", "nfo-node", None).publish(&want).await.unwrap());
+    assert_eq!(owner_uid().await, Vec::<String>::new());
+    let owner = nvlabel::publish::nodefeature::daemonset_owner(sa.clone(), "nvlabel", "nvlabel-nfo").await;
+    let mut writer = NodeFeature::new(sa.clone(), "nvlabel", "nfo-node", owner);
+    assert!(writer.publish(&want).await.unwrap(), "the upgraded writer adds its owner");
+    assert_eq!(owner_uid().await, vec![ds.metadata.uid.clone().unwrap()]);
+    assert!(!writer.publish(&want).await.unwrap(), "then leaves it alone");
+
+    // Someone strips the owner by hand: the next publish puts it back.
+    let mut obj = api.get("nvidia-features-for-nfo-node").await.unwrap();
+    obj.metadata.owner_references = None;
+    obj.metadata.managed_fields = None;
+    api.replace("nvidia-features-for-nfo-node", &PostParams::default(), &obj).await.unwrap();
+    assert_eq!(owner_uid().await, Vec::<String>::new());
+    assert!(writer.publish(&want).await.unwrap(), "repaired");
+    assert_eq!(owner_uid().await, vec![ds.metadata.uid.unwrap()]);
+}

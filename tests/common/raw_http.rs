@@ -1,5 +1,5 @@
 //! A misbehaving "API server" on a loopback port, speaking raw HTTP/1.1: it answers never, with a
-//! huge body, or with a fixed status, and records every request head. For the faults a mocked
+//! huge body, with a body that stalls after its headers, or with a fixed status, and records every request head. For the faults a mocked
 //! tower service cannot show (deadlines, body limits, headers the real client sends).
 #![allow(dead_code)]
 
@@ -15,6 +15,9 @@ pub enum Answer {
     Huge(usize),
     /// This status with a small Status body.
     Status(u16),
+    /// 200 and its headers promising a body, the body's first bytes, then nothing more (the
+    /// connection held open).
+    StallBody,
 }
 
 /// A running server.
@@ -93,6 +96,13 @@ async fn answer_one(stream: &mut tokio::net::TcpStream, answer: Answer) -> std::
                 left -= n;
             }
             Ok(())
+        }
+        Answer::StallBody => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4096\r\n\r\n";
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(br#"{"apiVersion":"v1","#).await?;
+            stream.flush().await?;
+            futures::future::pending().await
         }
         Answer::Status(code) => {
             let body = format!(

@@ -95,7 +95,7 @@ impl Publisher {
         // In a fight, passes do not repair: the repair timer does, at the rate the log promised.
         if drifted && self.drift.fighting() && self.published.as_ref() == Some(&labels) {
             if self.repair_due.is_none() {
-                self.repair_due = Some(self.drift.drift_seen(Instant::now()));
+                self.schedule_repair(Instant::now());
             }
             return Ok(());
         }
@@ -162,7 +162,17 @@ impl Publisher {
         }
         let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
         if drifted && self.repair_due.is_none() {
-            self.repair_due = Some(self.drift.drift_seen(now));
+            self.schedule_repair(now);
+        }
+    }
+
+    /// Sets when the drift seen at `now` is repaired; says once when a fight has ended.
+    fn schedule_repair(&mut self, now: Instant) {
+        self.repair_due = Some(self.drift.drift_seen(now));
+        if self.drift.take_ended() {
+            tracing::info!(
+                "resolved: the other writer left nvlabel's labels alone for a minute; repairs are immediate again"
+            );
         }
     }
 

@@ -27,11 +27,15 @@ impl LogFormat {
 /// goes away) at `info`, as a Debug dump (`Os { code: 22, ... }`); nvlabel says what matters
 /// (the config file is gone) itself. The same for the Kubernetes client's own lines: on an answer
 /// it cannot parse it warns with the whole body (megabytes, from a hostile or broken server),
-/// while nvlabel logs every API failure itself, once, with a short excerpt.
-const DEFAULT_FILTER: &str = "info,notify=error,kube_client=error";
+/// while nvlabel logs every API failure itself, once, with a short excerpt. The Kubernetes
+/// client's stack (kube, hyper, rustls, tower, h2) is off altogether: during an API server outage
+/// it logs every failed connection (`failed with error client error (Connect)`, no address) and a
+/// `close_notify` warning on every restart, lines nobody can act on, while nvlabel's own lines
+/// name the server, what failed and when it retries. `RUST_LOG` turns them back on.
+pub const DEFAULT_FILTER: &str =
+    "info,notify=error,kube=off,kube_client=off,hyper=off,hyper_util=off,rustls=off,tower=off,h2=off";
 
-/// Installs the global subscriber; without `RUST_LOG`, level `info` (the file-watch library's own
-/// lines from `error`).
+/// Installs the global subscriber; without `RUST_LOG`, [`DEFAULT_FILTER`].
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -84,6 +88,31 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer")]
     struct Plain(#[source] std::io::Error);
+
+    #[test]
+    fn the_client_stacks_lines_are_off_by_default_nvlabels_are_on() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use tracing_subscriber::layer::SubscriberExt;
+        struct Count(Arc<AtomicUsize>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
+            fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let seen = Arc::new(AtomicUsize::new(0));
+        let subscriber =
+            tracing_subscriber::registry().with(EnvFilter::new(DEFAULT_FILTER)).with(Count(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "kube_client::client", "failed with error client error (Connect)");
+            tracing::warn!(target: "rustls::conn", "Sending warning alert CloseNotify");
+            tracing::error!(target: "hyper_util::client", "connect error");
+            tracing::warn!(target: "tower::buffer", "closed");
+            assert_eq!(seen.load(Ordering::Relaxed), 0, "the client stack's lines are off");
+            tracing::info!(target: "nvlabel::kubeapi::object_watch", "the watch failed");
+            assert_eq!(seen.load(Ordering::Relaxed), 1, "nvlabel's own are on");
+        });
+    }
 
     #[test]
     fn each_cause_is_said_once() {

@@ -91,3 +91,62 @@ async fn the_label_is_read_once_at_start() {
     assert_eq!(label.as_deref(), Some("t4-mps"));
     server.await.unwrap();
 }
+
+/// An error answer with `code`.
+fn refused(code: u16) -> Response<Body> {
+    let body = common::mock_api::status(code, "refused by the test");
+    let mut r = Response::new(Body::from(serde_json::to_vec(&body).unwrap()));
+    *r.status_mut() = http::StatusCode::from_u16(code).unwrap();
+    r
+}
+
+#[tokio::test(start_paused = true)]
+async fn relists_come_within_ten_seconds_however_long_the_fault_lasts() {
+    let (client, mut handle) = common::mock_api::mock();
+    // The longest wait every time: what a fault lasting minutes (a 403 until RBAC is restored, an
+    // API server away) can cost at worst once it ends.
+    let _watch = ObjectWatch::spawn_with_jitter(Api::<Node>::all(client), "gpu-node-1", || 0.999_999);
+    let mut last = None;
+    for attempt in 0..8 {
+        let (request, send) = handle.next_request().await.expect("a list request");
+        assert!(!request.uri().query().unwrap_or_default().contains("watch=true"), "a list");
+        let now = tokio::time::Instant::now();
+        if let Some(before) = last {
+            let gap: Duration = now - before;
+            assert!(gap <= Duration::from_secs(10), "attempt {attempt} waited {gap:?}");
+        }
+        last = Some(now);
+        send.send_response(refused(403));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_view_from_before_a_fault_is_read_again_not_trusted() {
+    use nvlabel::publish::{NodeLabels, Writer};
+    let (client, mut handle) = common::mock_api::mock();
+    let watch = ObjectWatch::spawn_with_jitter(Api::<Node>::all(client.clone()), "gpu-node-1", || 0.999_999);
+    let mut writer = NodeLabels::new(client, "gpu-node-1").with_watch(watch);
+    let ours = nvlabel::labels::Labels::from([("nvidia.com/gpu.count".to_string(), "1".to_string())]);
+    let mut carrying = node(json!({"nvidia.com/gpu.count": "1"}), "1");
+    carrying["metadata"]["uid"] = json!("uid-1");
+    carrying["metadata"]["managedFields"] = json!([{"manager": "nvlabel", "operation": "Apply",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:nvidia.com/gpu.count": {}}}}}]);
+    let (_, send) = handle.next_request().await.expect("a list request");
+    let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+        "items": [carrying]});
+    send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+    let (request, send) = handle.next_request().await.expect("a watch request");
+    assert!(request.uri().query().unwrap_or_default().contains("watch=true"));
+    // While the watch runs, its view decides: the Node carries our labels, nothing is sent.
+    assert!(!writer.publish(&ours).await.unwrap(), "nothing to write");
+    // The watch fails (an API server going away); someone may change the Node meanwhile.
+    send.send_response(refused(500));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let publish = tokio::spawn(async move { writer.publish(&ours).await.map(|_| ()) });
+    let (request, send) = handle.next_request().await.expect("a read of the Node");
+    assert_eq!(request.method(), http::Method::GET);
+    assert_eq!(request.uri().path(), "/api/v1/nodes/gpu-node-1", "the writer reads, not the relist");
+    send.send_response(refused(503));
+    drop(handle);
+    let _ = publish.await;
+}

@@ -1,8 +1,9 @@
 //! How often drift is repaired. A label someone removed is put back within a second, but a fight
 //! with another writer (it changes the label back every time) must not become a hot loop: after
 //! five repairs within a minute, repairs slow to one a minute, and the fight is logged and counted
-//! once. The fight ends only when the other writer leaves the labels alone for a full minute after
-//! a repair; the minute nvlabel itself waits before repairing does not count as quiet.
+//! once, its end logged once. The fight ends only when the other writer leaves the labels alone
+//! for a full minute after a repair; the minute nvlabel itself waits before repairing does not
+//! count as quiet.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -20,6 +21,8 @@ const WINDOW: Duration = Duration::from_secs(60);
 pub struct DriftGuard {
     repairs: VecDeque<Instant>,
     fighting: bool,
+    /// A fight ended and nobody was told yet.
+    ended: bool,
 }
 
 impl DriftGuard {
@@ -29,6 +32,7 @@ impl DriftGuard {
         if self.fighting && now.duration_since(last) >= WINDOW {
             // Left alone for a minute after our last repair: the fight is over.
             self.fighting = false;
+            self.ended = true;
             self.repairs.clear();
             return now;
         }
@@ -50,6 +54,11 @@ impl DriftGuard {
     /// Whether a fight is going on.
     pub fn fighting(&self) -> bool {
         self.fighting
+    }
+
+    /// Whether a fight ended since the last call (log it once).
+    pub fn take_ended(&mut self) -> bool {
+        std::mem::take(&mut self.ended)
     }
 }
 
@@ -94,13 +103,16 @@ mod tests {
         fight(&mut g, t0, 6, Duration::from_millis(10));
         let last = *g.repairs.back().unwrap();
         // Drift 59 s after the last repair: still a fight, the repair waits for the minute.
-        let mut probe = DriftGuard { repairs: g.repairs.clone(), fighting: true };
+        let mut probe = DriftGuard { repairs: g.repairs.clone(), fighting: true, ended: false };
         assert_eq!(probe.drift_seen(last + Duration::from_secs(59)), last + WINDOW);
         assert!(probe.fighting());
+        assert!(!probe.take_ended());
         // Drift 61 s after: the other writer was quiet for a minute; repaired at once, no fight.
         let at = last + Duration::from_secs(61);
         assert_eq!(g.drift_seen(at), at);
         assert!(!g.fighting());
+        assert!(g.take_ended(), "the end is told once");
+        assert!(!g.take_ended());
         assert!(!g.repaired(at));
         assert_eq!(g.drift_seen(at) - at, MIN_GAP);
     }

@@ -29,6 +29,10 @@ pub struct Publisher {
     changes: Option<tokio::sync::watch::Receiver<u64>>,
     /// The failure in force, logged when it starts (or changes) and when it ends, not every time.
     failing: Option<String>,
+    /// The labels of a publish that failed: written as soon as the watched object changes (the
+    /// API answers again: a relist after a restart, a CRD installed, RBAC restored), not after
+    /// the backoff meant for failing writes.
+    wanted: Option<Labels>,
 }
 
 impl Publisher {
@@ -43,6 +47,7 @@ impl Publisher {
             repair_due: None,
             changes: None,
             failing: None,
+            wanted: None,
         }
     }
 
@@ -86,6 +91,15 @@ impl Publisher {
         // What someone else did to our output since the last pass (a feature file removed or
         // overwritten): this publish repairs it, and it is counted as drift.
         let drifted = writer.drifted();
+        let rival = if drifted { writer.rival() } else { None };
+        // In a fight, passes do not repair: the repair timer does, at the rate the log promised.
+        if drifted && self.drift.fighting() && self.published.as_ref() == Some(&labels) {
+            if self.repair_due.is_none() {
+                self.schedule_repair(Instant::now());
+            }
+            return Ok(());
+        }
+        let writer = &mut self.writer.as_mut().expect("built above").1;
         let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
             Ok(r) => r,
             Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
@@ -93,9 +107,9 @@ impl Publisher {
         match result {
             Ok(changed) => {
                 self.succeeded(name);
+                self.wanted = None;
                 if changed && drifted && self.published.as_ref() == Some(&labels) {
-                    metrics.drift_repairs.inc();
-                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
+                    self.repaired(name, rival, metrics);
                 } else {
                     log_changes(self.published.as_ref(), &labels, name, changed);
                 }
@@ -109,20 +123,56 @@ impl Publisher {
                 }
                 Ok(())
             }
-            Err(e) => Err(self.failed(
-                name,
-                "publishing labels failed; the published labels stay, retrying with backoff",
-                &e,
-                metrics,
-            )),
+            Err(e) => {
+                self.wanted = Some(labels);
+                Err(self.failed(
+                    name,
+                    "publishing labels failed; the published labels stay, retrying with backoff",
+                    &e,
+                    metrics,
+                ))
+            }
+        }
+    }
+
+    /// Counts and logs a repair; the one that starts a fight is logged once, naming the other
+    /// writer.
+    fn repaired(&mut self, name: &'static str, rival: Option<String>, metrics: &Metrics) {
+        metrics.drift_repairs.inc();
+        if self.drift.repaired(Instant::now()) {
+            metrics.drift_fights.inc();
+            let other = rival.unwrap_or_else(|| "unknown (no managedFields entry names it)".into());
+            tracing::warn!(
+                writer = name,
+                other_writer = %other,
+                "another writer keeps changing nvlabel's labels back; repairing at most once a minute until it stops for a minute"
+            );
+        } else if !self.drift.fighting() {
+            tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
         }
     }
 
     /// The watched object changed: schedules a repair if it lost our labels.
     pub fn object_changed(&mut self, now: Instant) {
+        if self.wanted.is_some() {
+            // The watch listed or saw an event: the API answers again, so a failed publish is
+            // tried now (this is no fight, the drift guard has no say).
+            self.repair_due = Some(now);
+            return;
+        }
         let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
         if drifted && self.repair_due.is_none() {
-            self.repair_due = Some(self.drift.drift_seen(now));
+            self.schedule_repair(now);
+        }
+    }
+
+    /// Sets when the drift seen at `now` is repaired; says once when a fight has ended.
+    fn schedule_repair(&mut self, now: Instant) {
+        self.repair_due = Some(self.drift.drift_seen(now));
+        if self.drift.take_ended() {
+            tracing::info!(
+                "resolved: the other writer left nvlabel's labels alone for a minute; repairs are immediate again"
+            );
         }
     }
 
@@ -139,15 +189,19 @@ impl Publisher {
         self.repair_due
     }
 
-    /// Puts the last published labels back after someone changed them.
+    /// Publishes the labels of a failed publish, or puts the last published labels back after
+    /// someone changed them.
     pub async fn repair(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
         self.repair_due = None;
+        if let Some(labels) = self.wanted.clone() {
+            return self.retry_failed(labels, metrics).await;
+        }
         let Some(labels) = self.published.clone() else { return Ok(()) };
         let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
         if !writer.drifted() {
             return Ok(());
         }
-        let name = writer.name();
+        let (name, rival) = (writer.name(), writer.rival());
         let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
             Ok(r) => r,
             Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
@@ -155,21 +209,37 @@ impl Publisher {
         match result {
             Ok(_) => {
                 self.succeeded(name);
-                metrics.drift_repairs.inc();
-                if self.drift.repaired(Instant::now()) {
-                    metrics.drift_fights.inc();
-                    tracing::warn!(
-                        writer = name,
-                        "another writer keeps changing nvlabel's labels back; repairing at most once a minute until it stops for a minute"
-                    );
-                } else if !self.drift.fighting() {
-                    tracing::info!(writer = name, "someone changed nvlabel's labels; put them back");
-                }
+                self.repaired(name, rival, metrics);
                 Ok(())
             }
             Err(e) => Err(self.failed(
                 name,
                 "repairing the published labels failed; retrying with backoff",
+                &e,
+                metrics,
+            )),
+        }
+    }
+
+    /// Publishes `labels`, whose publish failed, now that the watched object changed.
+    async fn retry_failed(&mut self, labels: Labels, metrics: &Metrics) -> Result<(), FailureReason> {
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        let name = writer.name();
+        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
+            Ok(r) => r,
+            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+        };
+        match result {
+            Ok(changed) => {
+                self.succeeded(name);
+                self.wanted = None;
+                log_changes(self.published.as_ref(), &labels, name, changed);
+                self.published = Some(labels);
+                Ok(())
+            }
+            Err(e) => Err(self.failed(
+                name,
+                "publishing labels failed; the published labels stay, retrying with backoff",
                 &e,
                 metrics,
             )),

@@ -63,7 +63,7 @@ impl fmt::Display for ApiFailure {
                 f.write_str(" (the namespace does not exist: create it, or set --namespace)")
             }
             kube::Error::Api(s) if s.code == 404 && self.resource.starts_with("nodefeatures") => f.write_str(
-                " (the NodeFeature CRD is not installed: install NFD, or run with --use-node-feature-api=false)",
+                " (the NodeFeature CRD nodefeatures.nfd.k8s-sigs.io is not installed: install NFD or its CRDs, or run with --use-node-feature-api=false)",
             ),
             _ => Ok(()),
         }
@@ -104,7 +104,7 @@ mod tests {
         );
         assert_eq!(
             text,
-            "cannot update NodeFeature ns/x: 404 404 page not found (the NodeFeature CRD is not installed: install NFD, or run with --use-node-feature-api=false)"
+            "cannot update NodeFeature ns/x: 404 404 page not found (the NodeFeature CRD nodefeatures.nfd.k8s-sigs.io is not installed: install NFD or its CRDs, or run with --use-node-feature-api=false)"
         );
     }
 

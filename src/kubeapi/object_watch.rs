@@ -9,16 +9,20 @@
 //!   resourceVersion a restarted API server with a new store may not know (it would accept the
 //!   watch and deliver nothing until its store caught up).
 //!
-//! Relists wait with the full-jitter backoff, so after an API server restart the watchers of many
-//! nodes spread over seconds, and a lasting refusal (403, 404) is retried less and less often, up
-//! to minutes; the backoff resets once a watch has run for a minute. [`ObjectWatch::retry_now`]
-//! cuts a wait short once another request shows the cause is gone. A failure is logged when it
-//! starts and when it ends, not on every attempt.
+//! Relists wait a uniform random time in `[0, 10 s)` (full jitter whose window never grows), so
+//! after an API server restart the watchers of many nodes spread over ten seconds, and whatever
+//! the fault was (the server away for minutes, a 403 until RBAC is restored, a CRD installed
+//! late) the object is listed again within ten seconds of its end, at a bounded rate meanwhile
+//! (a refused or failed list is cheap for the server). The backoff starts over as soon as a list
+//! succeeds or an event arrives. [`ObjectWatch::retry_now`] cuts a wait short once another request
+//! shows the cause is gone. A failure is logged when it starts, reminded of at most once a
+//! minute, and logged as resolved once a list and a watch work again.
 
 use super::backoff::FullJitter;
 use futures::StreamExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::Api;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -30,8 +34,11 @@ const WATCH_TIMEOUT: u32 = 290;
 const NORMAL_END: Duration = Duration::from_secs(280);
 /// A watch silent for this long (no event, no bookmark) is dead.
 const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
-/// A watch that ran this long proves the cause of earlier failures gone.
-const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+/// The relists' backoff: every wait in `[0, 10 s)`, however long the failure lasts, so the end of
+/// any fault is seen within ten seconds.
+const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(10), Duration::from_secs(10));
+/// A failure that goes on is logged again at most this often.
+const REMIND_EVERY: Duration = Duration::from_secs(60);
 
 /// What is known of the object.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,20 +59,43 @@ pub struct ObjectWatch<K> {
     version: watch::Receiver<u64>,
     /// Cuts a restart's backoff short.
     kick: Arc<Notify>,
+    /// Whether the state is current: listed, with no failure since.
+    live: Arc<AtomicBool>,
 }
 
 impl<K> ObjectWatch<K>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
 {
     /// Watches `name` through `api` in a background task that ends when every handle is dropped.
     pub fn spawn(api: Api<K>, name: &str) -> ObjectWatch<K> {
+        ObjectWatch::spawn_with_jitter(api, name, rand::random::<f64>)
+    }
+
+    /// [`ObjectWatch::spawn`], drawing the relists' jitter with `draw` (a number in `[0, 1)`), so
+    /// tests can wait out the longest backoff exactly.
+    pub fn spawn_with_jitter(api: Api<K>, name: &str, draw: fn() -> f64) -> ObjectWatch<K> {
         let (tx, rx) = watch::channel(Seen::Unknown);
         let (versions, version) = watch::channel(0u64);
         let kick = Arc::new(Notify::new());
-        let state = Follow { api, name: name.to_string(), tx, versions, kick: kick.clone() };
+        let live = Arc::new(AtomicBool::new(false));
+        let state = Follow {
+            api,
+            name: name.to_string(),
+            tx,
+            versions,
+            kick: kick.clone(),
+            live: live.clone(),
+            draw,
+        };
         tokio::spawn(state.run());
-        ObjectWatch { rx, version, kick }
+        ObjectWatch { rx, version, kick, live }
     }
 }
 
@@ -76,6 +106,15 @@ struct Follow<K> {
     tx: watch::Sender<Seen<K>>,
     versions: watch::Sender<u64>,
     kick: Arc<Notify>,
+    live: Arc<AtomicBool>,
+    draw: fn() -> f64,
+}
+
+/// A failure in force: logged when it starts, reminded of at most once a minute.
+struct Failing {
+    error: String,
+    since: Instant,
+    reminded: Instant,
 }
 
 /// How one list-and-watch round ended.
@@ -88,21 +127,49 @@ enum Ended {
 
 impl<K> Follow<K>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
 {
     async fn run(self) {
-        let mut backoff = FullJitter::default();
-        let mut failing: Option<String> = None;
+        let mut backoff = BACKOFF;
+        let mut failing: Option<Failing> = None;
         loop {
             let error = match self.round(&mut backoff, &mut failing).await {
                 Ended::Closed => return,
                 Ended::Failed(error) => error,
             };
-            if failing.is_none() {
-                tracing::warn!(object = %self.name, %error, "the watch failed; relisting with backoff until it works");
+            self.live.store(false, Ordering::Relaxed);
+            let wait = backoff.next_with((self.draw)());
+            let now = Instant::now();
+            match failing.as_mut() {
+                None => {
+                    tracing::warn!(
+                        object = %self.name,
+                        %error,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "the watch failed; listing again every few seconds until it works"
+                    );
+                    failing = Some(Failing { error, since: now, reminded: now });
+                }
+                Some(f) => {
+                    if now.duration_since(f.reminded) >= REMIND_EVERY {
+                        tracing::warn!(
+                            object = %self.name,
+                            %error,
+                            failing_for_s = now.duration_since(f.since).as_secs(),
+                            retry_in_ms = wait.as_millis() as u64,
+                            "the watch still fails; listing again every few seconds"
+                        );
+                        f.reminded = now;
+                    }
+                    f.error = error;
+                }
             }
-            failing = Some(error);
-            let wait = backoff.next().unwrap_or_default();
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 () = self.kick.notified() => {}
@@ -121,18 +188,23 @@ where
     }
 
     /// One list, then watches from it for as long as they end normally.
-    async fn round(&self, backoff: &mut FullJitter, failing: &mut Option<String>) -> Ended {
+    async fn round(&self, backoff: &mut FullJitter, failing: &mut Option<Failing>) -> Ended {
         let fields = format!("metadata.name={}", self.name);
         let list = match self.api.list(&ListParams::default().fields(&fields)).await {
             Ok(list) => list,
-            Err(e) => return Ended::Failed(format!("list: {}", super::errors::Short(&e))),
+            Err(e) => {
+                return Ended::Failed(format!("list: {}{}", super::errors::Short(&e), missing_crd::<K>(&e)))
+            }
         };
+        // The server answered for this object: whatever failed before is worth trying again soon.
+        backoff.reset();
         let mut rv = list.metadata.resource_version.clone().unwrap_or_default();
         let mut newest = list.items.first().and_then(resource_version);
         let seen = list.items.into_iter().next().map_or(Seen::Absent, Seen::Present);
         if !self.report(seen) {
             return Ended::Closed;
         }
+        self.live.store(true, Ordering::Relaxed);
         loop {
             let params = WatchParams::default().fields(&fields).timeout(WATCH_TIMEOUT);
             let started = Instant::now();
@@ -140,17 +212,20 @@ where
                 Ok(s) => s.boxed(),
                 Err(e) => return Ended::Failed(format!("watch: {}", super::errors::Short(&e))),
             };
+            // Listed and watching: only now is the failure really over.
+            if let Some(f) = failing.take() {
+                tracing::info!(
+                    object = %self.name,
+                    error = %f.error,
+                    failed_for_s = f.since.elapsed().as_secs(),
+                    "resolved: listing and watching work again"
+                );
+            }
             loop {
                 let event = tokio::select! {
                     event = tokio::time::timeout(IDLE, stream.next()) => event,
                     () = self.tx.closed() => return Ended::Closed,
                 };
-                if started.elapsed() >= HEALTHY_AFTER {
-                    backoff.reset();
-                    if let Some(error) = failing.take() {
-                        tracing::info!(object = %self.name, %error, "resolved: the watch works again");
-                    }
-                }
                 let seen = match event {
                     Err(_) => return Ended::Failed(format!("no event for {}s", IDLE.as_secs())),
                     Ok(None) if started.elapsed() >= NORMAL_END => break,
@@ -187,11 +262,25 @@ where
                         Seen::Absent
                     }
                 };
+                backoff.reset();
                 if !self.report(seen) {
                     return Ended::Closed;
                 }
             }
         }
+    }
+}
+
+/// What to do about a list that found no such resource: a 404 on a custom resource's list means
+/// its CRD is not installed (a missing object is an empty list, never a 404).
+pub fn missing_crd<K: kube::Resource<DynamicType = ()>>(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 404 && !K::group(&()).is_empty() => format!(
+            " (the CRD {}.{} is not installed: install NFD or its CRDs)",
+            K::plural(&()),
+            K::group(&())
+        ),
+        _ => String::new(),
     }
 }
 
@@ -214,6 +303,15 @@ impl<K: Clone> ObjectWatch<K> {
     /// The state now.
     pub fn seen(&self) -> Seen<K> {
         self.rx.borrow().clone()
+    }
+
+    /// The state now if it is current (listed, no failure since); else [`Seen::Unknown`], so a
+    /// writer reads the object instead of trusting a view from before a fault.
+    pub fn seen_current(&self) -> Seen<K> {
+        match self.live.load(Ordering::Relaxed) {
+            true => self.seen(),
+            false => Seen::Unknown,
+        }
     }
 
     /// A receiver of every change from now on (`changed()` on it misses none: changes while

@@ -43,7 +43,9 @@ where
             Ok(v) => return Ok(v),
             Err(e) if attempt < backoff.attempts && transient(&e) => {
                 let wait = waits.next().unwrap_or(backoff.max);
-                tracing::warn!(what, attempt, error = %super::errors::Short(&e), wait_ms = wait.as_millis() as u64, "retrying");
+                // Only the outcome is worth a line (the caller logs a failure once): an outage
+                // would otherwise log every attempt of every pass.
+                tracing::debug!(what, attempt, error = %super::errors::Short(&e), wait_ms = wait.as_millis() as u64, "retrying");
                 tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e),

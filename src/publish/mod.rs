@@ -8,6 +8,7 @@ pub mod node;
 pub mod nodefeature;
 pub mod nodefeature_object;
 pub mod render;
+pub mod rival;
 mod stdout;
 
 /// Where labels are published.
@@ -315,6 +316,12 @@ pub trait DaemonWriter: Writer {
 
     /// The Node's `status.allocatable` as last read, for writers that read the Node.
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        None
+    }
+
+    /// The other field manager(s) writing what this writer published, as the watched object's
+    /// `managedFields` name them (for the one line that reports a fight).
+    fn rival(&self) -> Option<String> {
         None
     }
 }

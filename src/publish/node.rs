@@ -114,10 +114,11 @@ impl NodeLabels {
         }
     }
 
-    /// What the watch settles without a request.
+    /// What the watch settles without a request. A view from before a fault (the watch is down or
+    /// has not listed since) settles nothing: someone may have changed the Node meanwhile.
     fn decided_by_watch(&self, labels: &Labels, skip_if_current: bool) -> Decision {
         let Some(watch) = self.watch.as_ref() else { return Decision::Read };
-        match watch.seen() {
+        match watch.seen_current() {
             Seen::Unknown => Decision::Read,
             Seen::Absent => Decision::Missing,
             Seen::Present(node) => {
@@ -217,6 +218,15 @@ impl DaemonWriter for NodeLabels {
 
     fn node_allocatable(&self) -> Option<std::collections::BTreeMap<String, String>> {
         self.allocatable.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn rival(&self) -> Option<String> {
+        let (Some(Seen::Present(node)), Some(last)) =
+            (self.watch.as_ref().map(ObjectWatch::seen), &self.last)
+        else {
+            return None;
+        };
+        super::rival::field_managers(&node.metadata, FIELD_MANAGER, ["f:metadata", "f:labels"], last.keys())
     }
 }
 

@@ -182,6 +182,14 @@ impl DaemonWriter for NodeFeature {
             _ => false,
         }
     }
+
+    fn rival(&self) -> Option<String> {
+        let (Some(Seen::Present(obj)), Some(last)) = (self.watch.as_ref().map(ObjectWatch::seen), &self.last)
+        else {
+            return None;
+        };
+        super::rival::field_managers(&obj.metadata, FIELD_MANAGER, ["f:spec", "f:labels"], last.keys())
+    }
 }
 
 impl Writer for NodeFeature {
@@ -201,9 +209,9 @@ impl Writer for NodeFeature {
     fn publish<'a>(&'a mut self, labels: &'a Labels) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async move {
             let this = &*self;
-            // The watch, where it has listed, says what the object is; a conflict (it changed
-            // under us) is retried from a fresh read.
-            let mut cached = match self.watch.as_ref().map(ObjectWatch::seen) {
+            // The watch, where its view is current, says what the object is; a conflict (it
+            // changed under us) and a view from before a fault are settled by a fresh read.
+            let mut cached = match self.watch.as_ref().map(ObjectWatch::seen_current) {
                 Some(Seen::Present(obj)) => Some(Some(obj)),
                 Some(Seen::Absent) => Some(None),
                 Some(Seen::Unknown) | None => None,

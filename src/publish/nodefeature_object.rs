@@ -96,3 +96,26 @@ impl kube::Resource for NodeFeatureObject {
         &mut self.metadata
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubeapi::object_watch::missing_crd;
+
+    fn not_found() -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure("404 page not found", "").with_code(404)))
+    }
+
+    #[test]
+    fn a_404_on_the_list_names_the_crd_to_install() {
+        assert_eq!(
+            missing_crd::<NodeFeatureObject>(&not_found()),
+            " (the CRD nodefeatures.nfd.k8s-sigs.io is not installed: install NFD or its CRDs)"
+        );
+        assert_eq!(
+            missing_crd::<k8s_openapi::api::core::v1::Node>(&not_found()),
+            "",
+            "a core resource has no CRD"
+        );
+    }
+}

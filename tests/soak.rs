@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
 
-#[path = "common/mock_api.rs"]
-mod mock_api;
+mod common;
+use common::mock_api;
 
 /// Counts the "retrying" warnings the API writers log for each failed attempt.
 struct RetryCounter(Arc<AtomicU64>);
@@ -47,12 +47,15 @@ fn soak() {
         .map(|p| root.join("target").join(p).join("libnvidia_ml.so"))
         .find(|p| p.exists())
         .expect("run `cargo build --workspace` first");
+    // In a process of its own: the fake reads its environment at init.
+    let Some(env) = common::in_child("soak", &["FAKE_NVML_FIXTURE"]) else { return };
+    let fixture = env["FAKE_NVML_FIXTURE"].clone();
     let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("machine.yaml");
+    // A sysfs tree of its own: each change of machine hot-plugs a GPU, which makes the daemon
+    // initialise NVML again (the fake reads its fixture at nvmlInit).
+    let sysfs = common::sysfs_copy(dir.path());
     let base = std::fs::read_to_string(root.join("testdata/machines/h100-x8.yaml")).unwrap();
     std::fs::write(&fixture, &base).unwrap();
-    // The only test in this binary, and no runtime yet: nothing else reads the environment now.
-    std::env::set_var("FAKE_NVML_FIXTURE", &fixture);
     let retries = Arc::new(AtomicU64::new(0));
     let subscriber = tracing_subscriber::registry()
         .with(RetryCounter(retries.clone()))
@@ -73,7 +76,7 @@ fn soak() {
             "--nvml-library",
             lib.to_str().unwrap(),
             "--sysfs-root",
-            root.join("testdata/sysfs").to_str().unwrap(),
+            sysfs.to_str().unwrap(),
         ])
         .unwrap();
         let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
@@ -99,6 +102,7 @@ fn soak() {
             step += 1;
             let version = format!("550.90.{}", 100 + step);
             std::fs::write(&fixture, base.replace("550.90.07", &version)).unwrap();
+            common::hot_plug(&sysfs, "0000:ff:00.0", step % 2 == 1);
             versions.push(version);
             if rss_early.is_none() && start.elapsed() >= Duration::from_secs(seconds / 10) {
                 rss_early = Some(mock_api::rss_kib());
@@ -119,7 +123,10 @@ fn soak() {
         assert_eq!(applied, versions, "every label change was published, in order");
         assert_eq!(Some(version(&s.labels)), versions.last().cloned(), "the node ends with the last labels");
         assert!(s.failures > 0, "failures were injected");
-        assert_eq!(retries.load(Ordering::Relaxed), s.failures, "every injected failure was logged as a retry");
+        // Failed writes are retried (each logged at debug as "retrying"); failed watches and reads
+        // are logged once per outage, not per failure, so not every failure has its own line.
+        let retried = retries.load(Ordering::Relaxed);
+        assert!(retried > 0 && retried <= s.failures, "{retried} retries for {} injected failures", s.failures);
         let early = rss_early.unwrap_or(rss_end);
         assert!(rss_end <= early + 512, "memory grew from {early} KiB to {rss_end} KiB");
         println!(

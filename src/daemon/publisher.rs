@@ -100,10 +100,7 @@ impl Publisher {
             return Ok(());
         }
         let writer = &mut self.writer.as_mut().expect("built above").1;
-        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
-            Ok(r) => r,
-            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
-        };
+        let result = publish_within(writer.as_mut(), &labels).await;
         match result {
             Ok(changed) => {
                 self.succeeded(name);
@@ -202,10 +199,7 @@ impl Publisher {
             return Ok(());
         }
         let (name, rival) = (writer.name(), writer.rival());
-        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
-            Ok(r) => r,
-            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
-        };
+        let result = publish_within(writer.as_mut(), &labels).await;
         match result {
             Ok(_) => {
                 self.succeeded(name);
@@ -225,10 +219,7 @@ impl Publisher {
     async fn retry_failed(&mut self, labels: Labels, metrics: &Metrics) -> Result<(), FailureReason> {
         let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
         let name = writer.name();
-        let result = match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(&labels)).await {
-            Ok(r) => r,
-            Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
-        };
+        let result = publish_within(writer.as_mut(), &labels).await;
         match result {
             Ok(changed) => {
                 self.succeeded(name);
@@ -327,4 +318,12 @@ fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: b
         return;
     }
     tracing::info!(writer, labels = after.len(), ?added, ?removed, ?changed, "published labels");
+}
+
+/// One publish by `writer`, abandoned at [`PUBLISH_DEADLINE`].
+async fn publish_within(writer: &mut dyn DaemonWriter, labels: &Labels) -> Result<bool, PublishError> {
+    match tokio::time::timeout(PUBLISH_DEADLINE, writer.publish(labels)).await {
+        Ok(r) => r,
+        Err(_) => Err(PublishError::Timeout(PUBLISH_DEADLINE)),
+    }
 }

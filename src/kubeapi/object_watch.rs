@@ -51,6 +51,29 @@ pub enum Seen<K> {
     Present(K),
 }
 
+/// What can be watched: a named API object that can be cloned, logged and sent across tasks.
+pub trait Watched:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// A watched object; cheap to clone, every clone sees the same state.
 #[derive(Clone)]
 pub struct ObjectWatch<K> {
@@ -63,16 +86,7 @@ pub struct ObjectWatch<K> {
     live: Arc<AtomicBool>,
 }
 
-impl<K> ObjectWatch<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
+impl<K: Watched> ObjectWatch<K> {
     /// Watches `name` through `api` in a background task that ends when every handle is dropped.
     pub fn spawn(api: Api<K>, name: &str) -> ObjectWatch<K> {
         ObjectWatch::spawn_with_jitter(api, name, rand::random::<f64>)
@@ -125,16 +139,7 @@ enum Ended {
     Failed(String),
 }
 
-impl<K> Follow<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
+impl<K: Watched> Follow<K> {
     async fn run(self) {
         let mut backoff = BACKOFF;
         let mut failing: Option<Failing> = None;

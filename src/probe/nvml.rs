@@ -52,7 +52,7 @@ pub(super) fn collect(
         snap.confidential_compute = topology::conf_compute(nvml, &mut issues);
     }
     for index in 0..count {
-        match probe_gpu(nvml, index, opts, &mut issues) {
+        match probe_gpu(nvml, session, index, opts, &mut issues) {
             Ok(Some(gpu)) => snap.gpus.push(gpu),
             Ok(None) => {}
             Err(Failure(function, e)) => {
@@ -94,6 +94,7 @@ fn soft<T>(
 
 fn probe_gpu(
     nvml: &Nvml,
+    session: &Session,
     index: u32,
     opts: &ProbeOptions,
     issues: &mut Vec<Issue>,
@@ -131,16 +132,20 @@ fn probe_gpu(
         state: f.state,
         status: f.status,
     });
-    let pci_class = pci_bus_id.as_deref().and_then(|bus| match sysfs::pci_class(&opts.sysfs_root, bus) {
-        Ok(class) => Some(class),
-        Err(error) => {
-            issues.push(Issue {
-                device: Some(id.clone()),
-                function: "sysfs PCI class".into(),
-                error,
-                effect: "gpu.mode is unknown".into(),
-            });
-            None
+    // The class was read with the bus; the file again only when that read could not tell.
+    let cached = |bus: &str| session.pci_class(&opts.sysfs_root, bus).ok_or(());
+    let pci_class = pci_bus_id.as_deref().and_then(|bus| {
+        match cached(bus).or_else(|()| sysfs::pci_class(&opts.sysfs_root, bus)) {
+            Ok(class) => Some(class),
+            Err(error) => {
+                issues.push(Issue {
+                    device: Some(id.clone()),
+                    function: "sysfs PCI class".into(),
+                    error,
+                    effect: "gpu.mode is unknown".into(),
+                });
+                None
+            }
         }
     });
     let topo = if opts.topology { topology::gpu(nvml, &dev, index, issues) } else { Default::default() };

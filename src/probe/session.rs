@@ -147,12 +147,20 @@ impl Session {
         self.lock().bus(sysfs_root).vgpu()
     }
 
-    /// NVIDIA GPUs on the PCI bus under `sysfs_root`, as of now; `None` when it cannot be listed.
+    /// NVIDIA GPUs on the PCI bus under `sysfs_root` as [`Session::nvml`] last looked (every
+    /// user opens the session first, so the bus is not listed twice); `None` when it cannot be
+    /// listed.
     pub fn pci_gpus(&self, sysfs_root: &Path) -> Option<u32> {
+        self.lock().bus(sysfs_root).display_gpus()
+    }
+
+    /// The PCI class of the NVIDIA function at NVML bus id `bus_id`, as read when the bus last
+    /// changed; `None` when it is not known that way (the caller reads the file).
+    pub fn pci_class(&self, sysfs_root: &Path, bus_id: &str) -> Option<u32> {
+        let address = super::sysfs::sysfs_address(bus_id);
         let mut state = self.lock();
-        let bus = state.bus(sysfs_root);
-        bus.refresh();
-        bus.display_gpus()
+        let functions = state.bus(sysfs_root).functions()?;
+        functions.iter().find(|f| f.address == address)?.class
     }
 
     /// How many times NVML was initialised.

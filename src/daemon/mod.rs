@@ -124,6 +124,9 @@ pub struct Daemon {
     /// Failed passes in a row, and the wait before the next attempt.
     retry: FullJitter,
     retry_wait: Option<Duration>,
+    /// Whether the last pass found NVML down (a publish that goes through later does not end
+    /// that pass's retry schedule).
+    nvml_down: bool,
     /// Draws the jitter (a test seam: tests draw the largest wait to count attempts exactly).
     draw: fn() -> f64,
     /// What went wrong in the last pass, logged when it starts and when it ends.
@@ -166,6 +169,7 @@ impl Daemon {
             publisher,
             retry: RETRY,
             retry_wait: None,
+            nvml_down: false,
             draw: rand::random::<f64>,
             troubles: Troubles::default(),
             watched_allocatable: None,
@@ -253,6 +257,7 @@ impl Daemon {
                         .inc();
                 }
                 self.metrics.liveness.record(false);
+                self.nvml_down = true;
                 self.back_off(true);
                 return Ok(());
             }
@@ -263,6 +268,7 @@ impl Daemon {
         self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
         let nvml_down = pass.nvml_down();
+        self.nvml_down = nvml_down;
         let labels = pass.labels;
         let count = labels.len() as i64;
         let published = match self.target() {
@@ -282,6 +288,15 @@ impl Daemon {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
+    }
+
+    /// A failed publish went through outside a pass (the watched object changed, so it was tried
+    /// at once): the pass's retry schedule and unreadiness end with it, unless NVML failed too.
+    fn publish_recovered(&mut self) {
+        if !self.nvml_down {
+            self.back_off(false);
+            self.metrics.liveness.record(true);
+        }
     }
 
     /// After a pass that could not do its whole job (NVML down, publish failed), the next one

@@ -181,6 +181,11 @@ impl Publisher {
         }
     }
 
+    /// Whether a failed publish waits to be tried again.
+    pub fn retrying(&self) -> bool {
+        self.wanted.is_some()
+    }
+
     /// When a repair is due.
     pub fn repair_due(&self) -> Option<Instant> {
         self.repair_due

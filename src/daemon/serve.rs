@@ -86,8 +86,11 @@ impl Daemon {
                         }
                     }
                     () = sleep_or_never(repair_in) => {
-                        if self.publisher.repair(&self.metrics).await.is_err() {
-                            self.back_off(true);
+                        let was_failed = self.publisher.retrying();
+                        match self.publisher.repair(&self.metrics).await {
+                            Err(_) => self.back_off(true),
+                            Ok(()) if was_failed => self.publish_recovered(),
+                            Ok(()) => {}
                         }
                     }
                     () = watch.changed() => {

@@ -276,8 +276,11 @@ impl Publisher {
     ) -> FailureReason {
         metrics.publish_failed(name, e.reason());
         let text = e.to_string();
+        // The API writers' lines name the server, whatever the error's own text says.
+        let server = matches!(name, crate::publish::NodeLabels::NAME | crate::publish::NodeFeature::NAME)
+            .then(crate::kubeapi::errors::server);
         if self.failing.as_deref() != Some(text.as_str()) {
-            tracing::error!(writer = name, error = %text, "{what}");
+            tracing::error!(writer = name, server, error = %text, "{what}");
             self.failing = Some(text);
         } else {
             tracing::debug!(writer = name, error = %text, "{what} (again)");

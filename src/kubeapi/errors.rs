@@ -26,6 +26,11 @@ pub(super) fn remember_server(url: &str) {
     let _ = SERVER.set(url.trim_end_matches('/').to_string());
 }
 
+/// The API server's address for a log line (`unknown` before a client was built).
+pub fn server() -> &'static str {
+    SERVER.get().map_or("unknown", String::as_str)
+}
+
 /// A kube error on one line without Debug dumps: the status code and the server's message (with
 /// the server's address, once known), or the transport error's causes, each once.
 pub struct Short<'a>(pub &'a kube::Error);

@@ -156,6 +156,7 @@ impl<K: Watched> Follow<K> {
                 None => {
                     tracing::warn!(
                         object = %self.name,
+                        server = super::errors::server(),
                         %error,
                         retry_in_ms = wait.as_millis() as u64,
                         "the watch failed; listing again every few seconds until it works"
@@ -166,6 +167,7 @@ impl<K: Watched> Follow<K> {
                     if now.duration_since(f.reminded) >= REMIND_EVERY {
                         tracing::warn!(
                             object = %self.name,
+                            server = super::errors::server(),
                             %error,
                             failing_for_s = now.duration_since(f.since).as_secs(),
                             retry_in_ms = wait.as_millis() as u64,
@@ -222,6 +224,7 @@ impl<K: Watched> Follow<K> {
             if let Some(f) = failing.take() {
                 tracing::info!(
                     object = %self.name,
+                    server = super::errors::server(),
                     error = %f.error,
                     failed_for_s = f.since.elapsed().as_secs(),
                     "resolved: listing and watching work again"

@@ -93,6 +93,9 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
 const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
 
+/// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time.
+const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
+
 /// What the labeller is made of, given in one step (nothing can be set in the wrong order).
 pub struct Parts {
     /// The configuration, loaded.
@@ -279,7 +282,10 @@ impl Daemon {
                 Err(crate::publish::FailureReason::Setup)
             }
         };
-        self.back_off(nvml_down || published.is_err());
+        match (&published, nvml_down) {
+            (Err(reason), false) => self.publish_failed(*reason),
+            _ => self.back_off(nvml_down || published.is_err()),
+        }
         if published.is_ok() {
             self.metrics.liveness.record(true);
             self.metrics.labels_published.set(count);
@@ -288,6 +294,21 @@ impl Daemon {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
+    }
+
+    /// After a publish the API refused (RBAC, a missing CRD or Node: what an operator fixes by
+    /// hand), the next try comes within [`REFUSED_RETRY`]'s window however long the refusal
+    /// lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
+    /// failure backs off as [`RETRY`] says.
+    fn publish_failed(&mut self, reason: crate::publish::FailureReason) {
+        use crate::publish::FailureReason::{NodeMissing, Refused};
+        match reason {
+            Refused | NodeMissing => {
+                let mut window = REFUSED_RETRY;
+                self.retry_wait = Some(window.next_with((self.draw)()).max(MIN_INTERVAL));
+            }
+            _ => self.back_off(true),
+        }
     }
 
     /// A failed publish went through outside a pass (the watched object changed, so it was tried

@@ -88,7 +88,7 @@ impl Daemon {
                     () = sleep_or_never(repair_in) => {
                         let was_failed = self.publisher.retrying();
                         match self.publisher.repair(&self.metrics).await {
-                            Err(_) => self.back_off(true),
+                            Err(reason) => self.publish_failed(reason),
                             Ok(()) if was_failed => self.publish_recovered(),
                             Ok(()) => {}
                         }

@@ -259,3 +259,28 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A token of service account `sa` (not bound to a pod: the private server has no policy that
+/// asks for one).
+pub async fn token(admin: &Client, namespace: &str, sa: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let api: kube::Api<ServiceAccount> = kube::Api::namespaced(admin.clone(), namespace);
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": {"expirationSeconds": 3600}})).unwrap();
+    let answer = api.create_token_request(sa, &Default::default(), &request).await.unwrap();
+    serde_json::to_value(answer).unwrap()["status"]["token"].as_str().unwrap().to_string()
+}
+
+/// The status of a plain HTTP GET of `url` (nvlabel's endpoint), or `None`.
+pub async fn http_status(url: &str) -> Option<u16> {
+    let addr = url.strip_prefix("http://")?.split('/').next()?.to_string();
+    let path = url.splitn(4, '/').nth(3).map(|p| format!("/{p}")).unwrap_or_else(|| "/".into());
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.ok()?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await.ok()?.ok()?;
+    String::from_utf8_lossy(&answer).split_whitespace().nth(1)?.parse().ok()
+}

@@ -97,6 +97,11 @@ pub struct LabelOptionArgs {
     /// inventory) to GFD's
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub extended_labels: Option<bool>,
+    /// How this node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
+    /// only: no sharing or MIG-strategy labels) or auto (dra while the node has a gpu.nvidia.com
+    /// ResourceSlice)
+    #[arg(long, default_value = "device-plugin", value_parser = ["device-plugin", "dra", "auto"])]
+    pub allocation_mode: Option<String>,
 }
 
 /// Where the sharing config comes from.

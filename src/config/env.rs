@@ -33,6 +33,7 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("snapshot", &["NVLABEL_SNAPSHOT"]),
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
     ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
+    ("allocation-mode", &["NVLABEL_ALLOCATION_MODE"]),
     ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
     ("health", &["NVLABEL_HEALTH"]),
     ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),

@@ -66,6 +66,9 @@ pub struct FileFlags {
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
     #[serde(default, deserialize_with = "fields::boolean")]
     pub extended_labels: Option<bool>,
+    /// `allocationMode` (nvlabel's own): `device-plugin`, `dra` or `auto`.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub allocation_mode: Option<String>,
     /// `health` (nvlabel's own): publish the GPU health condition.
     #[serde(default, deserialize_with = "fields::boolean")]
     pub health: Option<bool>,
@@ -88,6 +91,7 @@ impl FileFlags {
         ("useNodeFeatureAPI", "use-node-feature-api"),
         ("deviceDiscoveryStrategy", "device-discovery-strategy"),
         ("extendedLabels", "extended-labels"),
+        ("allocationMode", "allocation-mode"),
         ("health", "health"),
         ("healthConditionType", "health-condition-type"),
         ("healthIgnoreXids", "health-ignore-xids"),

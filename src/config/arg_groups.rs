@@ -60,6 +60,10 @@ pub struct HealthArgs {
     /// [default: 13,31,43,45,68,109]
     #[arg(long)]
     pub health_ignore_xids: Option<String>,
+    /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
+    /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None [default: NoSchedule]
+    #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]
+    pub health_taint_effect: Option<String>,
     /// The node's boot id file; a new boot id clears recorded faults
     /// [default: /proc/sys/kernel/random/boot_id]
     #[arg(long)]

@@ -39,6 +39,7 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
     ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
     ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
+    ("health-taint-effect", &["NVLABEL_HEALTH_TAINT_EFFECT"]),
 ];
 
 /// The env names of `flag` (its long name).

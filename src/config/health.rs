@@ -26,6 +26,41 @@ pub struct HealthSettings {
     pub ignored_xids: BTreeSet<u64>,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,
+    /// `--health-taint-effect`: the effect of the DRA device taints.
+    pub taint_effect: TaintEffect,
+}
+
+/// The effect of a device taint (`--health-taint-effect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaintEffect {
+    /// No new allocation of the device.
+    #[default]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    NoExecute,
+    /// Informational only.
+    None,
+}
+
+impl TaintEffect {
+    /// From its API spelling.
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        match s {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            "None" => Some(TaintEffect::None),
+            _ => None,
+        }
+    }
+
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
+        }
+    }
 }
 
 /// Xids that applications cause (illegal memory access, a killed context, ...): not a GPU fault,
@@ -39,6 +74,7 @@ impl Default for HealthSettings {
             condition_type: DEFAULT_CONDITION_TYPE.into(),
             ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+            taint_effect: TaintEffect::default(),
         }
     }
 }
@@ -67,6 +103,12 @@ pub fn resolve(
         .or_else(|| ff.health_ignore_xids.as_deref().map(|v| in_file("flags.healthIgnoreXids", v)))
     {
         s.ignored_xids = xids(&f)?;
+    }
+    if let Some(f) = found_flag(a.health_taint_effect.clone(), env, "health-taint-effect")
+        .or_else(|| ff.health_taint_effect.as_deref().map(|v| in_file("flags.healthTaintEffect", v)))
+    {
+        s.taint_effect =
+            TaintEffect::parse(&f.value).ok_or_else(|| invalid(&f, "use NoSchedule, NoExecute or None"))?;
     }
     if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
         .filter(|f| !f.value.is_empty())

@@ -90,6 +90,8 @@ impl Daemon {
                             self.back_off(true);
                         }
                     }
+                    // auto: a gpu.nvidia.com ResourceSlice appeared or went; label again now.
+                    () = self.allocation.switched() => break,
                     () = watch.changed() => {
                         if self.reload(false) {
                             break;

@@ -29,11 +29,11 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 /// The watch timeout asked of the server.
-const WATCH_TIMEOUT: u32 = 290;
+pub(super) const WATCH_TIMEOUT: u32 = 290;
 /// A watch that ends sooner than this ended early: relist.
-const NORMAL_END: Duration = Duration::from_secs(280);
+pub(super) const NORMAL_END: Duration = Duration::from_secs(280);
 /// A watch silent for this long (no event, no bookmark) is dead.
-const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
+pub(super) const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
 /// The relists' backoff: every wait in `[0, 10 s)`, however long the failure lasts, so the end of
 /// any fault is seen within ten seconds.
 const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(10), Duration::from_secs(10));

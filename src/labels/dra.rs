@@ -44,12 +44,30 @@ impl AllocationMode {
         }
     }
 
+    /// The flag spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllocationMode::DevicePlugin => "device-plugin",
+            AllocationMode::Dra => "dra",
+            AllocationMode::Auto => "auto",
+        }
+    }
+
     /// The profile this mode fixes; `None` for `auto`, which the node's slices decide.
     pub fn fixed(self) -> Option<Profile> {
         match self {
             AllocationMode::DevicePlugin => Some(Profile::DevicePlugin),
             AllocationMode::Dra => Some(Profile::Dra),
             AllocationMode::Auto => None,
+        }
+    }
+}
+
+impl From<Profile> for AllocationMode {
+    fn from(p: Profile) -> AllocationMode {
+        match p {
+            Profile::DevicePlugin => AllocationMode::DevicePlugin,
+            Profile::Dra => AllocationMode::Dra,
         }
     }
 }

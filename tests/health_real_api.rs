@@ -332,3 +332,43 @@ async fn a_person_clears_the_faults_as_the_docs_say() {
     assert_eq!(c.0, "True", "{}", logs(d));
     assert_eq!(record_of(&admin).await, None);
 }
+
+/// A DRA node (`--allocation-mode dra`) on an API server that does not serve DeviceTaintRule
+/// (1.36 as it comes): the faults still reach the condition, the missing API is said in one
+/// warning, and asked about again only every ten minutes.
+#[tokio::test]
+async fn without_device_taint_rules_served_the_condition_still_works() {
+    let Some(server) = apiserver::server("without_device_taint_rules_served_the_condition_still_works")
+    else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    setup(server, &admin).await;
+    common::dra_cluster::put_slice(
+        &admin,
+        "gpu-a",
+        "gpu-a-gpu.nvidia.com",
+        vec![common::dra_cluster::gpu("gpu-9", UUID0, 9)],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    node_files(d);
+    // The administrator's kubeconfig: the slices can be read, only the taint API is missing.
+    let _daemon = start_with(
+        d,
+        &server.kubeconfig(),
+        &repo().join("testdata/health/h100x2.yaml"),
+        &["--allocation-mode=dra"],
+    );
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    event_line(d, "0 xid 79");
+    until(&admin, "xid 79", |c| c.0 == "False").await;
+    event_line(d, "1 xid 79");
+    until(&admin, "the second fault", |c| c.2.contains("GPU 1")).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let said = logs(d).matches("does not serve DeviceTaintRule").count();
+    assert_eq!(said, 1, "{}", logs(d));
+    common::dra_cluster::delete_slice(&admin, "gpu-a-gpu.nvidia.com").await;
+}

@@ -233,6 +233,10 @@ impl DeviceTaints {
         if !matches!(slices, SliceState::Listed(_)) {
             return;
         }
+        // A node without DRA devices (`auto` on a device-plugin node) never asks for the API.
+        if self.api.is_none() && slices.devices().is_empty() {
+            return;
+        }
         let now = Instant::now();
         if self.not_before.is_some_and(|t| now < t) {
             return;

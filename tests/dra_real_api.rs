@@ -30,8 +30,11 @@ async fn until_rules(
 ) -> BTreeMap<String, (String, serde_json::Value)> {
     let start = Instant::now();
     loop {
-        let mine: BTreeMap<_, _> =
-            rules(admin).await.into_iter().filter(|(n, _)| n.starts_with("nvlabel-dra-a-")).collect();
+        let mine: BTreeMap<_, _> = rules(admin)
+            .await
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("nvlabel-dra-a-") && !n.starts_with("nvlabel-dra-a-x-"))
+            .collect();
         if f(&mine) {
             return mine;
         }
@@ -108,6 +111,11 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
         taint_rules(&admin).delete(&name, &DeleteParams::default()).await.unwrap();
     }
     driver_slices(&admin).await;
+    // Node dra-a-x's rule: its name starts like dra-a's, and it is not dra-a's to remove.
+    let mut theirs =
+        rule("nvlabel-dra-a-x-gpu-1", "gpu.nvidia.com", "dra-a-x", "gpu-1", "nvidia.com/gpu-health");
+    theirs["metadata"]["labels"] = serde_json::json!({"app.kubernetes.io/managed-by": "nvlabel", "nvidia.com/gpu-health-node": "dra-a-x"});
+    apiserver::apply(&admin, &theirs).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     node_files(d);
@@ -178,6 +186,8 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
     prune.args(["prune", "--sink=node", "--node-name=dra-a", "--kubeconfig"]);
     ok(prune.arg(&kubeconfig));
     assert!(until_rules(&admin, "prune", |r| r.is_empty()).await.is_empty());
+    assert!(rules(&admin).await.contains_key("nvlabel-dra-a-x-gpu-1"), "another node's rule stays");
+    taint_rules(&admin).delete("nvlabel-dra-a-x-gpu-1", &DeleteParams::default()).await.unwrap();
     let warnings = log().lines().filter(|l| l.contains("WARN")).map(String::from).collect::<Vec<_>>();
     assert!(warnings.iter().all(|l| !l.contains("DeviceTaintRule")), "{warnings:?}");
 }

@@ -140,8 +140,14 @@ async fn discover(client: &kube::Client) -> Option<ApiResource> {
 }
 
 /// This node's rules as the API has them, by name.
+/// A name prefix alone does not tell node `a`'s rules from node `a-b`'s: the node label does (or,
+/// for a node name too long for a label value, the pool).
 async fn list(api: &Api<DynamicObject>, node: &str) -> Result<BTreeMap<String, Spec>, TaintError> {
-    let selector = format!("{}={}", MANAGED.0, MANAGED.1);
+    let labelled = node_label(node).is_some();
+    let selector = match labelled {
+        true => format!("{}={},{NODE_LABEL}={node}", MANAGED.0, MANAGED.1),
+        false => format!("{}={}", MANAGED.0, MANAGED.1),
+    };
     let list = api.list(&ListParams::default().labels(&selector)).await.map_err(|e| TaintError::Api {
         what: "list",
         name: format!("{}*", prefix(node)),
@@ -149,9 +155,16 @@ async fn list(api: &Api<DynamicObject>, node: &str) -> Result<BTreeMap<String, S
     })?;
     let mine = list.items.into_iter().filter_map(|o| {
         let name = o.metadata.name.clone()?;
-        name.starts_with(&prefix(node)).then(|| (name, o.data.get("spec").cloned().unwrap_or(Value::Null)))
+        let spec = o.data.get("spec").cloned().unwrap_or(Value::Null);
+        let pool = spec.pointer("/deviceSelector/pool").and_then(Value::as_str) == Some(node);
+        (name.starts_with(&prefix(node)) && (labelled || pool)).then_some((name, spec))
     });
     Ok(mine.collect())
+}
+
+/// The node label's value, where the node name fits a label value (at most 63 characters).
+fn node_label(node: &str) -> Option<&str> {
+    (node.len() <= 63).then_some(node)
 }
 
 /// Deletes every rule of `node` (`nvlabel prune`); returns how many. Nothing to do where the API
@@ -326,9 +339,8 @@ async fn write(
     spec: &Spec,
 ) -> Result<(), TaintError> {
     let mut labels = json!({MANAGED.0: MANAGED.1});
-    // A label value holds at most 63 characters; the name prefix still says whose it is.
-    if node.len() <= 63 {
-        labels[NODE_LABEL] = json!(node);
+    if let Some(value) = node_label(node) {
+        labels[NODE_LABEL] = json!(value);
     }
     let body = json!({
         "apiVersion": api_version,

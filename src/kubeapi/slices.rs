@@ -166,6 +166,10 @@ impl Follow {
                 Ended::Closed => return,
                 Ended::Failed { error, unavailable } => (error, unavailable),
             };
+            // The first failure after a success starts the slow backoff over.
+            if failing.is_none() {
+                unavailable.reset();
+            }
             let wait = match refused {
                 true => unavailable.next_with(rand::random()),
                 false => relist.next_with(rand::random()),
@@ -181,9 +185,6 @@ impl Follow {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 () = self.tx.closed() => return,
-            }
-            if !refused {
-                unavailable.reset();
             }
         }
     }

@@ -236,6 +236,14 @@ async fn a_pods_token_may_taint_only_its_own_nodes_pool() {
     let slices: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(sa.clone());
     let fields = "spec.nodeName=dra-a,spec.driver=gpu.nvidia.com";
     assert_eq!(slices.list(&ListParams::default().fields(fields)).await.unwrap().items.len(), 2);
+    // Nothing more: no slice is written, no rule read one by one or replaced (RBAC).
+    let slice: k8s_openapi::api::resource::v1::ResourceSlice = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "dra-a-forged"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "dra-a", "pool": {"name": "dra-a", "generation": 1, "resourceSliceCount": 1}}
+    }))
+    .unwrap();
+    assert_eq!(apiserver::refused(slices.create(&Default::default(), &slice).await).code, 403);
+    assert_eq!(apiserver::refused(api.get("nvlabel-dra-a-gpu-17").await).code, 403);
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod duration;
+pub mod exit;
 pub mod health;
 pub mod http;
 pub mod kubeapi;

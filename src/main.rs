@@ -24,11 +24,7 @@ fn main() {
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
         nvlabel::logging::fatal(log_format, e.as_ref(), hint(&e));
-        std::process::exit(if nvlabel::config::usage::is_usage(&e) {
-            nvlabel::config::usage::EXIT
-        } else {
-            1
-        });
+        std::process::exit(nvlabel::exit::code(&e));
     }
 }
 

@@ -137,7 +137,7 @@ fn edges_known_to_exist_are_found() {
     }
     let config = nvlabel().graph(&["config".to_string()]);
     for (from, to) in
-        [("source", "settings"), ("settings", "flags"), ("health", "resolve"), ("usage", "source")]
+        [("source", "settings"), ("settings", "flags"), ("health", "resolve"), ("usage", "flags")]
     {
         assert!(uses(&config, from).contains(to), "config/{from} -> {to} was not found: {config:?}");
     }

@@ -182,10 +182,10 @@ fn snapshot_errors_name_file_and_position() {
 #[test]
 fn the_node_feature_api_needs_the_node_name_as_in_gfd() {
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--output-file="]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     assert!(stderr.contains("required flag node-name not set"), "{stderr}");
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--sink", "node"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(stderr.contains("required flag node-name not set"), "{stderr}");
 }
 
@@ -207,7 +207,7 @@ fn config(name: &str) -> std::path::PathBuf {
 fn an_invalid_config_file_stops_start_up_with_file_field_and_message() {
     let (code, stdout, stderr) =
         run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(config("invalid-replicas")));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     assert_eq!(stdout, "");
     assert!(
         stderr.contains("invalid-replicas.yaml: sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"),
@@ -289,7 +289,7 @@ fn one_shot_config_dir_selection() {
         .arg("--config-dir")
         .arg(dir.path())
         .args(["--config-default", "nope"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     assert!(stderr.contains("\"nope\"") && stderr.contains("--config-default"), "{stderr}");
 }
 

@@ -12,7 +12,7 @@ fn a_100_mb_config_file_is_refused_by_name() {
     let path = dir.path().join("huge.yaml");
     std::fs::File::create(&path).unwrap().set_len(100 << 20).unwrap();
     let out = nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a bad configuration");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("huge.yaml") && stderr.contains("limit"), "{stderr}");
 }

@@ -24,7 +24,7 @@ fn a_yaml_syntax_error_is_one_line_naming_file_line_and_column() {
         config.display()
     );
     let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert_eq!(stderr, format!("nvlabel: error: {want}\n"));
     let (_, _, stderr) = run(print("t4").args(["--log-format", "json", "--config-file"]).arg(&config));
     let v: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
@@ -74,7 +74,7 @@ fn a_bad_duration_lists_the_accepted_forms() {
 /// One rule for usage errors: the same bad value from the command line, env or the config file's
 /// `flags` exits 2 with one line naming where it came from; a failure at run time exits 1.
 #[test]
-fn a_usage_error_exits_2_with_one_line_wherever_the_value_came_from() {
+fn a_bad_configuration_exits_2_with_one_line_wherever_it_came_from() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "flags:\n  gfd:\n    sleepInterval: abc\n").unwrap();
@@ -153,10 +153,18 @@ fn a_usage_error_exits_2_with_one_line_wherever_the_value_came_from() {
     let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
     assert_eq!(code, 2, "flags.gfd.sleepInterval, refused by the file reader: {stderr}");
     assert!(stderr.contains("flags.gfd.sleepInterval"), "{stderr}");
-    // The rest of the config file is not about flags: a bad file exits 1.
-    let (code, _, stderr) =
-        run(print("t4").arg("--config-file").arg(repo().join("testdata/configs/invalid-replicas.yaml")));
-    assert_eq!(code, 1, "{stderr}");
+    // One status for every bad configuration: the rest of the file too, a syntax error, a file
+    // that is missing, or a flag the chosen writer requires.
+    let missing = config.with_file_name("missing.yaml");
+    let syntax = config.with_file_name("syntax.yaml");
+    std::fs::write(&syntax, "version: v1\nflags: [\n").unwrap();
+    let bad_files = [repo().join("testdata/configs/invalid-replicas.yaml"), syntax, missing];
+    for file in bad_files {
+        let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&file));
+        assert_eq!(code, 2, "{file:?}: {stderr}");
+    }
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--use-node-feature-api"]));
+    assert_eq!(code, 2, "a writer without its required --node-name: {stderr}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ fn print(machine: &str) -> Command {
 #[test]
 fn an_os_error_is_said_once() {
     let (code, _, stderr) = run(print("t4").args(["--config-file", "/nonexistent/config.yaml"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     assert_eq!(
         stderr,
         "nvlabel: error: unable to load config file /nonexistent/config.yaml: No such file or directory (os error 2)\n"
@@ -60,7 +60,7 @@ fn a_binary_config_file_is_named_not_printed() {
     bytes.extend((0u8..=255).cycle().take(4096));
     std::fs::write(&config, &bytes).unwrap();
     let (code, _, stderr) = run(print("t4").arg("--config-file").arg(&config));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     assert_eq!(
         stderr,
         format!(
@@ -91,7 +91,7 @@ fn a_busy_metrics_address_names_the_address_and_the_flag() {
 fn a_fatal_error_is_a_json_line_with_json_logs() {
     let (code, _, stderr) =
         run(print("t4").args(["--log-format", "json", "--config-file", "/nonexistent/config.yaml"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a bad configuration");
     let last = stderr.lines().last().unwrap();
     let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert_eq!(v["level"], "ERROR");

@@ -7,13 +7,13 @@
 mod common;
 
 use common::apiserver::{self, node, Requests, Server};
+use common::proxy::Proxy;
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -159,44 +159,6 @@ async fn the_apply_of_a_node_that_was_re_created_is_refused_by_its_uid() {
     let body = nvlabel::publish::node::apply_body("no-such-node", new.metadata.uid, &labels);
     assert!(nodes.patch("no-such-node", &params, &Patch::Apply(&body)).await.is_err());
     assert!(nodes.get_opt("no-such-node").await.unwrap().is_none());
-}
-
-/// A TCP forwarder with a stable address whose target can be switched; switching cuts every open
-/// connection, as a load balancer in front of a restarted API server does.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    target: Arc<Mutex<String>>,
-    cut: tokio::sync::watch::Sender<u64>,
-}
-
-impl Proxy {
-    async fn start(target: &str) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let target = Arc::new(Mutex::new(target.to_string()));
-        let (cut, cuts) = tokio::sync::watch::channel(0u64);
-        let to = target.clone();
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let target = to.lock().unwrap().clone();
-                let mut cuts = cuts.clone();
-                cuts.borrow_and_update();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else { return };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cuts.changed() => {}
-                    }
-                });
-            }
-        });
-        Proxy { addr, target, cut }
-    }
-
-    fn switch(&self, target: &str) {
-        *self.target.lock().unwrap() = target.to_string();
-        self.cut.send_modify(|n| *n += 1);
-    }
 }
 
 /// `host:port` of a kube-test-server directory.

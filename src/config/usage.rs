@@ -1,28 +1,17 @@
 //! Usage errors: one rule wherever a flag's value comes from. An unknown flag, or a value nvlabel
 //! cannot use given on the command line, in an environment variable or in the config file's
 //! `flags` (at start-up), stops nvlabel before it does anything, with exit status 2 and one line
-//! `nvlabel: error: ...` that names the flag and where the value came from. Every other failure
-//! exits 1. A config file's `flags` that turn bad on reload are a rejected reload instead.
+//! `nvlabel: error: ...` that names the flag and where the value came from. The rest of a bad
+//! configuration exits with the same status (`crate::exit`). A config file's `flags` that turn
+//! bad on reload are a rejected reload instead.
 
 use super::flags::{command, Cli, Command};
-use super::source::ReloadError;
-use super::{CliError, ConfigError};
 
 /// The exit status of a usage error.
 pub const EXIT: i32 = 2;
 
-/// Whether `e` is a usage error (see the module's comment).
-pub fn is_usage(e: &anyhow::Error) -> bool {
-    match e.downcast_ref::<ReloadError>() {
-        Some(ReloadError::Flags(_) | ReloadError::BothSources) => true,
-        // A value of the file's `flags` that the file reader itself refuses (a duration, a boolean).
-        Some(ReloadError::Config(ConfigError::Invalid { field, .. })) => field.starts_with("flags."),
-        _ => e.downcast_ref::<CliError>().is_some(),
-    }
-}
-
-// Beside the rule it applies rather than in flags.rs, so the command line's definition stays
-// below the error types (`ReloadError`, `CliError`) this module has to know.
+// Beside the rule it applies rather than in flags.rs, so flags.rs stays the command line's
+// definition alone.
 impl Cli {
     /// Parses the process's arguments. `--help`, `--version` and `nvlabel help` print and exit
     /// 0; a usage error prints one line and exits 2 (see the module's comment).

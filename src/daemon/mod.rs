@@ -106,6 +106,9 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
 const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
 
+/// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time.
+const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
+
 /// What the labeller is made of, given in one step (nothing can be set in the wrong order).
 pub struct Parts {
     /// The configuration, loaded.
@@ -137,6 +140,9 @@ pub struct Daemon {
     /// Failed passes in a row, and the wait before the next attempt.
     retry: FullJitter,
     retry_wait: Option<Duration>,
+    /// Whether the last pass found NVML down (a publish that goes through later does not end
+    /// that pass's retry schedule).
+    nvml_down: bool,
     /// Draws the jitter (a test seam: tests draw the largest wait to count attempts exactly).
     draw: fn() -> f64,
     /// What went wrong in the last pass, logged when it starts and when it ends.
@@ -183,6 +189,7 @@ impl Daemon {
             publisher,
             retry: RETRY,
             retry_wait: None,
+            nvml_down: false,
             draw: rand::random::<f64>,
             troubles: Troubles::default(),
             watched_allocatable: None,
@@ -279,6 +286,7 @@ impl Daemon {
                         .inc();
                 }
                 self.metrics.liveness.record(false);
+                self.nvml_down = true;
                 self.back_off(true);
                 return Ok(());
             }
@@ -289,6 +297,7 @@ impl Daemon {
         self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
         let nvml_down = pass.nvml_down();
+        self.nvml_down = nvml_down;
         let labels = pass.labels;
         let count = labels.len() as i64;
         let published = match self.target() {
@@ -299,7 +308,10 @@ impl Daemon {
                 Err(crate::publish::FailureReason::Setup)
             }
         };
-        self.back_off(nvml_down || published.is_err());
+        match (&published, nvml_down) {
+            (Err(reason), false) => self.publish_failed(*reason),
+            _ => self.back_off(nvml_down || published.is_err()),
+        }
         if published.is_ok() {
             self.metrics.liveness.record(true);
             self.metrics.labels_published.set(count);
@@ -308,6 +320,30 @@ impl Daemon {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "pass done");
         Ok(())
+    }
+
+    /// After a publish the API refused (RBAC, a missing CRD or Node: what an operator fixes by
+    /// hand), the next try comes within [`REFUSED_RETRY`]'s window however long the refusal
+    /// lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
+    /// failure backs off as [`RETRY`] says.
+    fn publish_failed(&mut self, reason: crate::publish::FailureReason) {
+        use crate::publish::FailureReason::{NodeMissing, Refused};
+        match reason {
+            Refused | NodeMissing => {
+                let mut window = REFUSED_RETRY;
+                self.retry_wait = Some(window.next_with((self.draw)()).max(MIN_INTERVAL));
+            }
+            _ => self.back_off(true),
+        }
+    }
+
+    /// A failed publish went through outside a pass (the watched object changed, so it was tried
+    /// at once): the pass's retry schedule and unreadiness end with it, unless NVML failed too.
+    fn publish_recovered(&mut self) {
+        if !self.nvml_down {
+            self.back_off(false);
+            self.metrics.liveness.record(true);
+        }
     }
 
     /// After a pass that could not do its whole job (NVML down, publish failed), the next one

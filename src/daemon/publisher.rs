@@ -181,6 +181,11 @@ impl Publisher {
         }
     }
 
+    /// Whether a failed publish waits to be tried again.
+    pub fn retrying(&self) -> bool {
+        self.wanted.is_some()
+    }
+
     /// When a repair is due.
     pub fn repair_due(&self) -> Option<Instant> {
         self.repair_due
@@ -271,8 +276,11 @@ impl Publisher {
     ) -> FailureReason {
         metrics.publish_failed(name, e.reason());
         let text = e.to_string();
+        // The API writers' lines name the server, whatever the error's own text says.
+        let server = matches!(name, crate::publish::NodeLabels::NAME | crate::publish::NodeFeature::NAME)
+            .then(crate::kubeapi::errors::server);
         if self.failing.as_deref() != Some(text.as_str()) {
-            tracing::error!(writer = name, error = %text, "{what}");
+            tracing::error!(writer = name, server, error = %text, "{what}");
             self.failing = Some(text);
         } else {
             tracing::debug!(writer = name, error = %text, "{what} (again)");

@@ -86,8 +86,11 @@ impl Daemon {
                         }
                     }
                     () = sleep_or_never(repair_in) => {
-                        if self.publisher.repair(&self.metrics).await.is_err() {
-                            self.back_off(true);
+                        let was_failed = self.publisher.retrying();
+                        match self.publisher.repair(&self.metrics).await {
+                            Err(reason) => self.publish_failed(reason),
+                            Ok(()) if was_failed => self.publish_recovered(),
+                            Ok(()) => {}
                         }
                     }
                     // auto: a gpu.nvidia.com ResourceSlice appeared or went; label again now.

@@ -16,21 +16,44 @@ pub fn excerpt(text: &str) -> String {
     }
 }
 
-/// A kube error on one line without Debug dumps: the status code and the server's message, or
-/// the transport error's causes, each once.
+/// The API server this process talks to, named in every answer it refused: a transport error
+/// names it already (the limit layer's doing), a status does not. One per process, as nvlabel
+/// builds one client; set by [`super::client`].
+static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Remembers the API server's address for the error lines (the first one set stays).
+pub(super) fn remember_server(url: &str) {
+    let _ = SERVER.set(url.trim_end_matches('/').to_string());
+}
+
+/// The API server's address for a log line (`unknown` before a client was built).
+pub fn server() -> &'static str {
+    SERVER.get().map_or("unknown", String::as_str)
+}
+
+/// A kube error on one line without Debug dumps: the status code and the server's message (with
+/// the server's address, once known), or the transport error's causes, each once.
 pub struct Short<'a>(pub &'a kube::Error);
 
 impl fmt::Display for Short<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            kube::Error::Api(status) => {
-                let message = status.message.split(": Failed to parse error data").next().unwrap_or_default();
-                write!(f, "{} {}", status.code, excerpt(message))
+        short(f, self.0, SERVER.get().map(String::as_str))
+    }
+}
+
+/// [`Short`] with the server given.
+fn short(f: &mut fmt::Formatter<'_>, error: &kube::Error, server: Option<&str>) -> fmt::Result {
+    match error {
+        kube::Error::Api(status) => {
+            let message = status.message.split(": Failed to parse error data").next().unwrap_or_default();
+            if let Some(server) = server {
+                write!(f, "{server}: ")?;
             }
-            // kube's own wrapper ("ServiceError: ...") says nothing a person needs.
-            kube::Error::Service(e) => f.write_str(&excerpt(&crate::logging::error_chain(e.as_ref()))),
-            other => f.write_str(&excerpt(&crate::logging::error_chain(other))),
+            write!(f, "{} {}", status.code, excerpt(message))
         }
+        // kube's own wrapper ("ServiceError: ...") says nothing a person needs.
+        kube::Error::Service(e) => f.write_str(&excerpt(&crate::logging::error_chain(e.as_ref()))),
+        other => f.write_str(&excerpt(&crate::logging::error_chain(other))),
     }
 }
 
@@ -118,6 +141,18 @@ mod tests {
             text,
             "cannot update NodeFeature ns/x: 403 nodefeatures is forbidden: User \"x\" cannot update (RBAC: nvlabel's ServiceAccount needs the `update` verb on nodefeatures.nfd.k8s-sigs.io; see deploy/)"
         );
+    }
+
+    #[test]
+    fn a_refusal_names_the_server_that_answered() {
+        struct With<'a>(&'a kube::Error);
+        impl fmt::Display for With<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                short(f, self.0, Some("https://10.0.0.1:443"))
+            }
+        }
+        let text = With(&status(503, "the server is currently unable to handle the request")).to_string();
+        assert_eq!(text, "https://10.0.0.1:443: 503 the server is currently unable to handle the request");
     }
 
     #[test]

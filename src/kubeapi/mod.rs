@@ -109,6 +109,7 @@ pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<ku
         }
         None => kube::Config::infer().await.map_err(|e| ClientError::Infer { reason: e.to_string() })?,
     };
+    errors::remember_server(&config.cluster_url.to_string());
     client_from(config, qps, burst, Limits::default())
 }
 

@@ -9,14 +9,15 @@
 //!   resourceVersion a restarted API server with a new store may not know (it would accept the
 //!   watch and deliver nothing until its store caught up).
 //!
-//! Relists wait a uniform random time in `[0, 10 s)` (full jitter whose window never grows), so
-//! after an API server restart the watchers of many nodes spread over ten seconds, and whatever
+//! Relists wait a uniform random time in `[0, 8 s)` (full jitter whose window never grows), so
+//! after an API server restart the watchers of many nodes spread over eight seconds, and whatever
 //! the fault was (the server away for minutes, a 403 until RBAC is restored, a CRD installed
-//! late) the object is listed again within ten seconds of its end, at a bounded rate meanwhile
-//! (a refused or failed list is cheap for the server). The backoff starts over as soon as a list
-//! succeeds or an event arrives. [`ObjectWatch::retry_now`] cuts a wait short once another request
-//! shows the cause is gone. A failure is logged when it starts, reminded of at most once a
-//! minute, and logged as resolved once a list and a watch work again.
+//! late) the object is listed again within eight seconds of its end (labels are right within
+//! ten), at a bounded rate meanwhile (a refused or failed list is cheap for the server). The
+//! backoff starts over as soon as a list succeeds or an event arrives. [`ObjectWatch::retry_now`]
+//! cuts a wait short once another request shows the cause is gone. A failure is logged when it
+//! starts, reminded of at most once a minute, and logged as resolved once a list and a watch work
+//! again.
 
 use super::backoff::FullJitter;
 use futures::StreamExt;
@@ -34,9 +35,9 @@ pub(super) const WATCH_TIMEOUT: u32 = 290;
 pub(super) const NORMAL_END: Duration = Duration::from_secs(280);
 /// A watch silent for this long (no event, no bookmark) is dead.
 pub(super) const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
-/// The relists' backoff: every wait in `[0, 10 s)`, however long the failure lasts, so the end of
-/// any fault is seen within ten seconds.
-const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(10), Duration::from_secs(10));
+/// The relists' backoff: every wait in `[0, 8 s)`, however long the failure lasts, so the end of
+/// any fault is seen within eight seconds and the labels are right within ten.
+pub(super) const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
 /// A failure that goes on is logged again at most this often.
 const REMIND_EVERY: Duration = Duration::from_secs(60);
 
@@ -155,6 +156,7 @@ impl<K: Watched> Follow<K> {
                 None => {
                     tracing::warn!(
                         object = %self.name,
+                        server = super::errors::server(),
                         %error,
                         retry_in_ms = wait.as_millis() as u64,
                         "the watch failed; listing again every few seconds until it works"
@@ -165,6 +167,7 @@ impl<K: Watched> Follow<K> {
                     if now.duration_since(f.reminded) >= REMIND_EVERY {
                         tracing::warn!(
                             object = %self.name,
+                            server = super::errors::server(),
                             %error,
                             failing_for_s = now.duration_since(f.since).as_secs(),
                             retry_in_ms = wait.as_millis() as u64,
@@ -221,6 +224,7 @@ impl<K: Watched> Follow<K> {
             if let Some(f) = failing.take() {
                 tracing::info!(
                     object = %self.name,
+                    server = super::errors::server(),
                     error = %f.error,
                     failed_for_s = f.since.elapsed().as_secs(),
                     "resolved: listing and watching work again"

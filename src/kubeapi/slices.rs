@@ -3,14 +3,14 @@
 //! (`--allocation-mode auto`), and which devices those slices publish (device taints).
 //!
 //! The same list-then-watch rules as [`super::object_watch`], with its timings: a watch that the
-//! server ends after its timeout is resumed; anything else relists after a wait in `[0, 10 s)`,
+//! server ends after its timeout is resumed; anything else relists after its wait (`[0, 8 s)`),
 //! keeping the last set seen meanwhile (a blip of the API server never flips a node's profile).
 //! Where the API refuses the list (403: no RBAC) or does not serve ResourceSlices (404), the set is
 //! [`SliceState::Unavailable`], said once, and the list is tried again on a backoff growing to
 //! five minutes, so a node without DRA costs its API server one request every few minutes.
 
 use super::backoff::FullJitter;
-use super::object_watch::{IDLE, NORMAL_END, WATCH_TIMEOUT};
+use super::object_watch::{BACKOFF as RELIST, IDLE, NORMAL_END, WATCH_TIMEOUT};
 use futures::StreamExt;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{ListParams, WatchEvent, WatchParams};
@@ -29,9 +29,9 @@ pub const API_CALLS: &[super::ApiCall] = &[
 
 /// NVIDIA's DRA driver.
 pub const DRIVER: &str = "gpu.nvidia.com";
-/// Relists after a fault: as the object watches.
-const RELIST: FullJitter = FullJitter::new(Duration::from_secs(10), Duration::from_secs(10));
-/// Lists the API refuses or does not serve: growing to five minutes.
+/// Lists the API refuses or does not serve: growing to five minutes. Unlike a Node watch's 403
+/// (an outage an operator fixes), a refused slice list is usually for good (a chart without the
+/// DRA grants, a cluster before 1.34), and every node of a fleet would ask.
 const UNAVAILABLE: FullJitter = FullJitter::new(Duration::from_secs(10), Duration::from_secs(300));
 
 /// What is known of this node's slices.
@@ -179,7 +179,8 @@ impl Follow {
                     true => "ResourceSlices cannot be read here; GPU allocation is taken as the device plugin's and no device is tainted",
                     false => "the ResourceSlice watch failed; listing again within seconds, keeping the slices last seen",
                 };
-                tracing::warn!(selector = %self.fields, %error, retry_in_ms = wait.as_millis() as u64, "{what}");
+                let server = super::errors::server();
+                tracing::warn!(selector = %self.fields, server, %error, retry_in_ms = wait.as_millis() as u64, "{what}");
             }
             failing = Some(error);
             tokio::select! {
@@ -219,7 +220,8 @@ impl Follow {
             return Ended::Closed;
         }
         if let Some(error) = failing.take() {
-            tracing::info!(selector = %self.fields, %error, "resolved: ResourceSlices are listed again");
+            let server = super::errors::server();
+            tracing::info!(selector = %self.fields, server, %error, "resolved: ResourceSlices are listed again");
         }
         loop {
             let params = WatchParams::default().fields(&self.fields).timeout(WATCH_TIMEOUT);

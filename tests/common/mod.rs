@@ -193,6 +193,8 @@ pub mod helm;
 pub mod label_rules;
 pub mod manifests;
 pub mod mock_api;
+pub mod outage;
+pub mod proxy;
 pub mod raw_http;
 pub mod real_cluster;
 

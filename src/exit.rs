@@ -1,0 +1,86 @@
+//! The process's exit status for the error that ended it: one status for every bad
+//! configuration, wherever it was found, so a script or a pod's restart policy can tell "fix the
+//! configuration" from "the node or the API failed".
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | done (a daemon stopped by a signal too) |
+//! | 1 | a failure of the node or the API: no driver, a file that cannot be written, an API error |
+//! | 2 | a bad configuration: a flag, environment variable or config file nvlabel cannot use |
+//!
+//! A configuration that turns bad on a reload never ends the process: it is a rejected reload.
+
+use crate::config::source::ReloadError;
+use crate::config::{CliError, ConfigError};
+use crate::daemon::DaemonError;
+use crate::publish::SetupError;
+
+/// The status of a bad configuration (the same as a usage error's).
+pub const BAD_CONFIGURATION: i32 = crate::config::usage::EXIT;
+
+/// The status of any other failure.
+pub const FAILURE: i32 = 1;
+
+/// The exit status for `e` (see the module's table).
+pub fn code(e: &anyhow::Error) -> i32 {
+    if is_bad_configuration(e) {
+        BAD_CONFIGURATION
+    } else {
+        FAILURE
+    }
+}
+
+/// Whether `e` is a configuration nvlabel cannot use, however deep the daemon wrapped it.
+pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
+    let daemon = e.downcast_ref::<DaemonError>();
+    let reload = e.downcast_ref::<ReloadError>().or(match daemon {
+        Some(DaemonError::Config(r)) => Some(r),
+        _ => None,
+    });
+    let setup = e.downcast_ref::<SetupError>().or(match daemon {
+        Some(DaemonError::Setup(s)) => Some(s),
+        _ => None,
+    });
+    reload.is_some()
+        || e.downcast_ref::<CliError>().is_some()
+        || e.downcast_ref::<ConfigError>().is_some()
+        || matches!(daemon, Some(DaemonError::ListenAddr(_)))
+        // A writer that lacks a required flag; a client that cannot be built is the node's.
+        || matches!(setup, Some(SetupError::NodeName | SetupError::Namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid() -> ConfigError {
+        ConfigError::Invalid { path: "/c.yaml".into(), field: "sharing.x".into(), message: "bad".into() }
+    }
+
+    #[test]
+    fn every_bad_configuration_is_one_status_however_it_is_wrapped() {
+        let cases: Vec<(&str, anyhow::Error)> = vec![
+            ("file at start", ReloadError::Config(invalid()).into()),
+            ("file in the daemon", DaemonError::Config(ReloadError::Config(invalid())).into()),
+            ("both sources", DaemonError::Config(ReloadError::BothSources).into()),
+            ("file alone", invalid().into()),
+            (
+                "flag value",
+                CliError::Invalid { origin: "flag --x".into(), value: "v".into(), reason: "r".into() }.into(),
+            ),
+            ("listen address", DaemonError::ListenAddr("bogus".into()).into()),
+            ("required flag", DaemonError::Setup(SetupError::NodeName).into()),
+            ("required flag alone", SetupError::Namespace.into()),
+        ];
+        for (name, e) in cases {
+            assert_eq!(code(&e), BAD_CONFIGURATION, "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_failure_of_the_node_or_the_api_is_not_a_bad_configuration() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        assert_eq!(code(&anyhow::Error::from(io)), FAILURE);
+        assert_eq!(code(&DaemonError::Setup(SetupError::NoClient("node")).into()), FAILURE);
+    }
+}

@@ -10,6 +10,7 @@
 //! where neither serves DeviceTaintRule, one warning says so and discovery is asked again at most
 //! every ten minutes; the Node condition works either way.
 
+use super::metrics::HealthMetrics;
 use crate::config::health::TaintEffect;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::Short;
@@ -17,7 +18,9 @@ use crate::kubeapi::slices::{SliceState, DRIVER};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Every API request the device taints make (their RBAC must grant exactly these): a list at
 /// start, server-side apply (a create where the rule is new, else a patch) and deletes. Discovery
@@ -221,11 +224,17 @@ pub struct DeviceTaints {
     not_before: Option<Instant>,
     /// The failure in force, logged once.
     failing: Option<String>,
+    metrics: Arc<HealthMetrics>,
 }
 
 impl DeviceTaints {
-    /// The taints of `node` with `effect`.
-    pub fn new(client: kube::Client, node: &str, effect: TaintEffect) -> DeviceTaints {
+    /// The taints of `node` with `effect`, counted in `metrics`.
+    pub fn new(
+        client: kube::Client,
+        node: &str,
+        effect: TaintEffect,
+        metrics: Arc<HealthMetrics>,
+    ) -> DeviceTaints {
         DeviceTaints {
             client,
             node: node.into(),
@@ -236,6 +245,7 @@ impl DeviceTaints {
             jitter: FullJitter::new(Duration::from_secs(1), Duration::from_secs(300)),
             not_before: None,
             failing: None,
+            metrics,
         }
     }
 
@@ -265,6 +275,7 @@ impl DeviceTaints {
                 }
             }
             Err(e) => {
+                self.metrics.device_taint_failures.inc();
                 let wait = self.jitter.next_with(rand::random());
                 self.not_before = Some(now + wait);
                 // Listed again after a failure: a write may have gone through before it failed.
@@ -325,6 +336,7 @@ impl DeviceTaints {
             Ok(())
         }
         .await;
+        self.metrics.device_taints.set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         self.existing = Some(now);
         result
     }

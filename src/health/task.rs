@@ -65,7 +65,7 @@ pub fn start(
     let dra = settings.allocation_mode != crate::labels::AllocationMode::DevicePlugin;
     let slices = slices.filter(|_| dra);
     if let (Some(slices), Some(node)) = (&slices, &settings.node_name) {
-        let taints = DeviceTaints::new(client, node, settings.health.taint_effect);
+        let taints = DeviceTaints::new(client, node, settings.health.taint_effect, metrics.clone());
         monitor.taint_devices(taints, slices.clone());
     }
     let (tx, events) = mpsc::channel(256);

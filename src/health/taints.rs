@@ -225,6 +225,8 @@ pub struct DeviceTaints {
     /// The failure in force, logged once.
     failing: Option<String>,
     metrics: Arc<HealthMetrics>,
+    /// Draws the backoff's jitter (a test seam).
+    draw: fn() -> f64,
 }
 
 impl DeviceTaints {
@@ -246,7 +248,14 @@ impl DeviceTaints {
             not_before: None,
             failing: None,
             metrics,
+            draw: rand::random::<f64>,
         }
+    }
+
+    /// Draws the backoff's waits with `draw` (a number in `[0, 1)`) instead of at random.
+    pub fn with_jitter(mut self, draw: fn() -> f64) -> DeviceTaints {
+        self.draw = draw;
+        self
     }
 
     /// Brings the rules in line with `faulty` (GPU UUID → reason) on the devices of `slices`.
@@ -276,7 +285,7 @@ impl DeviceTaints {
             }
             Err(e) => {
                 self.metrics.device_taint_failures.inc();
-                let wait = self.jitter.next_with(rand::random());
+                let wait = self.jitter.next_with((self.draw)());
                 self.not_before = Some(now + wait);
                 // Listed again after a failure: a write may have gone through before it failed.
                 self.existing = None;

@@ -56,10 +56,14 @@ pub struct HealthArgs {
     /// Type of the Node condition [default: GPUHealthy]
     #[arg(long)]
     pub health_condition_type: Option<String>,
-    /// Comma-separated Xids that are not faults; "" makes every Xid one
-    /// [default: 13,31,43,45,68,109]
+    /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
     #[arg(long)]
     pub health_ignore_xids: Option<String>,
+    /// Comma-separated Xids that are always faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
+    #[arg(long)]
+    pub health_fatal_xids: Option<String>,
     /// The node's boot id file; a new boot id clears recorded faults
     /// [default: /proc/sys/kernel/random/boot_id]
     #[arg(long)]

@@ -76,6 +76,9 @@ pub struct FileFlags {
     /// (`"13,31"`) or a YAML list of numbers (`[13, 31]`, as the chart's `health.ignoreXids`).
     #[serde(default, deserialize_with = "fields::xid_list")]
     pub health_ignore_xids: Option<String>,
+    /// `healthFatalXids` (nvlabel's own): Xids that are always faults, in the same forms.
+    #[serde(default, deserialize_with = "fields::xid_list")]
+    pub health_fatal_xids: Option<String>,
 }
 
 impl FileFlags {
@@ -91,6 +94,7 @@ impl FileFlags {
         ("health", "health"),
         ("healthConditionType", "health-condition-type"),
         ("healthIgnoreXids", "health-ignore-xids"),
+        ("healthFatalXids", "health-fatal-xids"),
         ("gfd.oneshot", "oneshot"),
         ("gfd.noTimestamp", "no-timestamp"),
         ("gfd.sleepInterval", "sleep-interval"),

@@ -148,6 +148,7 @@ fn samples(flag: &str) -> (&'static str, &'static str) {
         "extended-labels" | "oneshot" | "no-timestamp" | "health" => ("true", "false"),
         "health-condition-type" => ("FileGPUHealthy", "EnvGPUHealthy"),
         "health-ignore-xids" => ("13", "31"),
+        "health-fatal-xids" => ("94", "43"),
         "device-discovery-strategy" => ("nvml", "auto"),
         "sleep-interval" => ("5s", "7s"),
         "output-file" => ("/file/out", "/env/out"),
@@ -227,6 +228,7 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health,
         health_condition_type,
         health_ignore_xids,
+        health_fatal_xids,
     } = file.flags;
     let crate::config::file::GfdFlags {
         oneshot,
@@ -251,6 +253,7 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health.is_some(),
         health_condition_type.is_some(),
         health_ignore_xids.is_some(),
+        health_fatal_xids.is_some(),
         oneshot.is_some(),
         no_timestamp.is_some(),
         sleep_interval.is_some(),

@@ -26,6 +26,7 @@ fn value(c: &mut Call, g: u32, key: Key) -> Option<u64> {
         Key::EccCorrectedVolatile => gpu.ecc.as_ref()?.corrected_volatile,
         Key::EccUncorrectedAggregate => gpu.ecc.as_ref()?.uncorrected_aggregate,
         Key::EccCorrectedAggregate => gpu.ecc.as_ref()?.corrected_aggregate,
+        Key::RecoveryAction => gpu.recovery_action?.value(),
         Key::NvlinkActive(_) => return None,
     };
     Some(c.g.live.adjust(g, key, base))
@@ -48,6 +49,7 @@ fn field(c: &mut Call, g: u32, id: u32) -> Result<u64, u32> {
         field_id::NVML_FI_DEV_REMAPPED_UNC => Key::RemappedUncorrectable,
         field_id::NVML_FI_DEV_REMAPPED_PENDING => Key::RemappedPending,
         field_id::NVML_FI_DEV_REMAPPED_FAILURE => Key::RemappedFailure,
+        field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => Key::RecoveryAction,
         _ => return Err(NOT_SUPPORTED),
     };
     value(c, g, key).ok_or(NOT_SUPPORTED)

@@ -375,4 +375,11 @@ async fn the_driver_then_nvidias_catalog_say_what_an_xid_is_and_what_to_do() {
     event_line(d, "1 xid 4000");
     let (c, _) = until(&admin, "an unknown xid", |c| c.0 == "False").await;
     assert!(c.2.contains("Xid 4000, action: investigate"), "{}", c.2);
+    // A corrupted InfoROM, found by a pass.
+    std::fs::write(d.join("boot_id"), "boot-4\n").unwrap();
+    until(&admin, "the fourth boot", |c| c.0 == "True").await;
+    event_line(d, "1 set inforom_valid false");
+    let (c, _) = until(&admin, "a corrupted InfoROM", |c| c.0 == "False").await;
+    assert_eq!(c.1, "InforomCorrupted", "{c:?}");
+    assert!(c.2.contains("the InfoROM is corrupted, action: replace the GPU"), "{}", c.2);
 }

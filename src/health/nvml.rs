@@ -83,6 +83,7 @@ fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
         soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
     gpu.corrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
     gpu.retired_pages_pending = soft(gpu, dev.are_pages_pending_retired());
+    gpu.inforom_corrupted = matches!(dev.validate_info_rom(), Err(NvmlError::CorruptedInfoROM));
     let ids = [
         NVML_FI_DEV_REMAPPED_COR,
         NVML_FI_DEV_REMAPPED_UNC,

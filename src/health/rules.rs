@@ -51,6 +51,9 @@ pub enum Fault {
         /// The driver's action.
         action: Action,
     },
+    /// The GPU's InfoROM (its configuration and error-record store) fails its checksum.
+    #[serde(rename = "InforomCorrupted")]
+    Inforom,
     /// A row remapping waits for a GPU reset.
     RemappedRowsPending,
     /// Retired pages wait for a GPU reset or reboot.
@@ -84,10 +87,11 @@ mod mig_device {
 
 /// Condition reasons, worst first: a reason's position is its rank when faults are combined
 /// (also for reasons read back from a Node written by an earlier nvlabel).
-pub const REASONS: [&str; 10] = [
+pub const REASONS: [&str; 11] = [
     "GpuLost",
     "GpuMissing",
     "GpuRecoveryActionRequired",
+    "InforomCorrupted",
     "RemappedRowsFailure",
     "DoubleBitEccError",
     "UncorrectedEccErrors",
@@ -109,13 +113,14 @@ impl Fault {
             Fault::Lost => 0,
             Fault::Missing { .. } => 1,
             Fault::Recovery { .. } => 2,
-            Fault::RemappedRowsFailure => 3,
-            Fault::DoubleBitEcc => 4,
-            Fault::UncorrectedEcc { .. } => 5,
-            Fault::Xid { .. } => 6,
-            Fault::RemappedRowsPending => 7,
-            Fault::RetiredPagesPending => 8,
-            Fault::NvlinkInactive { .. } => 9,
+            Fault::Inforom => 3,
+            Fault::RemappedRowsFailure => 4,
+            Fault::DoubleBitEcc => 5,
+            Fault::UncorrectedEcc { .. } => 6,
+            Fault::Xid { .. } => 7,
+            Fault::RemappedRowsPending => 8,
+            Fault::RetiredPagesPending => 9,
+            Fault::NvlinkInactive { .. } => 10,
         }
     }
 
@@ -123,7 +128,9 @@ impl Fault {
     pub fn action(&self) -> Action {
         match self {
             Fault::Lost | Fault::Missing { .. } => Action::Reboot,
-            Fault::RemappedRowsFailure => Action::Replace,
+            // The store of the GPU's settings and error records is damaged: NVIDIA replaces
+            // (or reflashes) it; nothing on the node repairs it.
+            Fault::RemappedRowsFailure | Fault::Inforom => Action::Replace,
             Fault::Recovery { action } | Fault::Xid { action: Some(action), .. } => *action,
             // A record from before the catalog: the rule of its time (the device plugin's
             // application Xids were only faults by the operator's choice).
@@ -154,6 +161,7 @@ impl Fault {
                 format!("Xid {xid} on MIG device GI {gi} CI {ci}")
             }
             Fault::Recovery { .. } => "the driver asks for a recovery action".into(),
+            Fault::Inforom => "the InfoROM is corrupted".into(),
             Fault::RemappedRowsPending => "row remapping pending".into(),
             Fault::RetiredPagesPending => "page retirement pending".into(),
             Fault::NvlinkInactive { link } => format!("NVLink {link} went inactive"),
@@ -182,6 +190,8 @@ pub struct GpuReading {
     pub nvlink_active: Option<Vec<bool>>,
     /// The driver's recovery action (field 230; 0 is none), where the driver answers it.
     pub recovery_action: Option<u64>,
+    /// `nvmlDeviceValidateInforom` answered `CORRUPTED_INFOROM`.
+    pub inforom_corrupted: bool,
 }
 
 /// `nvmlDeviceGetRemappedRows`, or fields 142-145.
@@ -253,11 +263,14 @@ pub enum Detector {
     Xid,
     /// The driver's recovery action.
     Recovery,
+    /// A corrupted InfoROM.
+    Inforom,
 }
 
 /// Every detector.
-pub const DETECTORS: [Detector; 10] = [
+pub const DETECTORS: [Detector; 11] = [
     Detector::Recovery,
+    Detector::Inforom,
     Detector::Lost,
     Detector::Missing,
     Detector::UncorrectedEcc,
@@ -315,6 +328,9 @@ impl Rules {
             }
             if let Some(action) = gpu.recovery_action.and_then(Action::from_driver) {
                 add(Detector::Recovery, Fault::Recovery { action });
+            }
+            if gpu.inforom_corrupted {
+                add(Detector::Inforom, Fault::Inforom);
             }
             if gpu.retired_pages_pending == Some(true) {
                 add(Detector::RetiredPagesPending, Fault::RetiredPagesPending);

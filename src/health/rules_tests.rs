@@ -176,6 +176,7 @@ fn misses(rules: &Rules) -> Vec<String> {
         pass(&|r| r.gpus[0].nvlink_active = Some(vec![false, true])),
         vec![(Some(0), Fault::NvlinkInactive { link: 0 })],
     );
+    check("inforom", pass(&|r| r.gpus[1].inforom_corrupted = true), vec![(Some(1), Fault::Inforom)]);
     check(
         "recovery",
         pass(&|r| r.gpus[0].recovery_action = Some(2)),

@@ -41,6 +41,8 @@ pub enum Key {
     NvlinkActive(u32),
     /// `recovery_action` (field 230).
     RecoveryAction,
+    /// `inforom_valid`.
+    InforomValid,
 }
 
 /// One pending event, as `nvmlEventData_t` carries it.
@@ -286,6 +288,7 @@ fn parse_set(m: &Machine, g: u32, key: &str, value: &str) -> Result<(Key, u64), 
         "remapped_rows.failure" => (Key::RemappedFailure, gpu.remapped_rows.is_some(), true),
         "remapped_rows.uncorrectable" => (Key::RemappedUncorrectable, gpu.remapped_rows.is_some(), false),
         "ecc.uncorrected_volatile" => (Key::EccUncorrectedVolatile, gpu.ecc.is_some(), false),
+        "inforom_valid" => (Key::InforomValid, gpu.inforom_valid.is_some(), true),
         "recovery_action" => {
             let names = crate::health_fixture::RecoveryAction::NAMES;
             let Some(v) = names.iter().position(|n| *n == value) else {

@@ -333,42 +333,53 @@ async fn a_person_clears_the_faults_as_the_docs_say() {
     assert_eq!(record_of(&admin).await, None);
 }
 
-/// A DRA node (`--allocation-mode dra`) on an API server that does not serve DeviceTaintRule
-/// (1.36 as it comes): the faults still reach the condition, the missing API is said in one
-/// warning, and asked about again only every ten minutes.
 #[tokio::test]
-async fn without_device_taint_rules_served_the_condition_still_works() {
-    let Some(server) = apiserver::server("without_device_taint_rules_served_the_condition_still_works")
-    else {
+async fn the_driver_then_nvidias_catalog_say_what_an_xid_is_and_what_to_do() {
+    let Some(server) = apiserver::server("the_driver_then_nvidias_catalog_say_what_an_xid_is") else {
         return;
     };
     let _serial = SERIAL.lock().await;
     let admin = server.admin().await;
-    setup(server, &admin).await;
-    common::dra_cluster::put_slice(
-        &admin,
-        "gpu-a",
-        "gpu-a-gpu.nvidia.com",
-        vec![common::dra_cluster::gpu("gpu-9", UUID0, 9)],
-    )
-    .await;
+    let (_, kubeconfig) = setup(server, &admin).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     node_files(d);
-    // The administrator's kubeconfig: the slices can be read, only the taint API is missing.
-    let _daemon = start_with(
-        d,
-        &server.kubeconfig(),
-        &repo().join("testdata/health/h100x2.yaml"),
-        &["--allocation-mode=dra"],
-    );
+    let fixture = repo().join("testdata/health/h100x2-recovery.yaml");
+    let _daemon = start_with(d, &kubeconfig, &fixture, &[]);
     until(&admin, "the first condition", |c| c.0 == "True").await;
-    event_line(d, "0 xid 79");
-    until(&admin, "xid 79", |c| c.0 == "False").await;
-    event_line(d, "1 xid 79");
-    until(&admin, "the second fault", |c| c.2.contains("GPU 1")).await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let said = logs(d).matches("does not serve DeviceTaintRule").count();
-    assert_eq!(said, 1, "{}", logs(d));
-    common::dra_cluster::delete_slice(&admin, "gpu-a-gpu.nvidia.com").await;
+    // 94 is RESTART_APP in the catalog (the device plugin called it fatal); 31 on a GPU whose
+    // driver says no recovery is needed: neither is a fault.
+    event_line(d, "1 xid 94");
+    event_line(d, "0 xid 31");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let now = get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap();
+    assert_eq!(now.0, "True", "{now:?}\n{}", logs(d));
+    // The driver asks for a reset after an Xid the catalog calls an application's.
+    event_line(d, "0 set recovery_action gpu_reset");
+    event_line(d, "0 xid 31");
+    let (c, _) = until(&admin, "the driver's action", |c| c.0 == "False").await;
+    assert_eq!(c.1, "GpuRecoveryActionRequired", "{c:?}");
+    assert!(c.2.contains(&format!("GPU 0 ({UUID0}): GpuRecoveryActionRequired")), "{}", c.2);
+    assert!(c.2.contains("action: reset the GPU"), "{}", c.2);
+    // After the reset (the driver says none again) and a new boot: healthy.
+    event_line(d, "0 set recovery_action none");
+    std::fs::write(d.join("boot_id"), "boot-2\n").unwrap();
+    until(&admin, "the new boot", |c| c.0 == "True").await;
+    // 109 is RESET_GPU in the catalog (the device plugin ignored it).
+    event_line(d, "1 xid 109");
+    let (c, _) = until(&admin, "xid 109", |c| c.0 == "False").await;
+    assert!(c.2.contains("Xid 109, action: reset the GPU"), "{}", c.2);
+    // An Xid the catalog does not list: a fault nobody can name.
+    std::fs::write(d.join("boot_id"), "boot-3\n").unwrap();
+    until(&admin, "the third boot", |c| c.0 == "True").await;
+    event_line(d, "1 xid 4000");
+    let (c, _) = until(&admin, "an unknown xid", |c| c.0 == "False").await;
+    assert!(c.2.contains("Xid 4000, action: investigate"), "{}", c.2);
+    // A corrupted InfoROM, found by a pass.
+    std::fs::write(d.join("boot_id"), "boot-4\n").unwrap();
+    until(&admin, "the fourth boot", |c| c.0 == "True").await;
+    event_line(d, "1 set inforom_valid false");
+    let (c, _) = until(&admin, "a corrupted InfoROM", |c| c.0 == "False").await;
+    assert_eq!(c.1, "InforomCorrupted", "{c:?}");
+    assert!(c.2.contains("the InfoROM is corrupted, action: replace the GPU"), "{}", c.2);
 }

@@ -56,10 +56,14 @@ pub struct HealthArgs {
     /// Type of the Node condition [default: GPUHealthy]
     #[arg(long)]
     pub health_condition_type: Option<String>,
-    /// Comma-separated Xids that are not faults; "" makes every Xid one
-    /// [default: 13,31,43,45,68,109]
+    /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
     #[arg(long)]
     pub health_ignore_xids: Option<String>,
+    /// Comma-separated Xids that are always faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
+    #[arg(long)]
+    pub health_fatal_xids: Option<String>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
     /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None [default: NoSchedule]
     #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]

@@ -38,6 +38,7 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("health", &["NVLABEL_HEALTH"]),
     ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
     ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
+    ("health-fatal-xids", &["NVLABEL_HEALTH_FATAL_XIDS"]),
     ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
     ("health-taint-effect", &["NVLABEL_HEALTH_TAINT_EFFECT"]),
 ];

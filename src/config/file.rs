@@ -79,6 +79,9 @@ pub struct FileFlags {
     /// (`"13,31"`) or a YAML list of numbers (`[13, 31]`, as the chart's `health.ignoreXids`).
     #[serde(default, deserialize_with = "fields::xid_list")]
     pub health_ignore_xids: Option<String>,
+    /// `healthFatalXids` (nvlabel's own): Xids that are always faults, in the same forms.
+    #[serde(default, deserialize_with = "fields::xid_list")]
+    pub health_fatal_xids: Option<String>,
     /// `healthTaintEffect` (nvlabel's own): the device taints' effect.
     #[serde(default, deserialize_with = "fields::text")]
     pub health_taint_effect: Option<String>,
@@ -98,6 +101,7 @@ impl FileFlags {
         ("health", "health"),
         ("healthConditionType", "health-condition-type"),
         ("healthIgnoreXids", "health-ignore-xids"),
+        ("healthFatalXids", "health-fatal-xids"),
         ("healthTaintEffect", "health-taint-effect"),
         ("gfd.oneshot", "oneshot"),
         ("gfd.noTimestamp", "no-timestamp"),

@@ -148,6 +148,7 @@ fn samples(flag: &str) -> (&'static str, &'static str) {
         "extended-labels" | "oneshot" | "no-timestamp" | "health" => ("true", "false"),
         "health-condition-type" => ("FileGPUHealthy", "EnvGPUHealthy"),
         "health-ignore-xids" => ("13", "31"),
+        "health-fatal-xids" => ("94", "43"),
         "health-taint-effect" => ("NoExecute", "None"),
         "device-discovery-strategy" => ("nvml", "auto"),
         "allocation-mode" => ("dra", "auto"),
@@ -230,6 +231,7 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health,
         health_condition_type,
         health_ignore_xids,
+        health_fatal_xids,
         health_taint_effect,
     } = file.flags;
     let crate::config::file::GfdFlags {
@@ -256,6 +258,7 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health.is_some(),
         health_condition_type.is_some(),
         health_ignore_xids.is_some(),
+        health_fatal_xids.is_some(),
         health_taint_effect.is_some(),
         oneshot.is_some(),
         no_timestamp.is_some(),

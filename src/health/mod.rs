@@ -3,6 +3,7 @@
 //! keeps faults until the node reboots, [`record`] is how they are stored on the Node; the rest
 //! reads NVML and publishes.
 
+pub mod action;
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;

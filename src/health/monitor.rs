@@ -126,7 +126,11 @@ impl Monitor {
             opts: settings.probe_options(),
             session,
             worker: Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?,
-            rules: Rules { ignored_xids: h.ignored_xids.clone(), ..Rules::default() },
+            rules: Rules {
+                ignored_xids: h.ignored_xids.clone(),
+                fatal_xids: h.fatal_xids.clone(),
+                ..Rules::default()
+            },
             boot_id_file: h.boot_id_file.clone(),
             tracker: None,
             last: None,
@@ -204,9 +208,11 @@ impl Monitor {
     /// condition type, `--health` itself and the boot-id file are start-only (a reload that
     /// changes them is rejected before it gets here).
     pub fn reconfigure(&mut self, settings: &Settings) {
-        if self.rules.ignored_xids != settings.health.ignored_xids {
-            tracing::info!(ignored = ?settings.health.ignored_xids, "GPU health: the ignored Xids changed");
-            self.rules.ignored_xids = settings.health.ignored_xids.clone();
+        let h = &settings.health;
+        if self.rules.ignored_xids != h.ignored_xids || self.rules.fatal_xids != h.fatal_xids {
+            tracing::info!(ignored = ?h.ignored_xids, fatal = ?h.fatal_xids, "GPU health: the listed Xids changed");
+            self.rules.ignored_xids = h.ignored_xids.clone();
+            self.rules.fatal_xids = h.fatal_xids.clone();
         }
         self.opts = settings.probe_options();
     }
@@ -263,8 +269,13 @@ impl Monitor {
         if let Event::Xid { index, xid, .. } = event {
             self.metrics.xid(index, self.uuids.get(&index).map_or("", |u| u.as_str()), xid);
         }
-        let Some(found) = self.rules.event_fault(&event) else {
-            tracing::info!(?event, "GPU event that is not a fault (application-caused Xid)");
+        let Some(found) = self.rules.event_fault(&event, self.last.as_ref()) else {
+            if self.driver_decides(&event) {
+                // The driver sets its recovery action with the Xid: read it now, not next pass.
+                tracing::info!(?event, "Xid: the driver's recovery action decides; reading it now");
+                return self.pass().await;
+            }
+            tracing::info!(?event, "GPU event that is not a fault (the Xid catalog or --health-ignore-xids)");
             return;
         };
         if self.tracker().await.is_none() {
@@ -277,6 +288,13 @@ impl Monitor {
         self.publish().await;
         self.sync_taints().await;
         self.announce(new).await;
+    }
+
+    /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.
+    fn driver_decides(&self, event: &Event) -> bool {
+        let Event::Xid { index, .. } = event else { return false };
+        let gpu = self.last.as_ref().and_then(|r| r.gpus.iter().find(|g| g.index == *index));
+        gpu.is_some_and(|g| g.recovery_action.is_some())
     }
 
     /// Adds faults to the record; returns the new ones.

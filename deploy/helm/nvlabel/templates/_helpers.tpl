@@ -172,6 +172,9 @@ containers:
       {{- if kindIs "slice" .Values.health.ignoreXids }}
       - --health-ignore-xids={{ join "," .Values.health.ignoreXids }}
       {{- end }}
+      {{- if kindIs "slice" .Values.health.fatalXids }}
+      - --health-fatal-xids={{ join "," .Values.health.fatalXids }}
+      {{- end }}
       {{- with .Values.health.bootIdFile }}
       - --boot-id-file={{ . }}
       {{- end }}

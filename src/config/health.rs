@@ -28,6 +28,41 @@ pub struct HealthSettings {
     pub fatal_xids: BTreeSet<u64>,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,
+    /// `--health-taint-effect`: the effect of the DRA device taints.
+    pub taint_effect: TaintEffect,
+}
+
+/// The effect of a device taint (`--health-taint-effect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaintEffect {
+    /// No new allocation of the device.
+    #[default]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    NoExecute,
+    /// Informational only.
+    None,
+}
+
+impl TaintEffect {
+    /// From its API spelling.
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        match s {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            "None" => Some(TaintEffect::None),
+            _ => None,
+        }
+    }
+
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
+        }
+    }
 }
 
 impl Default for HealthSettings {
@@ -39,6 +74,7 @@ impl Default for HealthSettings {
             ignored_xids: BTreeSet::new(),
             fatal_xids: BTreeSet::new(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+            taint_effect: TaintEffect::default(),
         }
     }
 }
@@ -77,6 +113,12 @@ pub fn resolve(
         let origin =
             Found { value: xid.to_string(), origin: "--health-ignore-xids and --health-fatal-xids".into() };
         return Err(invalid(&origin, "an Xid cannot be both ignored and fatal"));
+    }
+    if let Some(f) = found_flag(a.health_taint_effect.clone(), env, "health-taint-effect")
+        .or_else(|| ff.health_taint_effect.as_deref().map(|v| in_file("flags.healthTaintEffect", v)))
+    {
+        s.taint_effect =
+            TaintEffect::parse(&f.value).ok_or_else(|| invalid(&f, "use NoSchedule, NoExecute or None"))?;
     }
     if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
         .filter(|f| !f.value.is_empty())

@@ -14,4 +14,5 @@ mod raw_events;
 pub mod record;
 pub mod rules;
 pub mod sticky;
+pub mod taints;
 pub mod task;

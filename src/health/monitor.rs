@@ -7,8 +7,10 @@ use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
+use super::taints::DeviceTaints;
 use crate::config::Settings;
 use crate::kubeapi::backoff::FullJitter;
+use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
 use crate::worker::Worker;
 use std::collections::BTreeMap;
@@ -70,6 +72,8 @@ pub struct Monitor {
     pending: Vec<Found>,
     /// After a failed API call: no call before this time (growing, jittered backoff).
     backoff: Backoff,
+    /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
+    taints: Option<(DeviceTaints, SliceWatch)>,
 }
 
 /// No API call before a time after a failure: the project's one full-jitter backoff
@@ -137,7 +141,20 @@ impl Monitor {
             published: None,
             pending: Vec::new(),
             backoff: Backoff::default(),
+            taints: None,
         })
+    }
+
+    /// Also keeps the faulty GPUs' devices in `slices` tainted through `taints`.
+    pub fn taint_devices(&mut self, taints: DeviceTaints, slices: SliceWatch) {
+        self.taints = Some((taints, slices));
+    }
+
+    /// Brings the device taints in line with the record and the slices (a device that appears
+    /// in a slice after its GPU's fault gets its taint here).
+    pub async fn sync_taints(&mut self) {
+        let (Some(tracker), Some((taints, slices))) = (&self.tracker, &mut self.taints) else { return };
+        taints.sync(&slices.state(), &tracker.faulty_uuids()).await;
     }
 
     /// The record, recovered from the Node the first time (a restart forgets nothing), and
@@ -243,6 +260,7 @@ impl Monitor {
             self.last = Some(r);
         }
         self.publish().await;
+        self.sync_taints().await;
         self.announce(new).await;
     }
 
@@ -268,6 +286,7 @@ impl Monitor {
         }
         let new = self.record(&[found]);
         self.publish().await;
+        self.sync_taints().await;
         self.announce(new).await;
     }
 

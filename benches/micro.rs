@@ -21,6 +21,7 @@ fn labels(c: &mut Criterion) {
         sharing: Sharing::time_slicing(&[("nvidia.com/gpu", 2), ("nvidia.com/mig-1g.5gb", 4)]),
         timestamp: Some(1_795_000_000),
         extended: true,
+        profile: nvlabel::labels::Profile::DevicePlugin,
     };
     c.bench_function("labels/a100x8-56mig-mixed-timeslicing", |b| {
         b.iter(|| compute(black_box(&snap), &config))

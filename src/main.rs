@@ -69,7 +69,10 @@ async fn real_main(
             print!("{report}");
             std::process::exit(code);
         }
-        (Some(CommandKind::Prune), _) => settings.target()?.build(client.as_ref()).await?.prune().await?,
+        (Some(CommandKind::Prune), _) => {
+            settings.target()?.build(client.as_ref()).await?.prune().await?;
+            nvlabel::health::taints::prune_for(&settings, client.as_ref()).await?
+        }
         (None, None) => nvlabel::daemon::oneshot(config, client).await?,
         (None, Some(control)) => {
             let startup = Startup { config, client, rejected_reloads };

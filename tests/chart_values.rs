@@ -255,6 +255,7 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
         (&["--set", "health.conditionType=GPU Healthy"], "/health/conditionType"),
         (&["--set", "health.conditionType=GPU'Healthy"], "/health/conditionType"),
         (&["--set", "health.ignoreXids=79"], "/health/ignoreXids"),
+        (&["--set", "health.fatalXids=94"], "/health/fatalXids"),
         (&["--set-json", "health.ignoreXids=[\"abc\"]"], "/health/ignoreXids"),
         (&["--set", "health.bootIdFile=boot_id"], "/health/bootIdFile"),
         (&["--set", "health.enable=true"], "enable"),
@@ -328,6 +329,8 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
                     "health.conditionType=example.com/GPUsOK",
                     "--set-json",
                     "health.ignoreXids=[13,79]",
+                    "--set-json",
+                    "health.fatalXids=[94]",
                     "--set",
                     "health.bootIdFile=/run/boot_id",
                 ],
@@ -337,12 +340,13 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             assert!(h.enabled, "{what}");
             assert_eq!(h.condition_type, "example.com/GPUsOK", "{what}");
             assert_eq!(h.ignored_xids.into_iter().collect::<Vec<_>>(), vec![13, 79], "{what}");
+            assert_eq!(h.fatal_xids.into_iter().collect::<Vec<_>>(), vec![94], "{what}");
             assert_eq!(h.boot_id_file, PathBuf::from("/run/boot_id"), "{what}");
             assert!(host_paths(pod).is_empty(), "{what}: health reads /proc and /sys as any pod can");
             let events = r.rules.iter().find(|(n, _, _)| n.ends_with("-health-events")).unwrap();
             assert_eq!(events.1.as_deref(), Some("default"), "{what}: Node events live in default");
-            // The defaults: nvlabel's condition type, ignored Xids and boot id file; an empty
-            // list makes every Xid a fault.
+            // The defaults: nvlabel's condition type, no listed Xids (the catalog decides) and
+            // the kernel's boot id file.
             let r = checked(
                 &helm,
                 release,

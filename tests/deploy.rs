@@ -11,7 +11,7 @@ use common::deploy_checks::{
     check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, strict, typed, Rendered,
     FEATURES_D,
 };
-use common::manifests::{deploy, render, HEALTH, MODES};
+use common::manifests::{deploy, render, DRA, HEALTH, MODES};
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 fn overlay(mode: &str) -> Rendered {
@@ -29,7 +29,7 @@ fn every_overlay_renders_into_known_types_without_unknown_fields() {
 
 /// Every overlay a user can apply: the modes, and the modes with health on.
 fn all_overlays() -> impl Iterator<Item = &'static str> {
-    MODES.into_iter().chain(HEALTH.map(|(overlay, _)| overlay))
+    MODES.into_iter().chain(HEALTH.map(|(overlay, _)| overlay)).chain(DRA.map(|(overlay, _)| overlay))
 }
 
 #[test]
@@ -124,6 +124,25 @@ fn node_writers_are_fenced_by_the_admission_policy() {
         let r = overlay(name);
         check_policy(name, &r);
         assert_eq!(r.policies.len(), if mode == "node" { 2 } else { 1 }, "{name}");
+    }
+    // On a DRA node, the device taints are fenced too: a third policy, on devicetaintrules.
+    for (name, _) in DRA {
+        let r = overlay(name);
+        check_policy(name, &r);
+        assert_eq!(r.policies.len(), 3, "{name}");
+        let taints = r.policies.iter().find(|p| p.metadata.name.as_deref() == Some("nvlabel-device-taints"));
+        let spec =
+            taints.and_then(|p| p.spec.as_ref()).unwrap_or_else(|| panic!("{name}: no device-taint policy"));
+        let text = serde_json::to_string(spec).unwrap();
+        for fence in
+            ["authentication.kubernetes.io/node-name", "gpu.nvidia.com", "nvidia.com/gpu-health", "DELETE"]
+        {
+            assert!(text.contains(fence), "{name}: the device-taint policy checks {fence}: {text}");
+        }
+        let settings =
+            common::deploy_checks::settings_of(&r.pods[0].0, &r.pods[0].1, &r.pods[0].2.containers[0]);
+        assert_eq!(settings.allocation_mode, nvlabel::labels::AllocationMode::Dra, "{name}");
+        assert!(settings.health.enabled, "{name}");
     }
     let r = overlay("node");
     let condition = &r.policies[0].spec.as_ref().unwrap().match_conditions.as_ref().unwrap()[0].expression;

@@ -332,3 +332,54 @@ async fn a_person_clears_the_faults_as_the_docs_say() {
     assert_eq!(c.0, "True", "{}", logs(d));
     assert_eq!(record_of(&admin).await, None);
 }
+
+#[tokio::test]
+async fn the_driver_then_nvidias_catalog_say_what_an_xid_is_and_what_to_do() {
+    let Some(server) = apiserver::server("the_driver_then_nvidias_catalog_say_what_an_xid_is") else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    let (_, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    node_files(d);
+    let fixture = repo().join("testdata/health/h100x2-recovery.yaml");
+    let _daemon = start_with(d, &kubeconfig, &fixture, &[]);
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    // 94 is RESTART_APP in the catalog (the device plugin called it fatal); 31 on a GPU whose
+    // driver says no recovery is needed: neither is a fault.
+    event_line(d, "1 xid 94");
+    event_line(d, "0 xid 31");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let now = get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap();
+    assert_eq!(now.0, "True", "{now:?}\n{}", logs(d));
+    // The driver asks for a reset after an Xid the catalog calls an application's.
+    event_line(d, "0 set recovery_action gpu_reset");
+    event_line(d, "0 xid 31");
+    let (c, _) = until(&admin, "the driver's action", |c| c.0 == "False").await;
+    assert_eq!(c.1, "GpuRecoveryActionRequired", "{c:?}");
+    assert!(c.2.contains(&format!("GPU 0 ({UUID0}): GpuRecoveryActionRequired")), "{}", c.2);
+    assert!(c.2.contains("action: reset the GPU"), "{}", c.2);
+    // After the reset (the driver says none again) and a new boot: healthy.
+    event_line(d, "0 set recovery_action none");
+    std::fs::write(d.join("boot_id"), "boot-2\n").unwrap();
+    until(&admin, "the new boot", |c| c.0 == "True").await;
+    // 109 is RESET_GPU in the catalog (the device plugin ignored it).
+    event_line(d, "1 xid 109");
+    let (c, _) = until(&admin, "xid 109", |c| c.0 == "False").await;
+    assert!(c.2.contains("Xid 109, action: reset the GPU"), "{}", c.2);
+    // An Xid the catalog does not list: a fault nobody can name.
+    std::fs::write(d.join("boot_id"), "boot-3\n").unwrap();
+    until(&admin, "the third boot", |c| c.0 == "True").await;
+    event_line(d, "1 xid 4000");
+    let (c, _) = until(&admin, "an unknown xid", |c| c.0 == "False").await;
+    assert!(c.2.contains("Xid 4000, action: investigate"), "{}", c.2);
+    // A corrupted InfoROM, found by a pass.
+    std::fs::write(d.join("boot_id"), "boot-4\n").unwrap();
+    until(&admin, "the fourth boot", |c| c.0 == "True").await;
+    event_line(d, "1 set inforom_valid false");
+    let (c, _) = until(&admin, "a corrupted InfoROM", |c| c.0 == "False").await;
+    assert_eq!(c.1, "InforomCorrupted", "{c:?}");
+    assert!(c.2.contains("the InfoROM is corrupted, action: replace the GPU"), "{}", c.2);
+}

@@ -6,7 +6,7 @@ mod common;
 
 use common::label_rules::{key_ok, value_ok};
 use nvlabel::labels::value::{product, sanitise};
-use nvlabel::labels::{compute, merge, LabelConfig, MigStrategy};
+use nvlabel::labels::{compute, merge, LabelConfig, MigStrategy, Profile};
 use nvlabel::probe::profile::profile_name;
 use nvlabel::sharing::Sharing;
 use nvlabel::snapshot::{
@@ -173,8 +173,9 @@ fn config() -> impl Strategy<Value = LabelConfig> {
         any::<bool>(),
         any::<Option<u64>>(),
         any::<bool>(),
+        prop_oneof![Just(Profile::DevicePlugin), Just(Profile::Dra)],
     )
-        .prop_map(|(mig_strategy, replicas, resource, mps, timestamp, extended)| LabelConfig {
+        .prop_map(|(mig_strategy, replicas, resource, mps, timestamp, extended, profile)| LabelConfig {
             mig_strategy,
             sharing: if mps {
                 Sharing::mps(&[(&resource, replicas)])
@@ -183,6 +184,7 @@ fn config() -> impl Strategy<Value = LabelConfig> {
             },
             timestamp,
             extended,
+            profile,
         })
 }
 
@@ -230,7 +232,7 @@ proptest! {
             machine_type: MachineType { path: "/m".into(), content: Some(content), error: None },
             ..Snapshot::default()
         };
-        let config = LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None, extended: false };
+        let config = LabelConfig { mig_strategy: MigStrategy::None, sharing: Sharing::default(), timestamp: None, extended: false, profile: Profile::DevicePlugin };
         if let Some(v) = merge(&snap, &config).labels.get("nvidia.com/gpu.machine") {
             prop_assert!(value_ok(v) && !v.is_empty(), "{v:?}");
         }

@@ -52,6 +52,7 @@ impl Settings {
             sharing,
             timestamp,
             extended: self.extended_labels,
+            profile: self.allocation_mode.fixed().unwrap_or_default(),
         }
     }
 }

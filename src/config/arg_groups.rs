@@ -56,10 +56,18 @@ pub struct HealthArgs {
     /// Type of the Node condition [default: GPUHealthy]
     #[arg(long)]
     pub health_condition_type: Option<String>,
-    /// Comma-separated Xids that are not faults; "" makes every Xid one
-    /// [default: 13,31,43,45,68,109]
+    /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
     #[arg(long)]
     pub health_ignore_xids: Option<String>,
+    /// Comma-separated Xids that are always faults, whatever NVIDIA's Xid catalog says
+    /// [default: none]
+    #[arg(long)]
+    pub health_fatal_xids: Option<String>,
+    /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
+    /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None [default: NoSchedule]
+    #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]
+    pub health_taint_effect: Option<String>,
     /// The node's boot id file; a new boot id clears recorded faults
     /// [default: /proc/sys/kernel/random/boot_id]
     #[arg(long)]
@@ -97,6 +105,11 @@ pub struct LabelOptionArgs {
     /// inventory) to GFD's
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub extended_labels: Option<bool>,
+    /// How this node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
+    /// only: no sharing or MIG-strategy labels) or auto (dra while the node has a gpu.nvidia.com
+    /// ResourceSlice)
+    #[arg(long, default_value = "device-plugin", value_parser = ["device-plugin", "dra", "auto"])]
+    pub allocation_mode: Option<String>,
 }
 
 /// Where the sharing config comes from.

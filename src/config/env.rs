@@ -33,11 +33,14 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("snapshot", &["NVLABEL_SNAPSHOT"]),
     ("log-format", &["NVLABEL_LOG_FORMAT"]),
     ("extended-labels", &["NVLABEL_EXTENDED_LABELS"]),
+    ("allocation-mode", &["NVLABEL_ALLOCATION_MODE"]),
     ("sharing-check-grace", &["NVLABEL_SHARING_CHECK_GRACE"]),
     ("health", &["NVLABEL_HEALTH"]),
     ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
     ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
+    ("health-fatal-xids", &["NVLABEL_HEALTH_FATAL_XIDS"]),
     ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
+    ("health-taint-effect", &["NVLABEL_HEALTH_TAINT_EFFECT"]),
 ];
 
 /// The env names of `flag` (its long name).

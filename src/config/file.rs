@@ -66,6 +66,9 @@ pub struct FileFlags {
     /// `extendedLabels` (nvlabel's own; GFD and the device plugin do not read it).
     #[serde(default, deserialize_with = "fields::boolean")]
     pub extended_labels: Option<bool>,
+    /// `allocationMode` (nvlabel's own): `device-plugin`, `dra` or `auto`.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub allocation_mode: Option<String>,
     /// `health` (nvlabel's own): publish the GPU health condition.
     #[serde(default, deserialize_with = "fields::boolean")]
     pub health: Option<bool>,
@@ -76,6 +79,12 @@ pub struct FileFlags {
     /// (`"13,31"`) or a YAML list of numbers (`[13, 31]`, as the chart's `health.ignoreXids`).
     #[serde(default, deserialize_with = "fields::xid_list")]
     pub health_ignore_xids: Option<String>,
+    /// `healthFatalXids` (nvlabel's own): Xids that are always faults, in the same forms.
+    #[serde(default, deserialize_with = "fields::xid_list")]
+    pub health_fatal_xids: Option<String>,
+    /// `healthTaintEffect` (nvlabel's own): the device taints' effect.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub health_taint_effect: Option<String>,
 }
 
 impl FileFlags {
@@ -88,9 +97,12 @@ impl FileFlags {
         ("useNodeFeatureAPI", "use-node-feature-api"),
         ("deviceDiscoveryStrategy", "device-discovery-strategy"),
         ("extendedLabels", "extended-labels"),
+        ("allocationMode", "allocation-mode"),
         ("health", "health"),
         ("healthConditionType", "health-condition-type"),
         ("healthIgnoreXids", "health-ignore-xids"),
+        ("healthFatalXids", "health-fatal-xids"),
+        ("healthTaintEffect", "health-taint-effect"),
         ("gfd.oneshot", "oneshot"),
         ("gfd.noTimestamp", "no-timestamp"),
         ("gfd.sleepInterval", "sleep-interval"),

@@ -22,23 +22,59 @@ pub struct HealthSettings {
     pub enabled: bool,
     /// `--health-condition-type`.
     pub condition_type: String,
-    /// `--health-ignore-xids`: Xids that are not faults.
+    /// `--health-ignore-xids`: Xids that are never faults.
     pub ignored_xids: BTreeSet<u64>,
+    /// `--health-fatal-xids`: Xids that are always faults.
+    pub fatal_xids: BTreeSet<u64>,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,
+    /// `--health-taint-effect`: the effect of the DRA device taints.
+    pub taint_effect: TaintEffect,
 }
 
-/// Xids that applications cause (illegal memory access, a killed context, ...): not a GPU fault,
-/// as in NVIDIA's device plugin; the default of `--health-ignore-xids`.
-pub const DEFAULT_IGNORED_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
+/// The effect of a device taint (`--health-taint-effect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaintEffect {
+    /// No new allocation of the device.
+    #[default]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    NoExecute,
+    /// Informational only.
+    None,
+}
+
+impl TaintEffect {
+    /// From its API spelling.
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        match s {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            "None" => Some(TaintEffect::None),
+            _ => None,
+        }
+    }
+
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
+        }
+    }
+}
 
 impl Default for HealthSettings {
     fn default() -> HealthSettings {
         HealthSettings {
             enabled: false,
             condition_type: DEFAULT_CONDITION_TYPE.into(),
-            ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(),
+            // The catalog decides by default (`crate::health::action`).
+            ignored_xids: BTreeSet::new(),
+            fatal_xids: BTreeSet::new(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+            taint_effect: TaintEffect::default(),
         }
     }
 }
@@ -68,6 +104,22 @@ pub fn resolve(
     {
         s.ignored_xids = xids(&f)?;
     }
+    if let Some(f) = found_flag(a.health_fatal_xids.clone(), env, "health-fatal-xids")
+        .or_else(|| ff.health_fatal_xids.as_deref().map(|v| in_file("flags.healthFatalXids", v)))
+    {
+        s.fatal_xids = xids(&f)?;
+    }
+    if let Some(xid) = s.ignored_xids.intersection(&s.fatal_xids).next() {
+        let origin =
+            Found { value: xid.to_string(), origin: "--health-ignore-xids and --health-fatal-xids".into() };
+        return Err(invalid(&origin, "an Xid cannot be both ignored and fatal"));
+    }
+    if let Some(f) = found_flag(a.health_taint_effect.clone(), env, "health-taint-effect")
+        .or_else(|| ff.health_taint_effect.as_deref().map(|v| in_file("flags.healthTaintEffect", v)))
+    {
+        s.taint_effect =
+            TaintEffect::parse(&f.value).ok_or_else(|| invalid(&f, "use NoSchedule, NoExecute or None"))?;
+    }
     if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
         .filter(|f| !f.value.is_empty())
     {
@@ -95,7 +147,7 @@ fn condition_type(f: &Found) -> Result<String, CliError> {
     Ok(v.to_string())
 }
 
-/// A comma-separated list of Xid numbers; empty means every Xid is a fault.
+/// A comma-separated list of Xid numbers (empty: none).
 fn xids(f: &Found) -> Result<BTreeSet<u64>, CliError> {
     f.value
         .split(',')
@@ -121,7 +173,7 @@ mod tests {
     fn defaults_env_and_file_forms() {
         let s = resolve_env(&[], &FileFlags::default()).unwrap();
         assert_eq!(s, HealthSettings::default());
-        assert!(!s.enabled && s.ignored_xids.contains(&13) && !s.ignored_xids.contains(&79));
+        assert!(!s.enabled && s.ignored_xids.is_empty() && s.fatal_xids.is_empty(), "the catalog decides");
         let s = resolve_env(
             &[
                 ("NVLABEL_HEALTH", "true"),
@@ -137,7 +189,12 @@ mod tests {
         let ff =
             FileFlags { health: Some(true), health_ignore_xids: Some(String::new()), ..FileFlags::default() };
         let s = resolve_env(&[], &ff).unwrap();
-        assert!(s.enabled && s.ignored_xids.is_empty(), "an empty list: every Xid is a fault");
+        assert!(s.enabled && s.ignored_xids.is_empty(), "an empty list: none");
+        let s = resolve_env(&[("NVLABEL_HEALTH_FATAL_XIDS", "94,31")], &FileFlags::default()).unwrap();
+        assert_eq!(s.fatal_xids, [31, 94].into_iter().collect());
+        let both = [("NVLABEL_HEALTH_FATAL_XIDS", "94"), ("NVLABEL_HEALTH_IGNORE_XIDS", "94")];
+        let e = resolve_env(&both, &FileFlags::default()).unwrap_err();
+        assert!(e.to_string().contains("both ignored and fatal"), "{e}");
         // The config file's YAML list form means the same as the flag's text.
         let file = crate::config::file::ConfigFile::parse("flags:\n  healthIgnoreXids: [13, 79]\n").unwrap();
         assert_eq!(resolve_env(&[], &file.flags).unwrap().ignored_xids, [13, 79].into_iter().collect());

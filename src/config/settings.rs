@@ -12,7 +12,7 @@ use super::resolve::{
 };
 pub use super::resolve::{CliError, Env};
 use crate::duration::{parse_interval, DurationError, Interval};
-use crate::labels::MigStrategy;
+use crate::labels::{AllocationMode, MigStrategy};
 use crate::logging::LogFormat;
 use crate::publish::{Format, Sink};
 use std::path::{Path, PathBuf};
@@ -42,6 +42,8 @@ pub struct Settings {
     pub no_timestamp: bool,
     /// `--extended-labels`.
     pub extended_labels: bool,
+    /// `--allocation-mode`.
+    pub allocation_mode: AllocationMode,
     /// `--sharing-check-grace`.
     pub sharing_check_grace: std::time::Duration,
     /// `--sleep-interval`.
@@ -145,6 +147,14 @@ impl Settings {
             None => MigStrategy::parse(&default::<String>("mig-strategy")).expect("a known strategy"),
         };
 
+        let allocation_mode = match found_flag(a.options.allocation_mode.clone(), env, "allocation-mode")
+            .or_else(|| ff.allocation_mode.as_deref().map(|v| in_file("flags.allocationMode", v)))
+        {
+            Some(f) => AllocationMode::parse(&f.value)
+                .ok_or_else(|| invalid(&f, "use device-plugin, dra or auto"))?,
+            None => AllocationMode::parse(&default::<String>("allocation-mode")).expect("a known mode"),
+        };
+
         let sleep = match found_flag(a.daemon.sleep_interval.clone(), env, "sleep-interval") {
             // urfave ignores an empty env value for this flag.
             Some(f) if f.value.is_empty() && f.origin.starts_with("environment") => None,
@@ -227,6 +237,7 @@ impl Settings {
             extended_labels: bool_flag(a.options.extended_labels, env, "extended-labels")?
                 .or(ff.extended_labels)
                 .unwrap_or_else(|| default("extended-labels")),
+            allocation_mode,
             sharing_check_grace,
             sleep_interval,
             output_file: string_flag(a.target.output_file.clone(), env, "output-file")

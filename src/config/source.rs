@@ -97,14 +97,16 @@ pub struct Loaded {
 }
 
 /// The settings only a restart can change: the HTTP endpoint is bound, health's condition and
-/// boot id are the Node's record, and a one-shot run is another program. A reload asking to
+/// boot id are the Node's record, a one-shot run is another program, and the allocation mode
+/// decides which watches the owner starts. A reload asking to
 /// change one is rejected (the last good configuration stays) rather than half applied.
 fn start_only_change(now: &Loaded, next: &Loaded) -> Option<ReloadError> {
     let (a, b) = (&now.settings, &next.settings);
-    let pairs: [(&'static str, String, String); 3] = [
+    let pairs: [(&'static str, String, String); 4] = [
         ("health", a.health.enabled.to_string(), b.health.enabled.to_string()),
         ("healthConditionType", a.health.condition_type.clone(), b.health.condition_type.clone()),
         ("gfd.oneshot", a.oneshot.to_string(), b.oneshot.to_string()),
+        ("allocationMode", a.allocation_mode.as_str().into(), b.allocation_mode.as_str().into()),
     ];
     pairs.into_iter().find(|(_, x, y)| x != y).map(|(key, now_value, asked)| ReloadError::StartOnly {
         file: next.path.as_ref().map_or_else(|| "(none)".into(), |p| p.display().to_string()),

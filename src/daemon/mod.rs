@@ -5,6 +5,7 @@
 //! HTTP endpoint and the NVML session; [`startup`] resolves what they start from. The loop's
 //! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
+mod allocation;
 mod cross_check;
 pub mod drift;
 pub mod metrics;
@@ -87,6 +88,18 @@ pub enum DaemonError {
 #[error("cannot start the {0} thread: {1}")]
 pub struct ThreadError(pub &'static str, #[source] pub std::io::Error);
 
+/// Whether `settings` need this node's ResourceSlices: `--allocation-mode auto` decides by them,
+/// and health in `dra` or `auto` taints their devices.
+pub fn slices_wanted(settings: &Settings) -> bool {
+    use crate::labels::AllocationMode;
+    settings.node_name.is_some()
+        && match settings.allocation_mode {
+            AllocationMode::Auto => true,
+            AllocationMode::Dra => settings.health.enabled,
+            AllocationMode::DevicePlugin => false,
+        }
+}
+
 /// The shortest time between passes.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -140,6 +153,8 @@ pub struct Daemon {
     sharing_check: Option<SharingCheck>,
     /// What the session had cost at the last count (for the metrics' counters).
     costs: (u64, u64),
+    /// The allocation mode, and the slices that decide `auto`.
+    allocation: allocation::Allocation,
 }
 
 impl Daemon {
@@ -162,7 +177,9 @@ impl Daemon {
         let mut publisher = Publisher::new(client);
         publisher.watch_objects(node_watch);
         let worker = Worker::spawn("nvml-labels").map_err(|e| ThreadError("nvml-labels", e))?;
+        let allocation = allocation::Allocation::new(settings.allocation_mode, None);
         Ok(Daemon {
+            allocation,
             settings: broadcast::channel(Arc::new(settings)).0,
             config,
             metrics,
@@ -202,6 +219,13 @@ impl Daemon {
         self
     }
 
+    /// Decides `--allocation-mode auto` from `slices` (the owner's watch of this node's
+    /// ResourceSlices).
+    pub fn with_slices(mut self, slices: Option<crate::kubeapi::slices::SliceWatch>) -> Daemon {
+        self.allocation = allocation::Allocation::new(self.settings().allocation_mode, slices);
+        self
+    }
+
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
     /// and the last good configuration stays. A change reaches the other tasks here.
     pub fn reload(&mut self, force: bool) -> bool {
@@ -227,10 +251,11 @@ impl Daemon {
 
     /// Probes and labels on the labelling thread (NVML calls block). A `--snapshot` pass is one
     /// bounded file read, done in place.
-    async fn compute(&self) -> Result<pass::Pass, PassError> {
+    async fn compute(&self, profile: crate::labels::Profile) -> Result<pass::Pass, PassError> {
         let loaded = self.config.loaded();
-        let (settings, sharing, timestamp) =
+        let (mut settings, sharing, timestamp) =
             (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
+        settings.allocation_mode = profile.into();
         let session = self.session.clone();
         if settings.snapshot.is_some() {
             return pass::run(&settings, &session, sharing, timestamp);
@@ -243,7 +268,8 @@ impl Daemon {
     pub async fn run_pass(&mut self) -> Result<(), PassError> {
         let started = std::time::Instant::now();
         self.metrics.passes.inc();
-        let computed = self.compute().await;
+        let profile = self.allocation.profile().await;
+        let computed = self.compute(profile).await;
         self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
         self.costs = self.metrics.count_session(&self.session, self.costs);
         let pass = match computed {
@@ -337,8 +363,16 @@ impl Daemon {
 /// process's.
 pub async fn oneshot(config: ConfigState, client: Option<kube::Client>) -> Result<(), DaemonError> {
     let loaded = config.loaded();
-    let (settings, sharing, timestamp) =
+    let (mut settings, sharing, timestamp) =
         (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
+    if settings.allocation_mode == crate::labels::AllocationMode::Auto {
+        let slices = match (&client, &settings.node_name) {
+            (Some(client), Some(node)) => crate::kubeapi::slices::list_once(client.clone(), node).await,
+            _ => crate::kubeapi::slices::SliceState::Unknown,
+        };
+        let mut decide = allocation::Allocation::new(settings.allocation_mode, None);
+        settings.allocation_mode = decide.decide(slices).into();
+    }
     let pass = tokio::task::spawn_blocking(move || pass::run(&settings, &Session::new(), sharing, timestamp))
         .await
         .map_err(|e| {

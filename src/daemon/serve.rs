@@ -93,6 +93,8 @@ impl Daemon {
                             Ok(()) => {}
                         }
                     }
+                    // auto: a gpu.nvidia.com ResourceSlice appeared or went; label again now.
+                    () = self.allocation.switched() => break,
                     () = watch.changed() => {
                         if self.reload(false) {
                             break;

@@ -35,8 +35,16 @@ impl Service {
         metrics.config_reload_failures.inc_by(rejected_reloads);
         metrics.zero(&settings.target()?);
         let session = Session::new();
-        let health = crate::health::task::start(&settings, client.clone(), session.clone())?;
-        let daemon = Daemon::new(Parts { config, metrics: metrics.clone(), client, session, views: None })?;
+        // This node's ResourceSlices, watched once for the labeller (`auto`) and health (taints).
+        let slices = match (&client, &settings.node_name) {
+            (Some(client), Some(node)) if super::slices_wanted(&settings) => {
+                Some(crate::kubeapi::slices::SliceWatch::spawn(client.clone(), node))
+            }
+            _ => None,
+        };
+        let health = crate::health::task::start(&settings, client.clone(), session.clone(), slices.clone())?;
+        let daemon = Daemon::new(Parts { config, metrics: metrics.clone(), client, session, views: None })?
+            .with_slices(slices);
         let endpoint = match settings.metrics_addr.as_str() {
             "" => None,
             addr => {

@@ -27,16 +27,22 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
     // A command that publishes needs a target that can be set up: say so before anything runs.
     let target = if publishes { Some(settings.target()?) } else { None };
     let needs_api = follows_label || target.as_ref().is_some_and(|t| t.needs_client());
-    let client = match needs_api {
-        true => Some(
-            crate::kubeapi::client(
-                settings.kubeconfig.as_deref(),
-                settings.kube_api_qps,
-                settings.kube_api_burst,
-            )
-            .await?,
-        ),
-        false => None,
+    // `auto` asks the API about this node's ResourceSlices where it can; without API access it
+    // labels for the device plugin, so a client that cannot be made is not fatal for it alone.
+    let wants_slices = crate::daemon::slices_wanted(&settings) && command.is_none();
+    let connect = || {
+        crate::kubeapi::client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
+    };
+    let client = match (needs_api, wants_slices) {
+        (true, _) => Some(connect().await?),
+        (false, true) => match connect().await {
+            Ok(client) => Some(client),
+            Err(e) => {
+                tracing::info!(error = %e, "no API access: --allocation-mode=auto labels for the device plugin");
+                None
+            }
+        },
+        (false, false) => None,
     };
     let mut rejected_reloads = 0;
     if let (true, Some(node), Some(client)) = (follows_label, &settings.node_name, &client) {

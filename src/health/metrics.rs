@@ -60,6 +60,10 @@ pub struct HealthMetrics {
     pub remap_pending: Family<GpuLabels, Gauge>,
     /// Row remapping failed (0/1).
     pub remap_failure: Family<GpuLabels, Gauge>,
+    /// This node's DeviceTaintRules in force (DRA nodes).
+    pub device_taints: Gauge,
+    /// Failed attempts to bring the DeviceTaintRules in line.
+    pub device_taint_failures: Counter,
 }
 
 impl HealthMetrics {
@@ -105,6 +109,16 @@ impl HealthMetrics {
             registry.register(name, help, family.clone());
         }
         registry.register("nvlabel_gpu_xid_errors", "Xid errors by GPU and Xid", self.xid_errors.clone());
+        registry.register(
+            "nvlabel_gpu_device_taints",
+            "DeviceTaintRules nvlabel keeps on this node's faulty GPUs' DRA devices",
+            self.device_taints.clone(),
+        );
+        registry.register(
+            "nvlabel_gpu_device_taint_failures",
+            "Failed attempts to write or remove this node's DeviceTaintRules",
+            self.device_taint_failures.clone(),
+        );
     }
 
     /// Records a pass's reading of one GPU.

@@ -3,6 +3,7 @@
 //! keeps faults until the node reboots, [`record`] is how they are stored on the Node; the rest
 //! reads NVML and publishes.
 
+pub mod action;
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;
@@ -13,4 +14,5 @@ mod raw_events;
 pub mod record;
 pub mod rules;
 pub mod sticky;
+pub mod taints;
 pub mod task;

@@ -7,8 +7,10 @@ use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
 use super::rules::{Event, Found, Reading, Rules};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
+use super::taints::DeviceTaints;
 use crate::config::Settings;
 use crate::kubeapi::backoff::FullJitter;
+use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
 use crate::worker::Worker;
 use std::collections::BTreeMap;
@@ -70,6 +72,8 @@ pub struct Monitor {
     pending: Vec<Found>,
     /// After a failed API call: no call before this time (growing, jittered backoff).
     backoff: Backoff,
+    /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
+    taints: Option<(DeviceTaints, SliceWatch)>,
 }
 
 /// No API call before a time after a failure: the project's one full-jitter backoff
@@ -122,7 +126,11 @@ impl Monitor {
             opts: settings.probe_options(),
             session,
             worker: Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?,
-            rules: Rules { ignored_xids: h.ignored_xids.clone(), ..Rules::default() },
+            rules: Rules {
+                ignored_xids: h.ignored_xids.clone(),
+                fatal_xids: h.fatal_xids.clone(),
+                ..Rules::default()
+            },
             boot_id_file: h.boot_id_file.clone(),
             tracker: None,
             last: None,
@@ -133,7 +141,20 @@ impl Monitor {
             published: None,
             pending: Vec::new(),
             backoff: Backoff::default(),
+            taints: None,
         })
+    }
+
+    /// Also keeps the faulty GPUs' devices in `slices` tainted through `taints`.
+    pub fn taint_devices(&mut self, taints: DeviceTaints, slices: SliceWatch) {
+        self.taints = Some((taints, slices));
+    }
+
+    /// Brings the device taints in line with the record and the slices (a device that appears
+    /// in a slice after its GPU's fault gets its taint here).
+    pub async fn sync_taints(&mut self) {
+        let (Some(tracker), Some((taints, slices))) = (&self.tracker, &mut self.taints) else { return };
+        taints.sync(&slices.state(), &tracker.faulty_uuids()).await;
     }
 
     /// The record, recovered from the Node the first time (a restart forgets nothing), and
@@ -187,9 +208,11 @@ impl Monitor {
     /// condition type, `--health` itself and the boot-id file are start-only (a reload that
     /// changes them is rejected before it gets here).
     pub fn reconfigure(&mut self, settings: &Settings) {
-        if self.rules.ignored_xids != settings.health.ignored_xids {
-            tracing::info!(ignored = ?settings.health.ignored_xids, "GPU health: the ignored Xids changed");
-            self.rules.ignored_xids = settings.health.ignored_xids.clone();
+        let h = &settings.health;
+        if self.rules.ignored_xids != h.ignored_xids || self.rules.fatal_xids != h.fatal_xids {
+            tracing::info!(ignored = ?h.ignored_xids, fatal = ?h.fatal_xids, "GPU health: the listed Xids changed");
+            self.rules.ignored_xids = h.ignored_xids.clone();
+            self.rules.fatal_xids = h.fatal_xids.clone();
         }
         self.opts = settings.probe_options();
     }
@@ -237,6 +260,7 @@ impl Monitor {
             self.last = Some(r);
         }
         self.publish().await;
+        self.sync_taints().await;
         self.announce(new).await;
     }
 
@@ -245,8 +269,13 @@ impl Monitor {
         if let Event::Xid { index, xid, .. } = event {
             self.metrics.xid(index, self.uuids.get(&index).map_or("", |u| u.as_str()), xid);
         }
-        let Some(found) = self.rules.event_fault(&event) else {
-            tracing::info!(?event, "GPU event that is not a fault (application-caused Xid)");
+        let Some(found) = self.rules.event_fault(&event, self.last.as_ref()) else {
+            if self.driver_decides(&event) {
+                // The driver sets its recovery action with the Xid: read it now, not next pass.
+                tracing::info!(?event, "Xid: the driver's recovery action decides; reading it now");
+                return self.pass().await;
+            }
+            tracing::info!(?event, "GPU event that is not a fault (the Xid catalog or --health-ignore-xids)");
             return;
         };
         if self.tracker().await.is_none() {
@@ -257,7 +286,15 @@ impl Monitor {
         }
         let new = self.record(&[found]);
         self.publish().await;
+        self.sync_taints().await;
         self.announce(new).await;
+    }
+
+    /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.
+    fn driver_decides(&self, event: &Event) -> bool {
+        let Event::Xid { index, .. } = event else { return false };
+        let gpu = self.last.as_ref().and_then(|r| r.gpus.iter().find(|g| g.index == *index));
+        gpu.is_some_and(|g| g.recovery_action.is_some())
     }
 
     /// Adds faults to the record; returns the new ones.

@@ -83,16 +83,20 @@ fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
         soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
     gpu.corrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
     gpu.retired_pages_pending = soft(gpu, dev.are_pages_pending_retired());
+    gpu.inforom_corrupted = matches!(dev.validate_info_rom(), Err(NvmlError::CorruptedInfoROM));
     let ids = [
         NVML_FI_DEV_REMAPPED_COR,
         NVML_FI_DEV_REMAPPED_UNC,
         NVML_FI_DEV_REMAPPED_PENDING,
         NVML_FI_DEV_REMAPPED_FAILURE,
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
     ]
     .map(FieldId);
+    // One call for every field (a driver without a field answers that entry alone with an error).
     if let Some(values) = soft(gpu, dev.field_values_for(&ids)) {
         let v: Vec<Option<u64>> = values.into_iter().map(field_u64).collect();
-        if let [Some(c), Some(u), Some(p), Some(f)] = v[..] {
+        gpu.recovery_action = v.get(4).copied().flatten();
+        if let [Some(c), Some(u), Some(p), Some(f), ..] = v[..] {
             gpu.remapped =
                 Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
         }

@@ -74,9 +74,9 @@ fn fault(reason: &str, value: &str) -> Option<Fault> {
             match value.split_once(" on MIG device GI ") {
                 Some((xid, mig)) => {
                     let (gi, ci) = mig.split_once(" CI ")?;
-                    Fault::Xid { xid: number(xid)?, mig: Some((number(gi)?, number(ci)?)) }
+                    Fault::Xid { xid: number(xid)?, mig: Some((number(gi)?, number(ci)?)), action: None }
                 }
-                None => Fault::Xid { xid: number(value)?, mig: None },
+                None => Fault::Xid { xid: number(value)?, mig: None, action: None },
             }
         }
         "RemappedRowsPending" => Fault::RemappedRowsPending,
@@ -117,8 +117,8 @@ mod tests {
             got,
             vec![
                 (Some(0), u("GPU-a"), Fault::RetiredPagesPending, Action::ResetGpu),
-                (Some(0), None, Fault::Xid { xid: 94, mig: Some((1, 0)) }, Action::ResetGpu),
-                (Some(1), u("GPU-b"), Fault::Xid { xid: 79, mig: None }, Action::Reboot),
+                (Some(0), None, Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }, Action::ResetGpu),
+                (Some(1), u("GPU-b"), Fault::Xid { xid: 79, mig: None, action: None }, Action::Reboot),
                 (Some(2), u("GPU-c"), Fault::RemappedRowsFailure, Action::Replace),
                 (Some(3), u("GPU-d"), Fault::UncorrectedEcc { count: 3 }, Action::ResetGpu),
                 (Some(4), u("GPU-e"), Fault::NvlinkInactive { link: 2 }, Action::ResetGpu),

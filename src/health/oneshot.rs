@@ -19,7 +19,10 @@ pub const UNKNOWN: i32 = 2;
 /// Reads NVML once and reports: the exit code and the text to print.
 pub fn check(settings: &Settings) -> (i32, String) {
     let reading = nvml::read(&Session::new(), &settings.probe_options());
-    report(&Rules { ignored_xids: settings.health.ignored_xids.clone(), ..Rules::default() }, reading)
+    let h = &settings.health;
+    let rules =
+        Rules { ignored_xids: h.ignored_xids.clone(), fatal_xids: h.fatal_xids.clone(), ..Rules::default() };
+    report(&rules, reading)
 }
 
 /// The report for a reading (pure, for tests).

@@ -110,7 +110,7 @@ mod tests {
             RecordedFault {
                 gpu: Some(1),
                 uuid: Some("GPU-b".into()),
-                fault: Fault::Xid { xid: 48, mig: Some((9, 0)) },
+                fault: Fault::Xid { xid: 48, mig: Some((9, 0)), action: None },
                 action: Action::ResetGpu,
             },
             RecordedFault {
@@ -143,7 +143,7 @@ mod tests {
             Fault::RemappedRowsFailure,
             Fault::DoubleBitEcc,
             Fault::UncorrectedEcc { count: 3 },
-            Fault::Xid { xid: 79, mig: None },
+            Fault::Xid { xid: 79, mig: None, action: None },
             Fault::RemappedRowsPending,
             Fault::RetiredPagesPending,
             Fault::NvlinkInactive { link: 1 },

@@ -4,37 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// Xids that applications cause: the default of `--health-ignore-xids`, declared with the flag.
-pub use crate::config::health::DEFAULT_IGNORED_XIDS;
-
-/// What to do about a fault, least drastic first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Action {
-    /// Drain the GPU's work and look at what ran there: the fault is one only because the operator
-    /// chose so (an application-caused Xid taken off `--health-ignore-xids`), which says nothing
-    /// about the hardware, so nothing more drastic is recommended.
-    CheckWorkload,
-    /// Drain the GPU's work and reset it (`nvidia-smi -r`), or reboot.
-    ResetGpu,
-    /// Drain and reboot the node.
-    #[serde(rename = "RebootNode")]
-    Reboot,
-    /// Drain the node and have the GPU replaced.
-    #[serde(rename = "ReplaceGpu")]
-    Replace,
-}
-
-impl Action {
-    /// The recommendation as the condition message says it.
-    pub fn text(self) -> &'static str {
-        match self {
-            Action::CheckWorkload => "check the workload on this GPU",
-            Action::ResetGpu => "reset the GPU",
-            Action::Reboot => "reboot the node",
-            Action::Replace => "replace the GPU",
-        }
-    }
-}
+pub use super::action::Action;
 
 /// One fault of one GPU. Serialized with its condition reason as `kind` and its values beside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,7 +40,20 @@ pub enum Fault {
         /// GPU-instance and compute-instance id of the MIG device it came from.
         #[serde(default, skip_serializing_if = "Option::is_none", with = "mig_device")]
         mig: Option<(u32, u32)>,
+        /// What the catalog (or the operator) says to do; a record from before the catalog has
+        /// none and is read with the old rule.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<Action>,
     },
+    /// The driver says the GPU needs a recovery action (NVML field 230).
+    #[serde(rename = "GpuRecoveryActionRequired")]
+    Recovery {
+        /// The driver's action.
+        action: Action,
+    },
+    /// The GPU's InfoROM (its configuration and error-record store) fails its checksum.
+    #[serde(rename = "InforomCorrupted")]
+    Inforom,
     /// A row remapping waits for a GPU reset.
     RemappedRowsPending,
     /// Retired pages wait for a GPU reset or reboot.
@@ -104,9 +87,11 @@ mod mig_device {
 
 /// Condition reasons, worst first: a reason's position is its rank when faults are combined
 /// (also for reasons read back from a Node written by an earlier nvlabel).
-pub const REASONS: [&str; 9] = [
+pub const REASONS: [&str; 11] = [
     "GpuLost",
     "GpuMissing",
+    "GpuRecoveryActionRequired",
+    "InforomCorrupted",
     "RemappedRowsFailure",
     "DoubleBitEccError",
     "UncorrectedEccErrors",
@@ -127,13 +112,15 @@ impl Fault {
         match self {
             Fault::Lost => 0,
             Fault::Missing { .. } => 1,
-            Fault::RemappedRowsFailure => 2,
-            Fault::DoubleBitEcc => 3,
-            Fault::UncorrectedEcc { .. } => 4,
-            Fault::Xid { .. } => 5,
-            Fault::RemappedRowsPending => 6,
-            Fault::RetiredPagesPending => 7,
-            Fault::NvlinkInactive { .. } => 8,
+            Fault::Recovery { .. } => 2,
+            Fault::Inforom => 3,
+            Fault::RemappedRowsFailure => 4,
+            Fault::DoubleBitEcc => 5,
+            Fault::UncorrectedEcc { .. } => 6,
+            Fault::Xid { .. } => 7,
+            Fault::RemappedRowsPending => 8,
+            Fault::RetiredPagesPending => 9,
+            Fault::NvlinkInactive { .. } => 10,
         }
     }
 
@@ -141,8 +128,13 @@ impl Fault {
     pub fn action(&self) -> Action {
         match self {
             Fault::Lost | Fault::Missing { .. } => Action::Reboot,
-            Fault::RemappedRowsFailure => Action::Replace,
-            Fault::Xid { xid, .. } if DEFAULT_IGNORED_XIDS.contains(xid) => Action::CheckWorkload,
+            // The store of the GPU's settings and error records is damaged: NVIDIA replaces
+            // (or reflashes) it; nothing on the node repairs it.
+            Fault::RemappedRowsFailure | Fault::Inforom => Action::Replace,
+            Fault::Recovery { action } | Fault::Xid { action: Some(action), .. } => *action,
+            // A record from before the catalog: the rule of its time (the device plugin's
+            // application Xids were only faults by the operator's choice).
+            Fault::Xid { xid: 13 | 31 | 43 | 45 | 68 | 109, .. } => Action::CheckWorkload,
             // 79: fallen off the bus; 95: uncontained ECC error; 119/120: GSP firmware stuck.
             Fault::Xid { xid: 79 | 95 | 119 | 120, .. } => Action::Reboot,
             Fault::Xid { .. }
@@ -164,20 +156,17 @@ impl Fault {
             Fault::RemappedRowsFailure => "row remapping failed".into(),
             Fault::DoubleBitEcc => "double-bit ECC error".into(),
             Fault::UncorrectedEcc { count } => format!("{count} uncorrected ECC errors since reset"),
-            Fault::Xid { xid, mig: None } => format!("Xid {xid}"),
-            Fault::Xid { xid, mig: Some((gi, ci)) } => {
+            Fault::Xid { xid, mig: None, .. } => format!("Xid {xid}"),
+            Fault::Xid { xid, mig: Some((gi, ci)), .. } => {
                 format!("Xid {xid} on MIG device GI {gi} CI {ci}")
             }
+            Fault::Recovery { .. } => "the driver asks for a recovery action".into(),
+            Fault::Inforom => "the InfoROM is corrupted".into(),
             Fault::RemappedRowsPending => "row remapping pending".into(),
             Fault::RetiredPagesPending => "page retirement pending".into(),
             Fault::NvlinkInactive { link } => format!("NVLink {link} went inactive"),
         }
     }
-}
-
-/// Whether an Xid is a fault: every Xid not in `ignored`.
-pub fn xid_is_fault(xid: u64, ignored: &BTreeSet<u64>) -> bool {
-    !ignored.contains(&xid)
 }
 
 /// One GPU's health values as NVML reported them this pass; `None` where it could not say.
@@ -199,6 +188,10 @@ pub struct GpuReading {
     pub retired_pages_pending: Option<bool>,
     /// Each NVLink link's state (true: active), in link order.
     pub nvlink_active: Option<Vec<bool>>,
+    /// The driver's recovery action (field 230; 0 is none), where the driver answers it.
+    pub recovery_action: Option<u64>,
+    /// `nvmlDeviceValidateInforom` answered `CORRUPTED_INFOROM`.
+    pub inforom_corrupted: bool,
 }
 
 /// `nvmlDeviceGetRemappedRows`, or fields 142-145.
@@ -268,10 +261,16 @@ pub enum Detector {
     NvlinkInactive,
     /// Critical Xid events.
     Xid,
+    /// The driver's recovery action.
+    Recovery,
+    /// A corrupted InfoROM.
+    Inforom,
 }
 
 /// Every detector.
-pub const DETECTORS: [Detector; 9] = [
+pub const DETECTORS: [Detector; 11] = [
+    Detector::Recovery,
+    Detector::Inforom,
     Detector::Lost,
     Detector::Missing,
     Detector::UncorrectedEcc,
@@ -284,18 +283,14 @@ pub const DETECTORS: [Detector; 9] = [
 ];
 
 /// What counts as a fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rules {
-    /// Xids that are not faults.
+    /// Xids that are never faults (`--health-ignore-xids`).
     pub ignored_xids: BTreeSet<u64>,
+    /// Xids that are always faults (`--health-fatal-xids`).
+    pub fatal_xids: BTreeSet<u64>,
     /// Detectors turned off (all run in nvlabel; tests turn one off to see a test fail).
     pub off: BTreeSet<Detector>,
-}
-
-impl Default for Rules {
-    fn default() -> Rules {
-        Rules { ignored_xids: DEFAULT_IGNORED_XIDS.into_iter().collect(), off: BTreeSet::new() }
-    }
 }
 
 /// A fault of a GPU (by index), or of the node (`None`: GPUs missing).
@@ -331,6 +326,12 @@ impl Rules {
                     add(Detector::RemappedRowsPending, Fault::RemappedRowsPending);
                 }
             }
+            if let Some(action) = gpu.recovery_action.and_then(Action::from_driver) {
+                add(Detector::Recovery, Fault::Recovery { action });
+            }
+            if gpu.inforom_corrupted {
+                add(Detector::Inforom, Fault::Inforom);
+            }
             if gpu.retired_pages_pending == Some(true) {
                 add(Detector::RetiredPagesPending, Fault::RetiredPagesPending);
             }
@@ -354,13 +355,22 @@ impl Rules {
         out
     }
 
-    /// The fault an event is, if any.
-    pub fn event_fault(&self, event: &Event) -> Option<Found> {
+    /// The fault an event is, if any. `last` is the last reading: where the GPU's driver
+    /// answers its recovery action, the driver decides after an Xid (its action is read at once
+    /// and is the fault), unless the operator listed the Xid either way.
+    pub fn event_fault(&self, event: &Event, last: Option<&Reading>) -> Option<Found> {
         let (detector, found) = match *event {
-            Event::Xid { index, xid, mig } => (
-                Detector::Xid,
-                xid_is_fault(xid, &self.ignored_xids).then_some((Some(index), Fault::Xid { xid, mig })),
-            ),
+            Event::Xid { index, xid, mig } => {
+                let listed = self.ignored_xids.contains(&xid) || self.fatal_xids.contains(&xid);
+                let driver = last
+                    .and_then(|r| r.gpus.iter().find(|g| g.index == index))
+                    .is_some_and(|g| g.recovery_action.is_some());
+                let action = match driver && !listed {
+                    true => None,
+                    false => super::action::xid_action(xid, &self.ignored_xids, &self.fatal_xids),
+                };
+                (Detector::Xid, action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a) })))
+            }
             Event::DoubleBitEcc { index } => {
                 (Detector::DoubleBitEcc, Some((Some(index), Fault::DoubleBitEcc)))
             }

@@ -62,32 +62,66 @@ fn fewer_nvml_gpus_than_on_the_pci_bus_is_a_node_fault() {
 }
 
 #[test]
-fn application_xids_are_not_faults_unless_configured() {
+fn xids_follow_nvidias_catalog_unless_the_operator_lists_them() {
     let rules = Rules::default();
-    for xid in DEFAULT_IGNORED_XIDS {
-        assert_eq!(rules.event_fault(&Event::Xid { index: 0, xid, mig: None }), None, "{xid}");
+    // Application errors (RESTART_APP, IGNORE), 94 included, which the device plugin called fatal.
+    for xid in [13, 31, 43, 45, 68, 94] {
+        assert_eq!(rules.event_fault(&Event::Xid { index: 0, xid, mig: None }, None), None, "{xid}");
     }
-    for xid in [48, 63, 64, 74, 79, 92, 94, 95, 119] {
-        let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) });
-        assert_eq!(found, Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)) })));
+    // The catalog's resets and reboots, 109 included, which the device plugin ignored.
+    for (xid, action) in
+        [(48, Action::ResetGpu), (79, Action::Reboot), (95, Action::ResetGpu), (109, Action::ResetGpu)]
+    {
+        let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) }, None);
+        assert_eq!(
+            found,
+            Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)), action: Some(action) })),
+            "{xid}"
+        );
     }
-    let custom = Rules { ignored_xids: [79].into_iter().collect(), ..Rules::default() };
-    assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }), None);
-    assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }).is_some());
+    let unknown = rules.event_fault(&Event::Xid { index: 0, xid: 4_000, mig: None }, None).unwrap().1;
+    assert_eq!(unknown.action(), Action::Investigate);
+    let custom = Rules {
+        ignored_xids: [79].into_iter().collect(),
+        fatal_xids: [13].into_iter().collect(),
+        ..Rules::default()
+    };
+    assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }, None), None);
+    assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }, None).is_some());
+}
+
+#[test]
+fn where_the_driver_answers_its_recovery_action_it_decides_after_an_xid() {
+    let rules = Rules::default();
+    let mut r = reading(vec![healthy(0)]);
+    r.gpus[0].recovery_action = Some(0);
+    // 109 is a reset in the catalog, but the driver that says "none" knows better.
+    assert_eq!(rules.event_fault(&Event::Xid { index: 0, xid: 109, mig: None }, Some(&r)), None);
+    // 31 is an application's in the catalog; the driver asking for a reset makes it a fault.
+    r.gpus[0].recovery_action = Some(1);
+    let faults = rules.faults(&r, None);
+    assert_eq!(faults, vec![(Some(0), Fault::Recovery { action: Action::ResetGpu })]);
+    assert_eq!(faults[0].1.action().text(), "reset the GPU");
+    // The operator's lists still win.
+    let listed = Rules { fatal_xids: [31].into_iter().collect(), ..Rules::default() };
+    assert!(listed.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }, Some(&r)).is_some());
 }
 
 #[test]
 fn ecc_and_lost_events_are_faults() {
     let rules = Rules::default();
-    assert_eq!(rules.event_fault(&Event::DoubleBitEcc { index: 3 }), Some((Some(3), Fault::DoubleBitEcc)));
-    assert_eq!(rules.event_fault(&Event::Lost { index: 1 }), Some((Some(1), Fault::Lost)));
+    assert_eq!(
+        rules.event_fault(&Event::DoubleBitEcc { index: 3 }, None),
+        Some((Some(3), Fault::DoubleBitEcc))
+    );
+    assert_eq!(rules.event_fault(&Event::Lost { index: 1 }, None), Some((Some(1), Fault::Lost)));
 }
 
 #[test]
 fn reasons_are_camel_case_ranked_and_have_actions() {
     assert_eq!(Fault::Lost.reason(), "GpuLost");
-    assert_eq!(Fault::Xid { xid: 79, mig: None }.action(), Action::Reboot);
-    assert_eq!(Fault::Xid { xid: 48, mig: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None }.action(), Action::Reboot);
+    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
     assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
     assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
     for r in REASONS {
@@ -95,7 +129,10 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
             r.chars().next().unwrap().is_ascii_uppercase() && r.chars().all(|c| c.is_ascii_alphanumeric())
         );
     }
-    assert_eq!(Fault::Xid { xid: 31, mig: Some((9, 0)) }.describe(), "Xid 31 on MIG device GI 9 CI 0");
+    assert_eq!(
+        Fault::Xid { xid: 31, mig: Some((9, 0)), action: None }.describe(),
+        "Xid 31 on MIG device GI 9 CI 0"
+    );
 }
 
 /// Every rule's case, checked against `rules`: the cases it gets wrong.
@@ -139,11 +176,17 @@ fn misses(rules: &Rules) -> Vec<String> {
         pass(&|r| r.gpus[0].nvlink_active = Some(vec![false, true])),
         vec![(Some(0), Fault::NvlinkInactive { link: 0 })],
     );
-    let event = |e: Event| rules.event_fault(&e).into_iter().collect::<Vec<_>>();
+    check("inforom", pass(&|r| r.gpus[1].inforom_corrupted = true), vec![(Some(1), Fault::Inforom)]);
+    check(
+        "recovery",
+        pass(&|r| r.gpus[0].recovery_action = Some(2)),
+        vec![(Some(0), Fault::Recovery { action: Action::Reboot })],
+    );
+    let event = |e: Event| rules.event_fault(&e, None).into_iter().collect::<Vec<_>>();
     check(
         "xid",
         event(Event::Xid { index: 0, xid: 79, mig: None }),
-        vec![(Some(0), Fault::Xid { xid: 79, mig: None })],
+        vec![(Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot) })],
     );
     check("xid 13", event(Event::Xid { index: 0, xid: 13, mig: None }), vec![]);
     check("dbe", event(Event::DoubleBitEcc { index: 1 }), vec![(Some(1), Fault::DoubleBitEcc)]);
@@ -158,23 +201,28 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
         let off = Rules { off: [d].into_iter().collect(), ..Rules::default() };
         assert!(!misses(&off).is_empty(), "with {d:?} off no case fails: the cases do not guard it");
     }
-    let all_xids = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
-    assert_eq!(misses(&all_xids), vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None })]".to_string()]);
+    let fatal = Rules { fatal_xids: [13].into_iter().collect(), ..Rules::default() };
+    assert_eq!(
+        misses(&fatal),
+        vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None, action: Some(CheckWorkload) })]".to_string()]
+    );
 }
 
 #[test]
 fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset() {
-    // The real run's case: 31 (an application's page fault) taken off the ignore list.
-    let rules = Rules { ignored_xids: BTreeSet::new(), ..Rules::default() };
-    for xid in DEFAULT_IGNORED_XIDS {
-        let (_, fault) = rules.event_fault(&Event::Xid { index: 0, xid, mig: None }).expect("a fault now");
+    // The real run's case: 31 (an application's page fault) made fatal by the operator.
+    let rules = Rules { fatal_xids: [13, 31, 94].into_iter().collect(), ..Rules::default() };
+    for xid in [13, 31, 94] {
+        let (_, fault) =
+            rules.event_fault(&Event::Xid { index: 0, xid, mig: None }, None).expect("a fault now");
         assert_eq!(fault.action(), Action::CheckWorkload, "Xid {xid}");
     }
     let mut t = crate::health::sticky::Tracker::new("b");
-    let found = rules.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }).unwrap();
+    let found = rules.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }, None).unwrap();
     let entry = t.record(&found, Some("GPU-a")).unwrap();
     assert_eq!(entry.text, "GPU 0 (GPU-a): XidCriticalError, Xid 31, action: check the workload on this GPU");
-    // Xids that are faults by default keep the hardware's action.
-    assert_eq!(Fault::Xid { xid: 48, mig: None }.action(), Action::ResetGpu);
-    assert_eq!(Fault::Xid { xid: 79, mig: None }.action(), Action::Reboot);
+    // A record from before the catalog keeps its time's actions.
+    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None }.action(), Action::Reboot);
+    assert_eq!(Fault::Xid { xid: 31, mig: None, action: None }.action(), Action::CheckWorkload);
 }

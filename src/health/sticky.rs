@@ -180,6 +180,19 @@ impl Tracker {
         self.entries.keys().map(|(gpu, _, _)| *gpu).filter(|g| *g != u32::MAX).collect()
     }
 
+    /// Each faulty GPU's UUID with the reason of its worst fault (what its device taints say);
+    /// a fault of no known GPU taints nothing.
+    pub fn faulty_uuids(&self) -> BTreeMap<String, &'static str> {
+        let mut out: BTreeMap<String, &'static str> = BTreeMap::new();
+        // Entries sort by GPU, then worst first: the first of each UUID is its worst.
+        for e in self.entries.values() {
+            if let Some(u) = &e.recorded.uuid {
+                out.entry(u.clone()).or_insert(REASONS[e.rank]);
+            }
+        }
+        out
+    }
+
     /// Whether any fault is recorded.
     pub fn faulty(&self) -> bool {
         !self.entries.is_empty()

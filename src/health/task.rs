@@ -5,8 +5,10 @@
 use super::metrics::HealthMetrics;
 use super::monitor::Monitor;
 use super::nvml;
+use super::taints::DeviceTaints;
 use crate::config::Settings;
 use crate::duration::Interval;
+use crate::kubeapi::slices::{SliceState, SliceWatch};
 use crate::probe::Session;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,21 +43,31 @@ pub struct HealthTask {
     thread: EventThread,
     every: Duration,
     metrics: Arc<HealthMetrics>,
+    /// The slices' changes, where devices are tainted.
+    slices: Option<watch::Receiver<SliceState>>,
 }
 
 /// GPU health when `--health` is on: the monitor, its event thread (started now, reading through
-/// `session`) and its metrics. `None` when health is off.
+/// `session`) and its metrics; with `slices` (this node's ResourceSlices, in `dra` or `auto`
+/// mode) the faulty GPUs' devices are tainted too. `None` when health is off.
 pub fn start(
     settings: &Settings,
     client: Option<kube::Client>,
     session: Session,
+    slices: Option<SliceWatch>,
 ) -> Result<Option<HealthTask>, HealthError> {
     if !settings.health.enabled {
         return Ok(None);
     }
     let client = client.ok_or(HealthError::NoApi)?;
     let metrics = Arc::new(HealthMetrics::default());
-    let monitor = Monitor::new(settings, client, session.clone(), metrics.clone())?;
+    let mut monitor = Monitor::new(settings, client.clone(), session.clone(), metrics.clone())?;
+    let dra = settings.allocation_mode != crate::labels::AllocationMode::DevicePlugin;
+    let slices = slices.filter(|_| dra);
+    if let (Some(slices), Some(node)) = (&slices, &settings.node_name) {
+        let taints = DeviceTaints::new(client, node, settings.health.taint_effect, metrics.clone());
+        monitor.taint_devices(taints, slices.clone());
+    }
     let (tx, events) = mpsc::channel(256);
     let stop = Arc::new(AtomicBool::new(false));
     let (ended_tx, ended) = oneshot::channel::<()>();
@@ -74,6 +86,7 @@ pub fn start(
         thread: EventThread { stop, ended },
         every: interval(settings),
         metrics,
+        slices: slices.map(|s| s.changes()),
     }))
 }
 
@@ -109,6 +122,7 @@ impl HealthTask {
                         }
                     }
                     Some(event) = self.events.recv() => self.monitor.event(event).await,
+                    () = changed(&mut self.slices) => self.monitor.sync_taints().await,
                     _ = tick.tick() => self.monitor.pass().await,
                 }
             };
@@ -123,6 +137,17 @@ impl HealthTask {
             return false;
         }
         true
+    }
+}
+
+/// Waits for the next change of the slices (forever without them, or once their watch ended).
+async fn changed(slices: &mut Option<watch::Receiver<SliceState>>) {
+    let ended = match slices {
+        Some(rx) => rx.changed().await.is_err(),
+        None => true,
+    };
+    if ended {
+        futures::future::pending::<()>().await;
     }
 }
 
@@ -150,7 +175,7 @@ mod tests {
         let first = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1"]);
         let url = "http://127.0.0.1:9".parse().unwrap();
         let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
-        let mut task = start(&first, Some(client), Session::new()).unwrap().expect("--health is on");
+        let mut task = start(&first, Some(client), Session::new(), None).unwrap().expect("--health is on");
         assert!(!task.monitor.ignored_xids().contains(&79));
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
         let reloaded =
@@ -172,6 +197,6 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(start(&state.loaded().settings, None, Session::new()).unwrap().is_none());
+        assert!(start(&state.loaded().settings, None, Session::new(), None).unwrap().is_none());
     }
 }

@@ -9,6 +9,7 @@ pub mod node_view;
 pub mod object_watch;
 pub mod ratelimit;
 pub mod retry;
+pub mod slices;
 
 use std::time::Duration;
 

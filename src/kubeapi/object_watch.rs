@@ -30,14 +30,14 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 /// The watch timeout asked of the server.
-const WATCH_TIMEOUT: u32 = 290;
+pub(super) const WATCH_TIMEOUT: u32 = 290;
 /// A watch that ends sooner than this ended early: relist.
-const NORMAL_END: Duration = Duration::from_secs(280);
+pub(super) const NORMAL_END: Duration = Duration::from_secs(280);
 /// A watch silent for this long (no event, no bookmark) is dead.
-const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
+pub(super) const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
 /// The relists' backoff: every wait in `[0, 8 s)`, however long the failure lasts, so the end of
 /// any fault is seen within eight seconds and the labels are right within ten.
-const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
+pub(super) const BACKOFF: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
 /// A failure that goes on is logged again at most this often.
 const REMIND_EVERY: Duration = Duration::from_secs(60);
 

@@ -31,6 +31,7 @@ mod tests {
                 sharing: Sharing::default(),
                 timestamp: None,
                 extended: false,
+                profile: crate::labels::Profile::DevicePlugin,
             };
             let got = compute(&snap, &config).labels;
             assert_eq!(got.get("nvidia.com/mig.capable").map(String::as_str), want, "{name}");

@@ -3,6 +3,7 @@
 //! checked against the Kubernetes rules so nothing invalid is ever published.
 
 mod clique;
+pub mod dra;
 pub mod extended;
 mod machine;
 mod mig_capable;
@@ -18,6 +19,7 @@ mod vgpu;
 
 use crate::sharing::Sharing;
 use crate::snapshot::Snapshot;
+pub use dra::{AllocationMode, Profile};
 use std::collections::BTreeMap;
 
 /// A label set, sorted by key.
@@ -72,6 +74,8 @@ pub struct LabelConfig {
     pub timestamp: Option<u64>,
     /// `--extended-labels`: nvlabel's own labels on top of GFD's.
     pub extended: bool,
+    /// GFD's labels, or the DRA profile's.
+    pub profile: Profile,
 }
 
 /// Labels plus the warnings computing them raised (returned rather than logged, so tests see them).
@@ -104,6 +108,10 @@ pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
 /// Every labeler's labels merged in GFD's order, before the final validity check.
 pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
     let mut out = Outcome::default();
+    if config.profile == Profile::Dra {
+        out.labels = dra::labels(snapshot, config, &mut out.warnings);
+        return out;
+    }
     let mut merged = Labels::new();
     merged.extend(timestamp::labels(config.timestamp));
     // The device plugin refuses MPS on MIG-enabled GPUs: the labels must not promise sharing.

@@ -70,6 +70,7 @@ mod tests {
                 sharing: sharing.clone(),
                 timestamp: None,
                 extended: false,
+                profile: crate::labels::Profile::DevicePlugin,
             };
             let out = compute(&snap, &config);
             assert!(out.mps_on_mig);
@@ -87,8 +88,13 @@ mod tests {
         }
         // Without MIG the same config shares.
         let snap = Snapshot { gpus: vec![full()], ..Snapshot::default() };
-        let config =
-            LabelConfig { mig_strategy: MigStrategy::None, sharing, timestamp: None, extended: false };
+        let config = LabelConfig {
+            mig_strategy: MigStrategy::None,
+            sharing,
+            timestamp: None,
+            extended: false,
+            profile: Default::default(),
+        };
         let out = compute(&snap, &config);
         assert!(!out.mps_on_mig);
         assert_eq!(out.labels["nvidia.com/gpu.sharing-strategy"], "mps");

@@ -33,6 +33,7 @@ fn gfd_run_oneshot_scenario() {
         sharing: Sharing::default(),
         timestamp: Some(1_700_000_000),
         extended: false,
+        profile: crate::labels::Profile::DevicePlugin,
     };
     let got = compute(&snap, &config).labels;
     assert_eq!(got.len(), 28);
@@ -64,6 +65,7 @@ fn no_gpus_gives_only_node_labels() {
         sharing: Sharing::default(),
         timestamp: Some(1),
         extended: false,
+        profile: crate::labels::Profile::DevicePlugin,
     };
     assert_eq!(compute(&snap, &config).labels, l(&["gfd.timestamp=1", "vgpu.present=false"]));
 }
@@ -91,6 +93,7 @@ fn invalid_values_never_leave_compute() {
         sharing: Sharing::default(),
         timestamp: None,
         extended: false,
+        profile: crate::labels::Profile::DevicePlugin,
     };
     let out = compute(&snap, &config);
     for (k, v) in &out.labels {

@@ -232,7 +232,13 @@ fn mig_strategy_and_sharing_do_not_change_them() {
             Sharing::time_slicing(&[("nvidia.com/gpu", 4)]),
             Sharing::mps(&[("nvidia.com/gpu", 10)]),
         ] {
-            let config = LabelConfig { mig_strategy, sharing, timestamp: None, extended: true };
+            let config = LabelConfig {
+                mig_strategy,
+                sharing,
+                timestamp: None,
+                extended: true,
+                profile: Default::default(),
+            };
             let out = crate::labels::compute(&s, &config).labels;
             let got: Labels = want.keys().filter_map(|k| Some((k.clone(), out.get(k)?.clone()))).collect();
             assert_eq!(got, want, "{mig_strategy:?}");

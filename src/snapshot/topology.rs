@@ -94,6 +94,7 @@ mod tests {
             sharing: Default::default(),
             timestamp: None,
             extended: true,
+            profile: crate::labels::Profile::DevicePlugin,
         };
         let labels = compute(&snap, &config).labels;
         assert!(labels.contains_key("nvidia.com/gpu.model"), "{labels:?}");

@@ -33,6 +33,12 @@ extern "C" fn stop_at_exit() {
 
 /// The shared server, or `None` (after printing why) when the tier is not configured.
 pub fn server(test: &str) -> Option<&'static Server> {
+    server_with(test, None)
+}
+
+/// [`server`], started with the extra kube-apiserver flags `args` (`KUBE_TEST_SERVER_ARGS`)
+/// where this binary starts it: one server per binary, so a binary uses one set of flags.
+pub fn server_with(test: &str, args: Option<&str>) -> Option<&'static Server> {
     let Some(script) = std::env::var_os(VAR).filter(|v| !v.is_empty()) else {
         static SAID: std::sync::Once = std::sync::Once::new();
         // Straight to stderr: the test harness captures print macros, and this line is for the
@@ -49,11 +55,13 @@ pub fn server(test: &str) -> Option<&'static Server> {
     Some(SERVER.get_or_init(|| {
         let script = PathBuf::from(script);
         let dir = tempfile::Builder::new().prefix("nvlabel-kts-").tempdir().unwrap().keep();
-        let status = std::process::Command::new(&script)
-            .arg("start")
-            .arg(&dir)
-            .status()
-            .unwrap_or_else(|e| panic!("{VAR}={}: cannot run it: {e}", script.display()));
+        let mut start = std::process::Command::new(&script);
+        start.arg("start").arg(&dir);
+        if let Some(args) = args {
+            start.env("KUBE_TEST_SERVER_ARGS", args);
+        }
+        let status =
+            start.status().unwrap_or_else(|e| panic!("{VAR}={}: cannot run it: {e}", script.display()));
         assert!(
             status.success(),
             "{VAR}={}: start failed ({status}); logs in {}",

@@ -269,6 +269,14 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         use nvlabel::health::publish::{API_CALLS, EVENTS_NAMESPACE};
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
     }
+    if nvlabel::daemon::slices_wanted(&settings) {
+        let slices = nvlabel::kubeapi::slices::API_CALLS;
+        let used: Vec<_> = slices.iter().filter(|c| c.verb == "list" || !settings.oneshot).cloned().collect();
+        needed.extend(calls(&used, ns));
+    }
+    if settings.health.enabled && settings.allocation_mode != nvlabel::labels::AllocationMode::DevicePlugin {
+        needed.extend(calls(nvlabel::health::taints::API_CALLS, ns));
+    }
     needed
 }
 
@@ -355,7 +363,18 @@ pub fn check_policy(label: &str, r: &Rendered) {
     } else {
         assert!(health.is_empty(), "{label} cannot write node status at all");
     }
-    assert_eq!(labels.len() + health.len(), r.policies.len(), "{label}: no other policy");
+    // A workload that writes DeviceTaintRules (cluster-scoped) is fenced to its node's pool.
+    let taints = policies_on(r, "devicetaintrules");
+    if patches("devicetaintrules") {
+        assert_eq!(taints.len(), 1, "{label}: one device-taint policy");
+        let validations = scoped(taints[0]);
+        let key = nvlabel::health::taints::KEY;
+        assert!(validations.iter().any(|v| v.contains(&format!("'{key}'"))), "{label}: the code's taint key");
+        assert!(validations.iter().any(|v| v.contains("variables.pool")), "{label}: the pool");
+    } else {
+        assert!(taints.is_empty(), "{label} cannot write device taints at all");
+    }
+    assert_eq!(labels.len() + health.len() + taints.len(), r.policies.len(), "{label}: no other policy");
     assert_eq!(r.policy_bindings.len(), r.policies.len(), "{label}: every policy is bound");
     for policy in &r.policies {
         let name = policy.metadata.name.as_deref();

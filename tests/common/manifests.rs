@@ -12,6 +12,9 @@ pub const MODES: [&str; 4] = ["nfd-file", "nfd-nodefeature", "node", "job"];
 pub const HEALTH: [(&str, &str); 2] =
     [("node-health", "node"), ("nfd-nodefeature-health", "nfd-nodefeature")];
 
+/// The overlays of DRA nodes (the chart with allocationMode=dra, health on), and their modes.
+pub const DRA: [(&str, &str); 1] = [("node-health-dra", "node")];
+
 /// `deploy/`.
 pub fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")

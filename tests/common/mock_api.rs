@@ -98,6 +98,8 @@ pub fn assert_declared(method: &Method, uri: &http::Uri) {
         .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
         .chain(nvlabel::publish::node::WATCH_API_CALLS)
         .chain(nvlabel::health::publish::API_CALLS)
+        .chain(nvlabel::kubeapi::slices::API_CALLS)
+        .chain(nvlabel::health::taints::API_CALLS)
         .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
     assert!(
         declared.into_iter().any(|d| d == observed),

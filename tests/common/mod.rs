@@ -187,6 +187,7 @@ pub fn golden(name: &str, actual: &str) -> Option<String> {
 pub mod apiserver;
 pub mod chart_cluster;
 pub mod deploy_checks;
+pub mod dra_cluster;
 pub mod health_cluster;
 pub mod helm;
 pub mod label_rules;

@@ -40,6 +40,10 @@ pub struct Gpu {
     pub retired_pages_pending: Option<bool>,
     /// `nvmlDeviceGetRemappedRows` (fields 142-145); absent means NOT_SUPPORTED.
     pub remapped_rows: Option<crate::health_fixture::RemappedRows>,
+    /// Field 230 (`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`); absent means NOT_SUPPORTED.
+    pub recovery_action: Option<crate::health_fixture::RecoveryAction>,
+    /// `nvmlDeviceValidateInforom`: false answers CORRUPTED_INFOROM; absent means NOT_SUPPORTED.
+    pub inforom_valid: Option<bool>,
 }
 
 /// MIG mode and devices of one GPU.

@@ -26,6 +26,8 @@ fn value(c: &mut Call, g: u32, key: Key) -> Option<u64> {
         Key::EccCorrectedVolatile => gpu.ecc.as_ref()?.corrected_volatile,
         Key::EccUncorrectedAggregate => gpu.ecc.as_ref()?.uncorrected_aggregate,
         Key::EccCorrectedAggregate => gpu.ecc.as_ref()?.corrected_aggregate,
+        Key::RecoveryAction => gpu.recovery_action?.value(),
+        Key::InforomValid => u64::from(gpu.inforom_valid?),
         Key::NvlinkActive(_) => return None,
     };
     Some(c.g.live.adjust(g, key, base))
@@ -48,6 +50,7 @@ fn field(c: &mut Call, g: u32, id: u32) -> Result<u64, u32> {
         field_id::NVML_FI_DEV_REMAPPED_UNC => Key::RemappedUncorrectable,
         field_id::NVML_FI_DEV_REMAPPED_PENDING => Key::RemappedPending,
         field_id::NVML_FI_DEV_REMAPPED_FAILURE => Key::RemappedFailure,
+        field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => Key::RecoveryAction,
         _ => return Err(NOT_SUPPORTED),
     };
     value(c, g, key).ok_or(NOT_SUPPORTED)
@@ -75,6 +78,13 @@ export! { HEALTH_SYMBOLS = [];
         };
         let v = value(&mut c, g, key).ok_or(NOT_SUPPORTED)?;
         out(count, v)
+    }
+    fn nvmlDeviceValidateInforom(device: nvmlDevice_t) |c| {
+        let g = gpu_of(&mut c, device)?;
+        match value(&mut c, g, Key::InforomValid).ok_or(NOT_SUPPORTED)? {
+            0 => Err(CORRUPTED_INFOROM),
+            _ => Ok(()),
+        }
     }
     fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, pending: *mut nvmlEnableState_t) |c| {
         let g = gpu_of(&mut c, device)?;

@@ -1,4 +1,4 @@
-//! The health keys of a GPU in the fixture schema (`ecc`, `remapped_rows`); the calls that
+//! The health keys of a GPU in the fixture schema (`ecc`, `remapped_rows`, `recovery_action`); the calls that
 //! read them are in [`crate::health`].
 
 use serde::Deserialize;
@@ -39,4 +39,33 @@ pub struct RemappedRows {
     /// A remapping failed (no spare rows left).
     #[serde(default)]
     pub failure: bool,
+}
+
+/// `recovery_action:` of one GPU: what the driver says the GPU needs (field 230), by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// 0.
+    None,
+    /// 1.
+    GpuReset,
+    /// 2.
+    NodeReboot,
+    /// 3.
+    DrainP2p,
+    /// 4.
+    DrainAndReset,
+    /// 5.
+    RecoverImexDomain,
+}
+
+impl RecoveryAction {
+    /// Every name, in NVML's order (its position is the field's value).
+    pub const NAMES: [&'static str; 6] =
+        ["none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset", "recover_imex_domain"];
+
+    /// `nvmlDeviceGpuRecoveryAction_t`'s value.
+    pub fn value(self) -> u64 {
+        self as u64
+    }
 }

@@ -39,6 +39,10 @@ pub enum Key {
     EccCorrectedAggregate,
     /// `nvlink.<link>.active`.
     NvlinkActive(u32),
+    /// `recovery_action` (field 230).
+    RecoveryAction,
+    /// `inforom_valid`.
+    InforomValid,
 }
 
 /// One pending event, as `nvmlEventData_t` carries it.
@@ -284,6 +288,17 @@ fn parse_set(m: &Machine, g: u32, key: &str, value: &str) -> Result<(Key, u64), 
         "remapped_rows.failure" => (Key::RemappedFailure, gpu.remapped_rows.is_some(), true),
         "remapped_rows.uncorrectable" => (Key::RemappedUncorrectable, gpu.remapped_rows.is_some(), false),
         "ecc.uncorrected_volatile" => (Key::EccUncorrectedVolatile, gpu.ecc.is_some(), false),
+        "inforom_valid" => (Key::InforomValid, gpu.inforom_valid.is_some(), true),
+        "recovery_action" => {
+            let names = crate::health_fixture::RecoveryAction::NAMES;
+            let Some(v) = names.iter().position(|n| *n == value) else {
+                return Err(format!("recovery_action takes one of {}, not {value:?}", names.join(", ")));
+            };
+            return match gpu.recovery_action {
+                Some(_) => Ok((Key::RecoveryAction, v as u64)),
+                None => Err(format!("GPU {g} has no `recovery_action` in the fixture")),
+            };
+        }
         _ => match key.strip_prefix("nvlink.").and_then(|r| r.strip_suffix(".active")) {
             Some(link) => {
                 let link = link.parse().map_err(|_| format!("{key:?}: link {link:?} is not a number"))?;

@@ -46,6 +46,17 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if and .Values.health.enabled (has .Values.mode (list "node" "nfd-nodefeature")) }}true{{ end -}}
 {{- end -}}
 
+{{/* Whether nvlabel reads this node's ResourceSlices: --allocation-mode auto decides by them,
+and health in dra mode taints their devices. */}}
+{{- define "nvlabel.readsSlices" -}}
+{{- if or (eq .Values.allocationMode "auto") (and (eq .Values.allocationMode "dra") (include "nvlabel.health" .)) }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether GPU faults become DRA device taints (DeviceTaintRules). */}}
+{{- define "nvlabel.taintsDevices" -}}
+{{- if and (include "nvlabel.health" .) (ne .Values.allocationMode "device-plugin") }}true{{ end -}}
+{{- end -}}
+
 {{/* The ConfigMap mounted as --config-dir, if any. */}}
 {{- define "nvlabel.configMap" -}}
 {{- if .Values.config.name -}}
@@ -152,14 +163,23 @@ containers:
       {{- if .Values.extendedLabels }}
       - --extended-labels
       {{- end }}
+      {{- if ne .Values.allocationMode "device-plugin" }}
+      - --allocation-mode={{ .Values.allocationMode }}
+      {{- end }}
       {{- if include "nvlabel.health" . }}
       - --health
       - --health-condition-type={{ .Values.health.conditionType }}
       {{- if kindIs "slice" .Values.health.ignoreXids }}
       - --health-ignore-xids={{ join "," .Values.health.ignoreXids }}
       {{- end }}
+      {{- if kindIs "slice" .Values.health.fatalXids }}
+      - --health-fatal-xids={{ join "," .Values.health.fatalXids }}
+      {{- end }}
       {{- with .Values.health.bootIdFile }}
       - --boot-id-file={{ . }}
+      {{- end }}
+      {{- if include "nvlabel.taintsDevices" . }}
+      - --health-taint-effect={{ .Values.health.taintEffect }}
       {{- end }}
       {{- end }}
       {{- if eq .Values.mode "nfd-nodefeature" }}

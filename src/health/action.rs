@@ -1,0 +1,180 @@
+//! What to do about a fault, and who says so: the driver (NVML field 230, the GPU's recovery
+//! action, since driver R550) where it answers, else NVIDIA's Xid catalog (`xid_catalog.tsv`,
+//! one data file with its source and date), else the operator's `--health-ignore-xids` and
+//! `--health-fatal-xids`, which override the catalog either way.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+/// What to do about a fault, least drastic first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Action {
+    /// Drain the GPU's work and look at what ran there: the fault is one only because the operator
+    /// chose so (an Xid the catalog calls an application's, made fatal by `--health-fatal-xids`),
+    /// which says nothing about the hardware, so nothing more drastic is recommended.
+    CheckWorkload,
+    /// Nobody can say: an Xid the catalog does not know, or one it sends to support or to a
+    /// workflow; drain the GPU's work and look at the driver's logs.
+    Investigate,
+    /// The driver asks for peer-to-peer traffic to the GPU to be drained.
+    DrainP2p,
+    /// Drain the GPU's work and reset it (`nvidia-smi -r`), or reboot.
+    ResetGpu,
+    /// The driver asks for peer-to-peer traffic to be drained and the GPU reset.
+    DrainAndReset,
+    /// The driver asks for the GPU's IMEX domain (multi-node NVLink) to be recovered.
+    RecoverImexDomain,
+    /// Drain and reboot the node.
+    #[serde(rename = "RebootNode")]
+    Reboot,
+    /// Drain the node and have the GPU replaced.
+    #[serde(rename = "ReplaceGpu")]
+    Replace,
+}
+
+impl Action {
+    /// The recommendation as the condition message says it.
+    pub fn text(self) -> &'static str {
+        match self {
+            Action::CheckWorkload => "check the workload on this GPU",
+            Action::Investigate => "investigate (drain the GPU, read the driver's log)",
+            Action::DrainP2p => "drain peer-to-peer work from the GPU",
+            Action::ResetGpu => "reset the GPU",
+            Action::DrainAndReset => "drain peer-to-peer work and reset the GPU",
+            Action::RecoverImexDomain => "recover the GPU's IMEX domain",
+            Action::Reboot => "reboot the node",
+            Action::Replace => "replace the GPU",
+        }
+    }
+
+    /// The driver's recovery action (`nvmlDeviceGpuRecoveryAction_t`), `None` for "none".
+    /// Values a newer driver adds are a fault nobody here can name: investigate.
+    pub fn from_driver(value: u64) -> Option<Action> {
+        match value {
+            0 => None,
+            1 | 6 => Some(Action::ResetGpu), // 6: reset the GPU's PCIe bus
+            2 | 7 => Some(Action::Reboot),   // 7: reboot the system
+            3 => Some(Action::DrainP2p),
+            4 => Some(Action::DrainAndReset),
+            5 => Some(Action::RecoverImexDomain),
+            _ => Some(Action::Investigate),
+        }
+    }
+}
+
+/// The catalog as shipped: `xid<TAB>mnemonic<TAB>immediate action` lines, `#` comments.
+const CATALOG: &str = include_str!("xid_catalog.tsv");
+
+/// One Xid of the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// NVIDIA's mnemonic.
+    pub mnemonic: &'static str,
+    /// The catalog's immediate action ("Resolution Bucket (Immediate Action)").
+    pub immediate: &'static str,
+}
+
+/// The catalog, parsed once.
+pub fn catalog() -> &'static BTreeMap<u64, CatalogEntry> {
+    static PARSED: OnceLock<BTreeMap<u64, CatalogEntry>> = OnceLock::new();
+    PARSED.get_or_init(|| parse(CATALOG))
+}
+
+/// Parses catalog text; a malformed line is a bug in the shipped file (a test reads it whole).
+fn parse(text: &'static str) -> BTreeMap<u64, CatalogEntry> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut cols = l.split('\t');
+            let xid = cols.next()?.trim().parse().ok()?;
+            let mnemonic = cols.next()?.trim();
+            let immediate = cols.next()?.trim();
+            Some((xid, CatalogEntry { mnemonic, immediate }))
+        })
+        .collect()
+}
+
+/// What the catalog's immediate action means here: `None` is not a fault.
+pub fn bucket_action(immediate: &str) -> Option<Action> {
+    match immediate {
+        "IGNORE" | "RESTART_APP" => None,
+        // Xid 45 (a channel removed, as when a process is killed): the catalog's workflow acts
+        // only on the Xids that come with it, and those are classified on their own.
+        "WORKFLOW_XID_45" => None,
+        // Xid 48 (a double-bit ECC error): the workflow starts with a reset.
+        "RESET_GPU" | "WORKFLOW_XID_48" => Some(Action::ResetGpu),
+        "RESTART_BM" | "RESTART_VM" => Some(Action::Reboot),
+        // CONTACT_SUPPORT, CHECK_MECHANICALS, UPDATE_SWFW, CHECK_UVM, the NVLink workflows,
+        // XID_154 (the driver's recovery action changed: read it) and no action at all.
+        _ => Some(Action::Investigate),
+    }
+}
+
+/// How an Xid is classified when the driver gives no recovery action: `None` is not a fault.
+pub fn xid_action(xid: u64, ignored: &BTreeSet<u64>, fatal: &BTreeSet<u64>) -> Option<Action> {
+    if ignored.contains(&xid) {
+        return None;
+    }
+    let catalog = catalog().get(&xid).map_or(Some(Action::Investigate), |e| bucket_action(e.immediate));
+    match (catalog, fatal.contains(&xid)) {
+        (Some(action), _) => Some(action),
+        // Only the operator says it is a fault: nothing about the hardware is known.
+        (None, true) => Some(Action::CheckWorkload),
+        (None, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalog_entry_has_a_known_immediate_action() {
+        let lines = CATALOG.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
+        assert_eq!(catalog().len(), lines, "every data line parses");
+        assert!(catalog().len() > 100, "the whole catalog: {}", catalog().len());
+        for (xid, e) in catalog() {
+            assert!(!e.mnemonic.is_empty() && !e.immediate.is_empty(), "Xid {xid}: {e:?}");
+            let bucket =
+                e.immediate.chars().all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit());
+            assert!(bucket || e.immediate == "-", "Xid {xid}: {e:?}");
+        }
+        assert!(CATALOG.contains("https://docs.nvidia.com/deploy/xid-errors/"), "the source is named");
+        assert!((1..=172).all(|x| catalog().contains_key(&x)), "every Xid the catalog lists");
+    }
+
+    #[test]
+    fn the_catalog_decides_where_the_device_plugins_list_was_wrong() {
+        let none = BTreeSet::new();
+        assert_eq!(xid_action(94, &none, &none), None, "94 is RESTART_APP in the catalog");
+        assert_eq!(xid_action(109, &none, &none), Some(Action::ResetGpu), "109 is RESET_GPU");
+        assert_eq!(xid_action(31, &none, &none), None, "an application's bad pointer");
+        assert_eq!(xid_action(79, &none, &none).map(|a| a >= Action::ResetGpu), Some(true), "off the bus");
+        assert_eq!(xid_action(9_999, &none, &none), Some(Action::Investigate), "unknown: investigate");
+    }
+
+    #[test]
+    fn the_operator_overrides_the_catalog_either_way() {
+        let none = BTreeSet::new();
+        let set = |x: &[u64]| x.iter().copied().collect::<BTreeSet<u64>>();
+        assert_eq!(xid_action(109, &set(&[109]), &none), None, "ignored");
+        assert_eq!(xid_action(31, &none, &set(&[31])), Some(Action::CheckWorkload), "fatal by choice only");
+        assert_eq!(
+            xid_action(109, &none, &set(&[109])),
+            Some(Action::ResetGpu),
+            "fatal anyway: the catalog's action"
+        );
+    }
+
+    #[test]
+    fn the_drivers_recovery_actions() {
+        assert_eq!(Action::from_driver(0), None);
+        assert_eq!(Action::from_driver(1).map(Action::text), Some("reset the GPU"));
+        assert_eq!(Action::from_driver(2), Some(Action::Reboot));
+        assert_eq!(Action::from_driver(3), Some(Action::DrainP2p));
+        assert_eq!(Action::from_driver(4), Some(Action::DrainAndReset));
+        assert_eq!(Action::from_driver(5), Some(Action::RecoverImexDomain));
+        assert_eq!(Action::from_driver(42), Some(Action::Investigate));
+    }
+}

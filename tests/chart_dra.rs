@@ -1,0 +1,78 @@
+//! The Helm chart's DRA values (`allocationMode`, `health.taintEffect`): in every mode, with
+//! and without health, the deploy checks pass (RBAC exactly what the code calls, the device-taint
+//! policy where taints are written), the flags reach the pod, the grants for ResourceSlices and
+//! DeviceTaintRules appear only when used, the default renders as before, and wrong values are
+//! refused. Needs a Helm binary (`NVLABEL_HELM`); without one each test skips with one line.
+
+mod common;
+
+use common::deploy_checks::{check_locked_down, check_policy, check_rbac_exact, settings_of, typed};
+use common::helm::{helm, template, MODES};
+use nvlabel::labels::AllocationMode;
+
+/// Whether a rendering grants `resource` of resource.k8s.io.
+fn grants(r: &common::deploy_checks::Rendered, resource: &str) -> bool {
+    r.rules.iter().flat_map(|(_, _, rules)| rules).any(|rule| {
+        rule.api_groups.iter().flatten().any(|g| g == "resource.k8s.io")
+            && rule.resources.iter().flatten().any(|x| x == resource)
+    })
+}
+
+#[test]
+fn allocation_modes_grant_and_fence_only_what_they_use() {
+    let Some(helm) = helm("allocation_modes_grant_and_fence_only_what_they_use") else { return };
+    for mode in MODES {
+        let healths: &[bool] =
+            if ["node", "nfd-nodefeature"].contains(&mode) { &[false, true] } else { &[false] };
+        for &health in healths {
+            let base = vec![
+                "--set".to_string(),
+                "job.nodeName=gpu-node-1".to_string(),
+                "--set".to_string(),
+                format!("mode={mode}"),
+                "--set".to_string(),
+                format!("health.enabled={health}"),
+            ];
+            let refs = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+            let default =
+                template(&helm, "nvlabel", &base.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+            for allocation in ["device-plugin", "dra", "auto"] {
+                let mut args = base.clone();
+                args.extend(["--set".to_string(), format!("allocationMode={allocation}")]);
+                args.extend(["--set".to_string(), "health.taintEffect=NoExecute".to_string()]);
+                let label = refs(&args);
+                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+                let docs = template(&helm, "nvlabel", &argv).unwrap_or_else(|e| panic!("{label}: {e}"));
+                let r = typed(&label, &docs);
+                check_locked_down(&label, &r);
+                check_rbac_exact(&label, &r);
+                check_policy(&label, &r);
+                let (what, ns, pod) = &r.pods[0];
+                let settings = settings_of(what, ns, &pod.containers[0]);
+                assert_eq!(settings.allocation_mode, AllocationMode::parse(allocation).unwrap(), "{label}");
+                let taints = health && allocation != "device-plugin";
+                let slices = allocation == "auto" || (allocation == "dra" && health);
+                assert_eq!(grants(&r, "resourceslices"), slices, "{label}");
+                assert_eq!(grants(&r, "devicetaintrules"), taints, "{label}");
+                let effect =
+                    pod.containers[0].args.iter().flatten().any(|a| a == "--health-taint-effect=NoExecute");
+                assert_eq!(effect, taints, "{label}: the effect reaches the pod where taints are written");
+                if allocation == "device-plugin" {
+                    assert_eq!(docs, default, "{label}: the default renders as before");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_dra_values_are_refused() {
+    let Some(helm) = helm("wrong_dra_values_are_refused") else { return };
+    for (args, path) in [
+        (["--set", "allocationMode=DRA"], "/allocationMode"),
+        (["--set", "health.taintEffect=Evict"], "/health/taintEffect"),
+    ] {
+        let e = template(&helm, "nvlabel", &args).expect_err("refused");
+        assert!(e.contains(path), "{args:?}: {e}");
+    }
+}

@@ -1,0 +1,142 @@
+//! The device taints' exact requests against the mocked API (`common::mock_api`): discovery, one
+//! list of this node's rules, a server-side apply per rule that changes, nothing on a pass that
+//! changes nothing, a delete when the GPU is healthy again, and a refused write counted, logged
+//! and not retried before its backoff. Every request must be one RBAC grants (`API_CALLS`).
+
+mod common;
+
+use common::mock_api::{expect, mock, status};
+use http::{Method, Response};
+use kube::client::Body;
+use nvlabel::config::health::TaintEffect;
+use nvlabel::health::metrics::HealthMetrics;
+use nvlabel::health::taints::DeviceTaints;
+use nvlabel::kubeapi::slices::SliceState;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const RULES: &str = "/apis/resource.k8s.io/v1/devicetaintrules";
+
+/// Node n1's slice: GPU-1 as device gpu-4, GPU-2 as gpu-5.
+fn slices() -> SliceState {
+    let slice = serde_json::from_value(json!({
+        "metadata": {"name": "n1-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-4", "attributes": {"uuid": {"string": "GPU-1"}}},
+                             {"name": "gpu-5", "attributes": {"uuid": {"string": "GPU-2"}}}]}
+    }))
+    .unwrap();
+    SliceState::Listed(BTreeMap::from([("s".to_string(), slice)]))
+}
+
+/// Answers discovery of resource.k8s.io/v1: DeviceTaintRule is served there.
+async fn discovery(handle: &mut common::mock_api::Handle) {
+    let (request, send) = handle.next_request().await.expect("discovery");
+    assert_eq!(request.uri().path(), "/apis/resource.k8s.io/v1");
+    let list = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1",
+        "resources": [{"name": "devicetaintrules", "singularName": "devicetaintrule", "namespaced": false, "kind": "DeviceTaintRule", "verbs": ["list", "create", "patch", "delete"]}]});
+    send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+}
+
+fn rule_object(name: &str, body: &serde_json::Value) -> serde_json::Value {
+    let mut o = body.clone();
+    o["metadata"]["name"] = json!(name);
+    o["metadata"]["resourceVersion"] = json!("7");
+    o
+}
+
+#[tokio::test(start_paused = true)]
+async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
+    let (client, mut handle) = mock();
+    let metrics = Arc::new(HealthMetrics::default());
+    // The longest wait of each backoff window, so "within the backoff" is exact.
+    let mut taints =
+        DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone()).with_jitter(|| 0.999);
+    let faulty = BTreeMap::from([("GPU-2".to_string(), "GpuLost")]);
+
+    let sync = tokio::spawn(async move {
+        taints.sync(&slices(), &faulty).await;
+        (taints, faulty)
+    });
+    discovery(&mut handle).await;
+    let list = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": "5"}, "items": []});
+    let selector =
+        "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dnvlabel%2Cnvidia.com%2Fgpu-health-node%3Dn1";
+    expect(&mut handle, Method::GET, &format!("{RULES}?&{selector}"), 200, list).await;
+    let path = format!("{RULES}/nvlabel-n1-gpu-5?&force=true&fieldManager=nvlabel");
+    let (request, send) = handle.next_request().await.expect("the write");
+    assert_eq!(
+        (request.method(), request.uri().path_and_query().unwrap().as_str()),
+        (&Method::PATCH, path.as_str())
+    );
+    common::mock_api::assert_declared(request.method(), request.uri());
+    let bytes = http_body_util::BodyExt::collect(request.into_body()).await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["apiVersion"], "resource.k8s.io/v1");
+    assert_eq!(body["metadata"]["labels"]["nvidia.com/gpu-health-node"], "n1");
+    assert_eq!(
+        body["spec"]["deviceSelector"],
+        json!({"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-5"})
+    );
+    assert_eq!(
+        body["spec"]["taint"],
+        json!({"key": "nvidia.com/gpu-health", "value": "GpuLost", "effect": "NoExecute"})
+    );
+    send.send_response(Response::new(Body::from(
+        serde_json::to_vec(&rule_object("nvlabel-n1-gpu-5", &body)).unwrap(),
+    )));
+    let (mut taints, faulty) = sync.await.unwrap();
+    assert_eq!(metrics.device_taints.get(), 1);
+
+    // The same faults again: no request at all (one would never be answered).
+    let idle = tokio::time::timeout(Duration::from_secs(60), taints.sync(&slices(), &faulty)).await;
+    assert!(idle.is_ok(), "a pass that changes nothing sent a request");
+    // Healthy again: the rule is deleted.
+    let sync = tokio::spawn(async move {
+        taints.sync(&slices(), &BTreeMap::new()).await;
+        taints
+    });
+    expect(
+        &mut handle,
+        Method::DELETE,
+        &format!("{RULES}/nvlabel-n1-gpu-5?"),
+        200,
+        json!({"kind": "Status", "status": "Success"}),
+    )
+    .await;
+    let mut taints = sync.await.unwrap();
+    assert_eq!(metrics.device_taints.get(), 0);
+
+    // A refused write is counted; the next passes within its backoff send nothing.
+    let faulty = BTreeMap::from([("GPU-1".to_string(), "XidCriticalError")]);
+    let sync = tokio::spawn(async move {
+        taints.sync(&slices(), &faulty).await;
+        (taints, faulty)
+    });
+    let path = format!("{RULES}/nvlabel-n1-gpu-4?&force=true&fieldManager=nvlabel");
+    expect(&mut handle, Method::PATCH, &path, 403, status(403, "Forbidden")).await;
+    let (mut taints, faulty) = sync.await.unwrap();
+    assert_eq!(metrics.device_taint_failures.get(), 1);
+    let waiting = tokio::time::timeout(Duration::from_millis(1), taints.sync(&slices(), &faulty)).await;
+    assert!(waiting.is_ok(), "a pass within the backoff sent a request");
+    // After the backoff (just under 1 s for the first failure), the rules are listed again first.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sync = tokio::spawn(async move { taints.sync(&slices(), &faulty).await });
+    let list = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": "9"}, "items": []});
+    expect(&mut handle, Method::GET, &format!("{RULES}?&{selector}"), 200, list).await;
+    expect(
+        &mut handle,
+        Method::PATCH,
+        &path,
+        200,
+        rule_object(
+            "nvlabel-n1-gpu-4",
+            &json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule"}),
+        ),
+    )
+    .await;
+    sync.await.unwrap();
+    assert_eq!(metrics.device_taints.get(), 1);
+}

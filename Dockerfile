@@ -9,18 +9,37 @@
 # config space the vGPU labels need. nvlabel's own manifests (deploy/) always set the user in the
 # pod spec: UID 65532 for the API modes, UID 0 with every capability dropped for the feature file.
 #
-# `docker build .` builds everything. To package a binary built elsewhere (CI does, see
-# .ci/image-test), replace the `binary` stage with a directory holding `nvlabel` and the
-# `gpu-feature-discovery` symlink to it:
-#   buildah build --target runtime --build-context binary=DIR .
+# `docker build .` builds everything for the building machine's arch. Both arches, as one
+# manifest list (the builder cross-compiles on the building machine, nothing runs emulated):
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/nvlabel:0.1.0 --push .
+# To package a binary built elsewhere (CI does, see .ci/image-test), replace the `binary` stage
+# with a directory holding `nvlabel` and the `gpu-feature-discovery` symlink to it:
+#   buildah build --target runtime --platform linux/ARCH --build-context binary=DIR .
 # (docker buildx build --build-context binary=DIR works the same way.)
 
-FROM docker.io/library/rust:1.95-slim-bookworm AS build
+FROM --platform=$BUILDPLATFORM docker.io/library/rust:1.95-slim-bookworm AS build
+ARG TARGETARCH
+# The target's Rust standard library and, for another arch than the builder's, Debian's cross gcc
+# (ring and psm compile C; it links). Named per target, so the same lines serve either builder.
+ENV CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=x86_64-linux-gnu-gcc \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_x86_64_unknown_linux_gnu=x86_64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+RUN case "$TARGETARCH" in \
+      amd64) triple=x86_64-unknown-linux-gnu cross="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
+      arm64) triple=aarch64-unknown-linux-gnu cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
+      *) echo "nvlabel is built for amd64 and arm64, not '$TARGETARCH'" >&2; exit 1 ;; \
+    esac \
+ && if [ "${triple%%-*}" != "$(uname -m)" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends $cross && rm -rf /var/lib/apt/lists/*; \
+    fi \
+ && rustup target add "$triple" \
+ && echo "$triple" >/rust-target
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p nvlabel \
+RUN cargo build --release --locked -p nvlabel --target "$(cat /rust-target)" \
  && mkdir -p /out \
- && cp target/release/nvlabel /out/nvlabel \
+ && cp "target/$(cat /rust-target)/release/nvlabel" /out/nvlabel \
  && ln -s nvlabel /out/gpu-feature-discovery
 
 # Only the two files the runtime stage installs: the stage a prebuilt binary replaces.

@@ -148,3 +148,32 @@ fn node_writers_are_fenced_by_the_admission_policy() {
     let condition = &r.policies[0].spec.as_ref().unwrap().match_conditions.as_ref().unwrap()[0].expression;
     assert!(condition.contains("system:serviceaccount:nvlabel:nvlabel"), "scoped to our service account");
 }
+
+/// The image is built for amd64 and arm64 (Grace: GH200, GB200 nodes): every term of every
+/// DaemonSet's node affinity admits exactly those, so a pod never lands where it cannot start.
+#[test]
+fn daemonsets_run_on_the_arches_the_image_is_built_for() {
+    for mode in all_overlays().filter(|m| *m != "job") {
+        for (what, _, pod) in overlay(mode).pods {
+            let affinity = pod.affinity.and_then(|a| a.node_affinity);
+            let terms = affinity.and_then(|n| n.required_during_scheduling_ignored_during_execution);
+            let terms = terms.map(|t| t.node_selector_terms).unwrap_or_default();
+            assert!(!terms.is_empty(), "{what}: no node affinity");
+            for term in &terms {
+                let arch: Vec<_> = term
+                    .match_expressions
+                    .iter()
+                    .flatten()
+                    .filter(|e| e.key == "kubernetes.io/arch")
+                    .collect();
+                assert_eq!(arch.len(), 1, "{what}: {term:?}");
+                assert_eq!(arch[0].operator, "In", "{what}");
+                assert_eq!(
+                    arch[0].values.as_deref(),
+                    Some(&["amd64".to_string(), "arm64".to_string()][..]),
+                    "{what}"
+                );
+            }
+        }
+    }
+}

@@ -11,10 +11,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::mock_api::{expect, mock, no_more_requests, Handle};
+use common::mock_api::{ds_owner, expect, mock, no_more_requests, Handle};
 use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::client::Body;
 use kube::Api;
 use nvlabel::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
@@ -24,17 +23,6 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";
-
-fn ds_owner() -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: "nvlabel".into(),
-        uid: "ds-uid-456".into(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
-}
 
 /// One publish of `want` by a writer owned by `ds_owner()` over an object with `want` as its spec
 /// and `metadata` (labels, owners) otherwise: it must rewrite the object whole; returns the body.

@@ -4,7 +4,7 @@
 mod common;
 
 use common::labels;
-use common::mock_api::{expect, mock, no_more_requests, status};
+use common::mock_api::{ds_owner, expect, mock, no_more_requests, status};
 use http::Method;
 use nvlabel::kubeapi::retry::Backoff;
 use nvlabel::labels::Labels;
@@ -17,17 +17,6 @@ fn quick() -> Backoff {
 }
 
 const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";
-
-fn ds_owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: "nvlabel".into(),
-        uid: "ds-uid-456".into(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
-}
 
 fn node_feature(rv: &str, spec_labels: &Labels, extra_labels: Value, owners: Value) -> Value {
     let mut meta_labels = json!({"nfd.node.kubernetes.io/node-name": "gpu-1"});

@@ -293,8 +293,7 @@ impl Monitor {
     /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.
     fn driver_decides(&self, event: &Event) -> bool {
         let Event::Xid { index, .. } = event else { return false };
-        let gpu = self.last.as_ref().and_then(|r| r.gpus.iter().find(|g| g.index == *index));
-        gpu.is_some_and(|g| g.recovery_action.is_some())
+        super::rules::driver_answers(self.last.as_ref(), *index)
     }
 
     /// Adds faults to the record; returns the new ones.

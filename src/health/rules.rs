@@ -240,6 +240,11 @@ pub enum Event {
     },
 }
 
+/// Whether GPU `index`'s driver answered its recovery action in the reading `last`.
+pub fn driver_answers(last: Option<&Reading>, index: u32) -> bool {
+    last.and_then(|r| r.gpus.iter().find(|g| g.index == index)).is_some_and(|g| g.recovery_action.is_some())
+}
+
 /// One detector, so a mutation check can turn it off and see a test fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Detector {
@@ -362,10 +367,7 @@ impl Rules {
         let (detector, found) = match *event {
             Event::Xid { index, xid, mig } => {
                 let listed = self.ignored_xids.contains(&xid) || self.fatal_xids.contains(&xid);
-                let driver = last
-                    .and_then(|r| r.gpus.iter().find(|g| g.index == index))
-                    .is_some_and(|g| g.recovery_action.is_some());
-                let action = match driver && !listed {
+                let action = match driver_answers(last, index) && !listed {
                     true => None,
                     false => super::action::xid_action(xid, &self.ignored_xids, &self.fatal_xids),
                 };

@@ -20,6 +20,18 @@ pub fn mock() -> (Client, Handle) {
     (Client::new(service, "default"), handle)
 }
 
+/// The owner the GPU Operator's DaemonSet gives a NodeFeature writer in the mocked-API tests.
+pub fn ds_owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: "nvlabel".into(),
+        uid: "ds-uid-456".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
+}
+
 /// A `Status` body.
 pub fn status(code: u16, reason: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})

@@ -44,6 +44,8 @@ pub struct Gpu {
     pub recovery_action: Option<crate::health_fixture::RecoveryAction>,
     /// `nvmlDeviceValidateInforom`: false answers CORRUPTED_INFOROM; absent means NOT_SUPPORTED.
     pub inforom_valid: Option<bool>,
+    /// `nvmlDeviceGetCurrentClocksEventReasons`, nvml.h's bits by name; absent means NOT_SUPPORTED.
+    pub clock_event_reasons: Option<Vec<crate::health_fixture::ClockEventReason>>,
 }
 
 /// MIG mode and devices of one GPU.

@@ -1,5 +1,7 @@
-//! GPU health: the `ecc`, `retired_pages_pending` and `remapped_rows` fixture keys and the NVML
-//! calls that read them (ECC mode and counters, retired pages, row remapping, field values). The
+//! GPU health: the `ecc`, `retired_pages_pending`, `remapped_rows`, `recovery_action`,
+//! `inforom_valid`, `pcie.replay_counter` and `clock_event_reasons` fixture keys and the NVML
+//! calls that read them (ECC mode and counters, retired pages, row remapping, field values,
+//! the InfoROM, PCIe replays, clock event reasons). The
 //! values are the fixture's, changed from outside by the event file's `dbe`, `sbe` and `set` lines
 //! (see [`crate::live`]).
 
@@ -28,6 +30,10 @@ fn value(c: &mut Call, g: u32, key: Key) -> Option<u64> {
         Key::EccCorrectedAggregate => gpu.ecc.as_ref()?.corrected_aggregate,
         Key::RecoveryAction => gpu.recovery_action?.value(),
         Key::InforomValid => u64::from(gpu.inforom_valid?),
+        Key::PcieReplayCounter => gpu.pcie.as_ref()?.replay_counter?,
+        Key::ClockEventReasons => {
+            crate::health_fixture::ClockEventReason::mask(gpu.clock_event_reasons.as_ref()?)
+        }
         Key::NvlinkActive(_) => return None,
     };
     Some(c.g.live.adjust(g, key, base))
@@ -51,6 +57,7 @@ fn field(c: &mut Call, g: u32, id: u32) -> Result<u64, u32> {
         field_id::NVML_FI_DEV_REMAPPED_PENDING => Key::RemappedPending,
         field_id::NVML_FI_DEV_REMAPPED_FAILURE => Key::RemappedFailure,
         field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => Key::RecoveryAction,
+        field_id::NVML_FI_DEV_PCIE_REPLAY_COUNTER => Key::PcieReplayCounter,
         _ => return Err(NOT_SUPPORTED),
     };
     value(c, g, key).ok_or(NOT_SUPPORTED)
@@ -85,6 +92,16 @@ export! { HEALTH_SYMBOLS = [];
             0 => Err(CORRUPTED_INFOROM),
             _ => Ok(()),
         }
+    }
+    fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, count: *mut c_uint) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let v = value(&mut c, g, Key::PcieReplayCounter).ok_or(NOT_SUPPORTED)?;
+        out(count, v.min(u64::from(u32::MAX)) as c_uint)
+    }
+    fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevice_t, reasons: *mut c_ulonglong) |c| {
+        let g = gpu_of(&mut c, device)?;
+        let v = value(&mut c, g, Key::ClockEventReasons).ok_or(NOT_SUPPORTED)?;
+        out(reasons, v)
     }
     fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, pending: *mut nvmlEnableState_t) |c| {
         let g = gpu_of(&mut c, device)?;

@@ -43,6 +43,10 @@ pub enum Key {
     RecoveryAction,
     /// `inforom_valid`.
     InforomValid,
+    /// `pcie.replay_counter` (field 94).
+    PcieReplayCounter,
+    /// `clock_event_reasons`, as its bit mask.
+    ClockEventReasons,
 }
 
 /// One pending event, as `nvmlEventData_t` carries it.
@@ -289,6 +293,16 @@ fn parse_set(m: &Machine, g: u32, key: &str, value: &str) -> Result<(Key, u64), 
         "remapped_rows.uncorrectable" => (Key::RemappedUncorrectable, gpu.remapped_rows.is_some(), false),
         "ecc.uncorrected_volatile" => (Key::EccUncorrectedVolatile, gpu.ecc.is_some(), false),
         "inforom_valid" => (Key::InforomValid, gpu.inforom_valid.is_some(), true),
+        "pcie.replay_counter" => {
+            (Key::PcieReplayCounter, gpu.pcie.as_ref().is_some_and(|p| p.replay_counter.is_some()), false)
+        }
+        "clock_event_reasons" => {
+            let mask = crate::health_fixture::ClockEventReason::parse_list(value)?;
+            return match gpu.clock_event_reasons {
+                Some(_) => Ok((Key::ClockEventReasons, mask)),
+                None => Err(format!("GPU {g} has no `clock_event_reasons` in the fixture")),
+            };
+        }
         "recovery_action" => {
             let names = crate::health_fixture::RecoveryAction::NAMES;
             let Some(v) = names.iter().position(|n| *n == value) else {
@@ -312,7 +326,9 @@ fn parse_set(m: &Machine, g: u32, key: &str, value: &str) -> Result<(Key, u64), 
         },
     };
     if !has {
-        return Err(format!("GPU {g} has no `{}` in the fixture", key.split('.').next().unwrap_or(key)));
+        // `pcie.replay_counter` needs the key itself, not only its section.
+        let section = if k == Key::PcieReplayCounter { key } else { key.split('.').next().unwrap_or(key) };
+        return Err(format!("GPU {g} has no `{section}` in the fixture"));
     }
     let v = if boolean {
         match value {

@@ -15,6 +15,8 @@ pub struct Pcie {
     pub generation: Option<u32>,
     /// `nvmlDeviceGetCurrPcieLinkWidth`; the maximum when absent.
     pub width: Option<u32>,
+    /// `nvmlDeviceGetPcieReplayCounter` and field 94; absent means NOT_SUPPORTED.
+    pub replay_counter: Option<u64>,
 }
 
 /// `nvlink`: the GPU's NVLink version and links.

@@ -53,6 +53,17 @@ impl Worker {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
+        self.submit(f)?.rx.await.map_err(|_| WorkerError::Gone(self.name.clone()))?
+    }
+
+    /// Queues `f` on the thread; its answer comes through the [`Answer`], which can be waited
+    /// for with a deadline and kept while the job is still running (so a hung job is never
+    /// queued behind again, and no thread is started for it).
+    pub fn submit<T, F>(&self, f: F) -> Result<Answer<T>, WorkerError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let thread = self.name.clone();
         let job: Job = Box::new(move || {
@@ -61,7 +72,25 @@ impl Worker {
             let _ = tx.send(answer);
         });
         self.jobs.send(job).map_err(|_| WorkerError::Gone(self.name.clone()))?;
-        rx.await.map_err(|_| WorkerError::Gone(self.name.clone()))?
+        Ok(Answer { rx, thread: self.name.clone() })
+    }
+}
+
+/// The answer to come of a submitted job.
+#[derive(Debug)]
+pub struct Answer<T> {
+    rx: tokio::sync::oneshot::Receiver<Result<T, WorkerError>>,
+    thread: String,
+}
+
+impl<T> Answer<T> {
+    /// The job's answer if it comes within `limit` (zero: only if it is there already); else the
+    /// answer still to come, to wait for later.
+    pub async fn within(mut self, limit: std::time::Duration) -> Result<Result<T, WorkerError>, Answer<T>> {
+        match tokio::time::timeout(limit, &mut self.rx).await {
+            Ok(answer) => Ok(answer.unwrap_or_else(|_| Err(WorkerError::Gone(self.thread.clone())))),
+            Err(_) => Err(self),
+        }
     }
 }
 
@@ -75,6 +104,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[tokio::test]
     async fn one_worker_stuck_does_not_hold_another() {
@@ -87,6 +117,17 @@ mod tests {
         assert!(!blocked.is_finished());
         release.send(()).unwrap();
         assert_eq!(blocked.await.unwrap(), Some(()));
+    }
+
+    #[tokio::test]
+    async fn an_answer_late_for_its_deadline_is_kept_and_comes_later() {
+        let w = Worker::spawn("slow").unwrap();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let answer = w.submit(move || held.recv().map(|()| 5).ok()).unwrap();
+        let late = answer.within(Duration::from_millis(10)).await.unwrap_err();
+        let late = late.within(Duration::ZERO).await.unwrap_err();
+        release.send(()).unwrap();
+        assert_eq!(late.within(Duration::from_secs(30)).await.unwrap().unwrap(), Some(5));
     }
 
     #[tokio::test]

@@ -102,6 +102,30 @@ fn a_gpu_on_the_pci_bus_that_nvml_does_not_see_exits_1() {
 }
 
 #[test]
+fn fewer_gpus_than_expected_exits_1_and_as_many_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = machine_with(dir.path(), |t| t);
+    let root = sysfs(&dir.path().join("sys"), 2);
+    let look = |expected: &str| {
+        let mut cmd = nvlabel(None);
+        cmd.args(["health", &format!("--health-expected-gpus={expected}")])
+            .env("NVLABEL_SYSFS_ROOT", &root)
+            .env("FAKE_NVML_FIXTURE", &m);
+        run(&mut cmd)
+    };
+    let (code, out, err) = look("8");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.starts_with("GpuCountBelowExpected: node: GpuCountBelowExpected, NVML sees 2 GPUs, the node should have 8, action: reboot the node\n"),
+        "{out}"
+    );
+    assert_eq!(look("2").0, 0);
+    let (code, _, err) = look("0");
+    assert_eq!(code, 2, "a count of 0 is a usage error: {err}");
+    assert!(err.contains("--health-expected-gpus") && err.contains("\"0\""), "{err}");
+}
+
+#[test]
 fn without_nvml_the_state_is_unknown_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out, _) = health(dir.path(), None, 2);
@@ -158,7 +182,12 @@ fn the_health_manifests_grant_exactly_what_health_calls_and_turn_it_on() {
         check_locked_down(overlay, &typed_docs);
         assert_eq!(
             rules(&docs, "ClusterRole", "nvlabel-health"),
-            vec![s("", "nodes", "get"), s("", "nodes/status", "patch")],
+            vec![
+                s("", "nodes", "get"),
+                s("", "nodes", "list"),
+                s("", "nodes", "watch"),
+                s("", "nodes/status", "patch")
+            ],
             "{overlay}"
         );
         let role = docs

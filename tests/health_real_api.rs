@@ -7,109 +7,17 @@ mod common;
 
 use common::apiserver;
 use common::health_cluster::{get_condition, nodes_of, setup};
+use common::health_daemon::*;
 use common::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
-use kube::Client;
-use nvlabel::health::record::{Record, ANNOTATION};
-use std::io::Write;
-use std::path::Path;
+use nvlabel::health::record::ANNOTATION;
 use std::time::{Duration, Instant};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";
 const UUID1: &str = "GPU-a1b2c3d4-0001-4000-8000-000000000001";
-
-/// Polls (bounded, 30 s) until the condition satisfies `want`; returns it and how long it took.
-async fn until(
-    admin: &Client,
-    what: &str,
-    want: impl Fn(&(String, String, String)) -> bool,
-) -> ((String, String, String), Duration) {
-    let start = Instant::now();
-    loop {
-        if let Some(c) = get_condition(admin, "gpu-a", "GPUHealthy").await.filter(|c| want(c)) {
-            return (c, start.elapsed());
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{what} never happened: {:?}",
-            get_condition(admin, "gpu-a", "GPUHealthy").await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-struct Daemon {
-    child: std::process::Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &Path, kubeconfig: &Path) -> Daemon {
-    start_with(dir, kubeconfig, &repo().join("testdata/health/h100x2.yaml"), &[])
-}
-
-fn start_with(dir: &Path, kubeconfig: &Path, fixture: &Path, extra: &[&str]) -> Daemon {
-    let mut cmd = nvlabel(None);
-    cmd.args(extra)
-        .args([
-            "--sink=node",
-            "--node-name=gpu-a",
-            "--health",
-            "--sleep-interval=1s",
-            "--no-timestamp",
-            "--kubeconfig",
-        ])
-        .arg(kubeconfig)
-        .arg("--boot-id-file")
-        .arg(dir.join("boot_id"))
-        .env("NVLABEL_SYSFS_ROOT", dir.join("sys"))
-        .env("FAKE_NVML_FIXTURE", fixture)
-        .env("FAKE_NVML_EVENTS", dir.join("events"))
-        .env("FAKE_NVML_CALLS", dir.join("calls"))
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("log-{}", rand_suffix()))).unwrap());
-    Daemon { child: cmd.spawn().unwrap() }
-}
-
-/// Every daemon log of the test, for failure messages.
-fn logs(dir: &Path) -> String {
-    let mut out = String::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with("log-") {
-            out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
-        }
-    }
-    out
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-}
-
-fn event_line(dir: &Path, line: &str) {
-    let mut f = std::fs::OpenOptions::new().append(true).open(dir.join("events")).unwrap();
-    writeln!(f, "{line}").unwrap();
-}
-
-/// A node's files in `d`: a sysfs PCI bus, the boot id `boot-1`, an empty event file.
-fn node_files(d: &std::path::Path) {
-    health_sysfs(&d.join("sys"));
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
-}
-
-async fn labels(admin: &Client) -> std::collections::BTreeMap<String, String> {
-    nodes_of(admin).get("gpu-a").await.unwrap().metadata.labels.unwrap_or_default()
-}
 
 #[tokio::test]
 async fn faults_turn_the_condition_false_until_a_new_boot() {
@@ -126,8 +34,8 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
     assert_eq!(c, ("True".into(), "GpusHealthy".into(), "2 GPUs healthy".into()));
 
     let start_wait = Instant::now();
-    while labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
-        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?}", labels(&admin).await);
+    while node_labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
+        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?}", node_labels(&admin).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -212,12 +120,12 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
         c.2
     );
     let start_wait = Instant::now();
-    while labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("1") {
-        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?}", labels(&admin).await);
+    while node_labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("1") {
+        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?}", node_labels(&admin).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        labels(&admin).await.get("nvidia.com/gpu.product").map(String::as_str),
+        node_labels(&admin).await.get("nvidia.com/gpu.product").map(String::as_str),
         Some("NVIDIA-H100-80GB-HBM3")
     );
 
@@ -226,22 +134,6 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
     assert!(stop_with(&mut daemon.child, "-TERM").success());
     let calls = std::fs::read_to_string(d.join("calls")).unwrap();
     assert!(calls.lines().any(|l| l == "nvmlInit_v2 1"), "{calls}");
-}
-
-/// The fault record on gpu-a, if any.
-async fn record_of(admin: &Client) -> Option<Record> {
-    let annotations = nodes_of(admin).get("gpu-a").await.unwrap().metadata.annotations.unwrap_or_default();
-    annotations.get(ANNOTATION).map(|r| Record::parse(r).unwrap())
-}
-
-/// Two NVIDIA GPUs on the PCI bus (as the fixture has), so no GPU is missing.
-fn health_sysfs(dir: &Path) {
-    for addr in ["0000:01:00.0", "0000:02:00.0"] {
-        let d = dir.join("bus/pci/devices").join(addr);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("vendor"), "0x10de\n").unwrap();
-        std::fs::write(d.join("class"), "0x030200\n").unwrap();
-    }
 }
 
 #[tokio::test]
@@ -263,8 +155,13 @@ async fn without_nvml_the_condition_is_unknown_until_the_driver_appears() {
     std::fs::copy(repo().join("testdata/health/h100x2.yaml"), &fixture).unwrap();
     until(&admin, "True once the driver is there", |c| c.0 == "True").await;
     let start_wait = Instant::now();
-    while labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
-        assert!(start_wait.elapsed() < Duration::from_secs(30), "{:?} {}", labels(&admin).await, logs(d));
+    while node_labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
+        assert!(
+            start_wait.elapsed() < Duration::from_secs(30),
+            "{:?} {}",
+            node_labels(&admin).await,
+            logs(d)
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

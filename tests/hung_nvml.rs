@@ -63,8 +63,9 @@ async fn both_sides(env: std::collections::BTreeMap<String, std::path::PathBuf>)
         .settings
         .clone();
     let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
-    let mut task =
-        nvlabel::health::task::start(&health, Some(client), session.clone(), None).unwrap().unwrap();
+    let mut task = nvlabel::health::task::start(&health, Some(client), session.clone(), Default::default())
+        .unwrap()
+        .unwrap();
     let readings = task.metrics();
     let (_settings, rx) = tokio::sync::watch::channel(Arc::new(health));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

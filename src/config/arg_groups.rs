@@ -64,6 +64,14 @@ pub struct HealthArgs {
     /// [default: none]
     #[arg(long)]
     pub health_fatal_xids: Option<String>,
+    /// GPUs this node should have: fewer through NVML is a fault (the node's
+    /// nvidia.com/gpu.expected-count label, where set, wins) [default: none]
+    #[arg(long)]
+    pub health_expected_gpus: Option<String>,
+    /// How long an NVML call may run before health says Unknown (NvmlUnresponsive) and the
+    /// labelling pass stops waiting for it [default: 30s]
+    #[arg(long)]
+    pub health_nvml_timeout: Option<String>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
     /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None [default: NoSchedule]
     #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]

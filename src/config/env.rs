@@ -39,6 +39,8 @@ pub const FLAG_ENV: &[(&str, &[&str])] = &[
     ("health-condition-type", &["NVLABEL_HEALTH_CONDITION_TYPE"]),
     ("health-ignore-xids", &["NVLABEL_HEALTH_IGNORE_XIDS"]),
     ("health-fatal-xids", &["NVLABEL_HEALTH_FATAL_XIDS"]),
+    ("health-expected-gpus", &["NVLABEL_HEALTH_EXPECTED_GPUS"]),
+    ("health-nvml-timeout", &["NVLABEL_HEALTH_NVML_TIMEOUT"]),
     ("boot-id-file", &["NVLABEL_BOOT_ID_FILE"]),
     ("health-taint-effect", &["NVLABEL_HEALTH_TAINT_EFFECT"]),
 ];

@@ -85,6 +85,12 @@ pub struct FileFlags {
     /// `healthTaintEffect` (nvlabel's own): the device taints' effect.
     #[serde(default, deserialize_with = "fields::text")]
     pub health_taint_effect: Option<String>,
+    /// `healthExpectedGpus` (nvlabel's own): the GPUs the node should have.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub health_expected_gpus: Option<String>,
+    /// `healthNvmlTimeout` (nvlabel's own): how long an NVML call may run.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub health_nvml_timeout: Option<String>,
 }
 
 impl FileFlags {
@@ -103,6 +109,8 @@ impl FileFlags {
         ("healthIgnoreXids", "health-ignore-xids"),
         ("healthFatalXids", "health-fatal-xids"),
         ("healthTaintEffect", "health-taint-effect"),
+        ("healthExpectedGpus", "health-expected-gpus"),
+        ("healthNvmlTimeout", "health-nvml-timeout"),
         ("gfd.oneshot", "oneshot"),
         ("gfd.noTimestamp", "no-timestamp"),
         ("gfd.sleepInterval", "sleep-interval"),

@@ -30,6 +30,22 @@ pub struct HealthSettings {
     pub boot_id_file: PathBuf,
     /// `--health-taint-effect`: the effect of the DRA device taints.
     pub taint_effect: TaintEffect,
+    /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
+    pub expected_gpus: Option<u32>,
+    /// `--health-nvml-timeout`: how long an NVML call may run.
+    pub nvml_timeout: std::time::Duration,
+}
+
+/// The default `--health-nvml-timeout`.
+pub const DEFAULT_NVML_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The Node label that says how many GPUs the node should have (it wins over the flag, so one
+/// chart serves a fleet of different machines).
+pub const EXPECTED_COUNT_LABEL: &str = "nvidia.com/gpu.expected-count";
+
+/// A GPU count: a whole number from 1 (the flag's and the label's rule).
+pub fn gpu_count(text: &str) -> Option<u32> {
+    text.trim().parse().ok().filter(|n| *n >= 1)
 }
 
 /// The effect of a device taint (`--health-taint-effect`).
@@ -75,6 +91,8 @@ impl Default for HealthSettings {
             fatal_xids: BTreeSet::new(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
             taint_effect: TaintEffect::default(),
+            expected_gpus: None,
+            nvml_timeout: DEFAULT_NVML_TIMEOUT,
         }
     }
 }
@@ -119,6 +137,21 @@ pub fn resolve(
     {
         s.taint_effect =
             TaintEffect::parse(&f.value).ok_or_else(|| invalid(&f, "use NoSchedule, NoExecute or None"))?;
+    }
+    if let Some(f) = found_flag(a.health_expected_gpus.clone(), env, "health-expected-gpus")
+        .or_else(|| ff.health_expected_gpus.as_deref().map(|v| in_file("flags.healthExpectedGpus", v)))
+        .filter(|f| !f.value.trim().is_empty())
+    {
+        s.expected_gpus =
+            Some(gpu_count(&f.value).ok_or_else(|| invalid(&f, "use a whole number of GPUs from 1"))?);
+    }
+    if let Some(f) = found_flag(a.health_nvml_timeout.clone(), env, "health-nvml-timeout")
+        .or_else(|| ff.health_nvml_timeout.as_deref().map(|v| in_file("flags.healthNvmlTimeout", v)))
+    {
+        s.nvml_timeout = crate::duration::parse_go_duration(&f.value)
+            .ok()
+            .filter(|d| *d >= std::time::Duration::from_secs(1))
+            .ok_or_else(|| invalid(&f, "use a duration of at least 1s, such as 30s or 2m"))?;
     }
     if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
         .filter(|f| !f.value.is_empty())

@@ -150,6 +150,8 @@ fn samples(flag: &str) -> (&'static str, &'static str) {
         "health-ignore-xids" => ("13", "31"),
         "health-fatal-xids" => ("94", "43"),
         "health-taint-effect" => ("NoExecute", "None"),
+        "health-expected-gpus" => ("8", "4"),
+        "health-nvml-timeout" => ("10s", "1m"),
         "device-discovery-strategy" => ("nvml", "auto"),
         "allocation-mode" => ("dra", "auto"),
         "sleep-interval" => ("5s", "7s"),
@@ -233,6 +235,8 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health_ignore_xids,
         health_fatal_xids,
         health_taint_effect,
+        health_expected_gpus,
+        health_nvml_timeout,
     } = file.flags;
     let crate::config::file::GfdFlags {
         oneshot,
@@ -260,6 +264,8 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         health_ignore_xids.is_some(),
         health_fatal_xids.is_some(),
         health_taint_effect.is_some(),
+        health_expected_gpus.is_some(),
+        health_nvml_timeout.is_some(),
         oneshot.is_some(),
         no_timestamp.is_some(),
         sleep_interval.is_some(),

@@ -6,6 +6,7 @@
 //! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
 mod allocation;
+mod compute;
 mod cross_check;
 pub mod drift;
 pub mod metrics;
@@ -29,6 +30,7 @@ use crate::troubles::Troubles;
 use crate::worker::Worker;
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use publisher::Publisher;
 use std::collections::BTreeMap;
@@ -155,6 +157,10 @@ pub struct Daemon {
     costs: (u64, u64),
     /// The allocation mode, and the slices that decide `auto`.
     allocation: allocation::Allocation,
+    /// This Node, watched (for the writer, the config label and health's expected GPU count).
+    node_watch: Option<ObjectWatch<Node>>,
+    /// A pass that outlived its deadline, still running on the worker (never queued behind).
+    in_flight: Option<crate::worker::Answer<Result<pass::Pass, PassError>>>,
 }
 
 impl Daemon {
@@ -166,7 +172,8 @@ impl Daemon {
         let follows_label = matches!(config.source(), crate::config::ConfigSource::Dir { .. });
         let node_writer = matches!(settings.target(), Ok(Target::Node(_)));
         let node_watch = match (&client, &settings.node_name) {
-            (Some(client), Some(node)) if follows_label || node_writer => {
+            // Health reads the expected GPU count from the Node's labels too.
+            (Some(client), Some(node)) if follows_label || node_writer || settings.health.enabled => {
                 Some(ObjectWatch::spawn(Api::all(client.clone()), node))
             }
             _ => None,
@@ -175,7 +182,7 @@ impl Daemon {
             node_watch.clone().filter(|_| follows_label).map(|w| crate::kubeapi::node_view::views(w).boxed())
         });
         let mut publisher = Publisher::new(client);
-        publisher.watch_objects(node_watch);
+        publisher.watch_objects(node_watch.clone());
         let worker = Worker::spawn("nvml-labels").map_err(|e| ThreadError("nvml-labels", e))?;
         let allocation = allocation::Allocation::new(settings.allocation_mode, None);
         Ok(Daemon {
@@ -195,7 +202,14 @@ impl Daemon {
             watched_allocatable: None,
             sharing_check: None,
             costs: (0, 0),
+            node_watch,
+            in_flight: None,
         })
+    }
+
+    /// This Node's watch, where the daemon keeps one (health shares it).
+    pub fn node_watch(&self) -> Option<ObjectWatch<Node>> {
+        self.node_watch.clone()
     }
 
     /// The settings in force.
@@ -247,20 +261,6 @@ impl Daemon {
     /// Sets the node's config label; returns whether it differs from the one in force.
     pub fn set_label(&mut self, label: Option<String>) -> bool {
         self.config.set_label(label)
-    }
-
-    /// Probes and labels on the labelling thread (NVML calls block). A `--snapshot` pass is one
-    /// bounded file read, done in place.
-    async fn compute(&self, profile: crate::labels::Profile) -> Result<pass::Pass, PassError> {
-        let loaded = self.config.loaded();
-        let (mut settings, sharing, timestamp) =
-            (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
-        settings.allocation_mode = profile.into();
-        let session = self.session.clone();
-        if settings.snapshot.is_some() {
-            return pass::run(&settings, &session, sharing, timestamp);
-        }
-        self.worker.run(move || pass::run(&settings, &session, sharing, timestamp)).await?
     }
 
     /// One daemon pass, publishing only what changed. Only an NVML init failure with

@@ -42,9 +42,16 @@ impl Service {
             }
             _ => None,
         };
-        let health = crate::health::task::start(&settings, client.clone(), session.clone(), slices.clone())?;
-        let daemon = Daemon::new(Parts { config, metrics: metrics.clone(), client, session, views: None })?
-            .with_slices(slices);
+        let daemon = Daemon::new(Parts {
+            config,
+            metrics: metrics.clone(),
+            client: client.clone(),
+            session: session.clone(),
+            views: None,
+        })?
+        .with_slices(slices.clone());
+        let watches = crate::health::task::Watches { slices, node: daemon.node_watch() };
+        let health = crate::health::task::start(&settings, client, session, watches)?;
         let endpoint = match settings.metrics_addr.as_str() {
             "" => None,
             addr => {

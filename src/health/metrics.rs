@@ -3,8 +3,11 @@
 //! `DCGM_FI_DEV_XID_ERRORS` (the last Xid), `DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`,
 //! `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`, `DCGM_FI_DEV_RETIRED_PENDING`,
 //! `DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS`, `DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS`,
-//! `DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`. dcgm-exporter has no
-//! health flag or per-Xid count: `nvlabel_gpu_healthy` and `nvlabel_gpu_xid_errors_total` are ours.
+//! `DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`,
+//! `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`, `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`. dcgm-exporter has no
+//! health flag, per-Xid count, warning episode or hung-call gauge: `nvlabel_gpu_healthy`,
+//! `nvlabel_gpu_xid_errors_total`, `nvlabel_gpu_warning_episodes_total` and
+//! `nvlabel_nvml_call_stalled` are ours.
 
 use super::rules::GpuReading;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -35,6 +38,18 @@ pub struct XidLabels {
     pub xid: String,
 }
 
+/// The GPU labels plus the warning's reason.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct WarningLabels {
+    /// NVML index.
+    pub gpu: String,
+    /// GPU UUID.
+    pub UUID: String,
+    /// The Event's reason (`GpuThermalSlowdown`, ...).
+    pub reason: String,
+}
+
 /// The health metrics.
 #[derive(Debug, Default)]
 pub struct HealthMetrics {
@@ -60,6 +75,14 @@ pub struct HealthMetrics {
     pub remap_pending: Family<GpuLabels, Gauge>,
     /// Row remapping failed (0/1).
     pub remap_failure: Family<GpuLabels, Gauge>,
+    /// PCIe replays since the driver loaded.
+    pub pcie_replays: Family<GpuLabels, Gauge>,
+    /// Clock event reasons now (nvml.h's bits).
+    pub clock_events: Family<GpuLabels, Gauge>,
+    /// Warning episodes (slowdowns, PCIe replays) that began, by reason.
+    pub warning_episodes: Family<WarningLabels, Counter>,
+    /// 1 while an NVML call has run longer than `--health-nvml-timeout`.
+    pub nvml_stalled: Gauge,
     /// This node's DeviceTaintRules in force (DRA nodes).
     pub device_taints: Gauge,
     /// Failed attempts to bring the DeviceTaintRules in line.
@@ -74,7 +97,7 @@ impl HealthMetrics {
             "Health readings of NVML that came back (one per pass interval; stalls while a driver call hangs)",
             self.readings.clone(),
         );
-        let gauges: [(&str, &str, &Family<GpuLabels, Gauge>); 9] = [
+        let gauges: [(&str, &str, &Family<GpuLabels, Gauge>); 11] = [
             ("nvlabel_gpu_healthy", "1 while the GPU has no recorded fault this boot, else 0", &self.healthy),
             ("DCGM_FI_DEV_XID_ERRORS", "The last Xid error of the GPU", &self.last_xid),
             (
@@ -104,11 +127,27 @@ impl HealthMetrics {
                 &self.remap_pending,
             ),
             ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 when row remapping failed", &self.remap_failure),
+            ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays since the driver loaded", &self.pcie_replays),
+            (
+                "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+                "Why the clocks are held down now (nvml.h's clock event reason bits)",
+                &self.clock_events,
+            ),
         ];
         for (name, help, family) in gauges {
             registry.register(name, help, family.clone());
         }
         registry.register("nvlabel_gpu_xid_errors", "Xid errors by GPU and Xid", self.xid_errors.clone());
+        registry.register(
+            "nvlabel_gpu_warning_episodes",
+            "Warning episodes (thermal or power-brake slowdown, PCIe replays) that began, by reason",
+            self.warning_episodes.clone(),
+        );
+        registry.register(
+            "nvlabel_nvml_call_stalled",
+            "1 while an NVML call has run longer than --health-nvml-timeout",
+            self.nvml_stalled.clone(),
+        );
         registry.register(
             "nvlabel_gpu_device_taints",
             "DeviceTaintRules nvlabel keeps on this node's faulty GPUs' DRA devices",
@@ -136,6 +175,16 @@ impl HealthMetrics {
         set(&self.remapped_uncorrectable, gpu.remapped.map(|r| r.uncorrectable));
         set(&self.remap_pending, gpu.remapped.map(|r| u64::from(r.pending)));
         set(&self.remap_failure, gpu.remapped.map(|r| u64::from(r.failure)));
+        set(&self.pcie_replays, gpu.pcie_replays);
+        set(&self.clock_events, gpu.clock_events);
+    }
+
+    /// Records a warning episode that began.
+    pub fn warning(&self, index: u32, uuid: &str, reason: &str) {
+        let l = labels(index, uuid);
+        self.warning_episodes
+            .get_or_create(&WarningLabels { gpu: l.gpu, UUID: l.UUID, reason: reason.into() })
+            .inc();
     }
 
     /// Records an Xid event.

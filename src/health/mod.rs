@@ -4,6 +4,9 @@
 //! reads NVML and publishes.
 
 pub mod action;
+mod backoff;
+pub mod boot;
+pub mod expected;
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;
@@ -11,8 +14,10 @@ mod old_message;
 pub mod oneshot;
 pub mod publish;
 mod raw_events;
+pub mod reading;
 pub mod record;
 pub mod rules;
+pub mod signals;
 pub mod sticky;
 pub mod taints;
 pub mod task;

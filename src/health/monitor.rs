@@ -2,19 +2,26 @@
 //! record, out to the Node condition (only when it changes), Events and metrics. The task that
 //! drives it (its timer, the event thread, reloads, shutdown) is [`super::task`].
 
+use super::backoff::Backoff;
+pub use super::boot::{boot_id, BootIdError};
+use super::expected::Expected;
 use super::metrics::HealthMetrics;
 use super::nvml;
 use super::publish::{NodeCondition, NodeEvents};
+use super::rules::Fault;
 use super::rules::{Event, Found, Reading, Rules};
+use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
 use crate::config::Settings;
-use crate::kubeapi::backoff::FullJitter;
+use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
+use crate::worker::Answer;
 use crate::worker::Worker;
+use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,30 +34,6 @@ pub enum HealthError {
     /// A thread of health's could not be started.
     #[error("cannot start the {0} thread: {1}")]
     Thread(&'static str, #[source] std::io::Error),
-}
-
-/// Why the boot id is unknown.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot read the boot id from {path}: {reason}")]
-pub struct BootIdError {
-    /// The file.
-    pub path: PathBuf,
-    /// What went wrong.
-    pub reason: String,
-}
-
-/// Reads the node's boot id (a UUID line; at most 128 bytes are read).
-pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
-    let err = |reason: String| BootIdError { path: path.into(), reason };
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text)
-        .map_err(|e| err(e.to_string()))?;
-    let id = text.trim();
-    if id.is_empty() {
-        return Err(err("the file is empty".into()));
-    }
-    Ok(id.to_string())
 }
 
 /// The health state between passes.
@@ -74,40 +57,16 @@ pub struct Monitor {
     backoff: Backoff,
     /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
     taints: Option<(DeviceTaints, SliceWatch)>,
-}
-
-/// No API call before a time after a failure: the project's one full-jitter backoff
-/// ([`FullJitter`]), from 1 s doubling to 5 minutes.
-#[derive(Debug)]
-pub struct Backoff {
-    jitter: FullJitter,
-    until: Option<std::time::Instant>,
-}
-
-impl Default for Backoff {
-    fn default() -> Backoff {
-        Backoff { jitter: FullJitter::new(Duration::from_secs(1), Duration::from_secs(300)), until: None }
-    }
-}
-
-impl Backoff {
-    /// Whether a call may go at `now`.
-    pub fn ready(&self, now: std::time::Instant) -> bool {
-        self.until.is_none_or(|t| now >= t)
-    }
-
-    /// A call failed at `now`: the next waits a random time in a window that doubles. Returns
-    /// the wait.
-    pub fn failed(&mut self, now: std::time::Instant) -> Duration {
-        let wait = self.jitter.next().unwrap_or(Duration::from_secs(300));
-        self.until = Some(now + wait);
-        wait
-    }
-
-    /// A call succeeded.
-    pub fn succeeded(&mut self) {
-        *self = Backoff::default();
-    }
+    /// The GPUs the node should have.
+    expected: Expected,
+    /// Slowdown and PCIe replay episodes.
+    signals: Signals,
+    /// A reading that outlived its deadline, still running on the worker (never queued behind).
+    in_flight: Option<Answer<Result<Reading, nvml::ReadError>>>,
+    /// How long NVML work may run before health says Unknown.
+    nvml_timeout: Duration,
+    /// Whether an NVML call was seen hanging at the last pass.
+    stalled: bool,
 }
 
 impl Monitor {
@@ -129,6 +88,7 @@ impl Monitor {
             rules: Rules {
                 ignored_xids: h.ignored_xids.clone(),
                 fatal_xids: h.fatal_xids.clone(),
+                expected_gpus: h.expected_gpus,
                 ..Rules::default()
             },
             boot_id_file: h.boot_id_file.clone(),
@@ -142,7 +102,17 @@ impl Monitor {
             pending: Vec::new(),
             backoff: Backoff::default(),
             taints: None,
+            expected: Expected::new(h.expected_gpus, None),
+            signals: Signals::default(),
+            in_flight: None,
+            nvml_timeout: h.nvml_timeout,
+            stalled: false,
         })
+    }
+
+    /// Takes the expected GPU count from the label of the Node `node` watches, where it is set.
+    pub fn follow_node(&mut self, node: ObjectWatch<Node>) {
+        self.expected = Expected::new(self.rules.expected_gpus, Some(node));
     }
 
     /// Also keeps the faulty GPUs' devices in `slices` tainted through `taints`.
@@ -214,6 +184,8 @@ impl Monitor {
             self.rules.ignored_xids = h.ignored_xids.clone();
             self.rules.fatal_xids = h.fatal_xids.clone();
         }
+        self.expected.set_flag(h.expected_gpus);
+        self.nvml_timeout = h.nvml_timeout;
         self.opts = settings.probe_options();
     }
 
@@ -229,39 +201,114 @@ impl Monitor {
 
     /// One health pass: read NVML, record faults, publish what changed.
     pub async fn pass(&mut self) {
-        let (session, opts) = (self.session.clone(), self.opts.clone());
-        let reading = match self.worker.run(move || nvml::read(&session, &opts)).await {
-            Ok(reading) => reading,
-            Err(e) => Err(e.into()),
-        };
-        self.metrics.readings.inc();
-        if let Ok(r) = &reading {
+        let reading = self.read().await;
+        let mut began = Vec::new();
+        if let Some(Ok(r)) = &reading {
+            self.metrics.readings.inc();
             for g in &r.gpus {
                 if let Some(u) = &g.uuid {
                     self.uuids.insert(g.index, u.clone());
                 }
                 self.metrics.observe(g, self.uuids.get(&g.index).map_or("", |u| u.as_str()));
             }
+            began = self.signals.observe(r, std::time::Instant::now());
         }
+        let stall = self.stall();
         if self.tracker().await.is_none() {
-            return;
+            return self.warn(began).await;
         }
+        let expected = self.expected.count();
         let tracker = self.tracker.as_mut().expect("just made");
+        if expected != self.rules.expected_gpus {
+            tracing::info!(expected = ?expected, was = ?self.rules.expected_gpus, "GPU health: the expected GPU count changed");
+            tracker.forget(Fault::BelowExpected { nvml: 0, expected: 0 }.reason());
+            self.rules.expected_gpus = expected;
+        }
+        tracker.unresponsive(stall);
         let mut found = std::mem::take(&mut self.pending);
         match &reading {
-            Ok(r) => {
+            Some(Ok(r)) => {
                 tracker.nvml(Ok(r.gpus.len()));
                 found.extend(self.rules.faults(r, self.last.as_ref()));
             }
-            Err(e) => tracker.nvml(Err(e.to_string())),
+            Some(Err(e)) => tracker.nvml(Err(e.to_string())),
+            None => {}
         }
         let new = self.record(&found);
-        if let Ok(r) = reading {
+        if let Some(Ok(r)) = reading {
             self.last = Some(r);
         }
         self.publish().await;
         self.sync_taints().await;
         self.announce(new).await;
+        self.warn(began).await;
+    }
+
+    /// This pass's reading, waited for up to `--health-nvml-timeout`; `None` while it hangs (it
+    /// is kept, and the next pass looks whether it came, without queueing another behind it).
+    async fn read(&mut self) -> Option<Result<Reading, nvml::ReadError>> {
+        let (answer, wait) = match self.in_flight.take() {
+            Some(answer) => (answer, Duration::ZERO),
+            None => {
+                let (session, opts) = (self.session.clone(), self.opts.clone());
+                let job = move || {
+                    let _busy = session.enter("health reading");
+                    nvml::read(&session, &opts)
+                };
+                match self.worker.submit(job) {
+                    Ok(answer) => (answer, self.nvml_timeout),
+                    Err(e) => return Some(Err(e.into())),
+                }
+            }
+        };
+        match answer.within(wait).await {
+            Ok(answer) => Some(answer.unwrap_or_else(|e| Err(e.into()))),
+            Err(still) => {
+                self.in_flight = Some(still);
+                None
+            }
+        }
+    }
+
+    /// What hangs in NVML (labelling's work or health's own) longer than the timeout, said
+    /// once when it starts and once when it ends.
+    fn stall(&mut self) -> Option<String> {
+        let stall = self.session.longest_call().filter(|(_, d)| *d >= self.nvml_timeout).map(|(what, d)| {
+            let limit = humantime::format_duration(self.nvml_timeout);
+            format!(
+                "the {what} has waited {}s for the driver (--health-nvml-timeout is {limit})",
+                d.as_secs()
+            )
+        });
+        self.metrics.nvml_stalled.set(i64::from(stall.is_some()));
+        match (&stall, self.stalled) {
+            (Some(what), false) => {
+                tracing::warn!(stall = %what, "an NVML call hangs: GPU health is Unknown until it returns; labels stay published")
+            }
+            (None, true) => tracing::info!("the hung NVML call returned"),
+            _ => {}
+        }
+        self.stalled = stall.is_some();
+        stall
+    }
+
+    /// A Warning Event and a count for each warning episode that began.
+    async fn warn(&mut self, began: Vec<Began>) {
+        let uid = self.condition.uid();
+        for b in began {
+            let uuid = self.uuids.get(&b.index).map_or("", |u| u.as_str()).to_string();
+            self.metrics.warning(b.index, &uuid, b.signal.reason());
+            let who = if uuid.is_empty() {
+                format!("GPU {}", b.index)
+            } else {
+                format!("GPU {} ({uuid})", b.index)
+            };
+            let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
+            tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
+            if let Err(e) = self.events.send("Warning", b.signal.reason(), &text, uid.as_deref()).await {
+                tracing::warn!(error = %e, "cannot send the warning Event");
+            }
+        }
     }
 
     /// One NVML event.
@@ -343,43 +390,5 @@ impl Monitor {
                 tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_with_jitter_up_to_a_cap_and_resets() {
-        let mut b = Backoff::default();
-        let t = std::time::Instant::now();
-        assert!(b.ready(t));
-        assert_eq!(b.jitter.window(), Duration::from_secs(1));
-        let first = b.failed(t);
-        assert!(first < Duration::from_secs(1), "{first:?}");
-        assert!(!b.ready(t) || first.is_zero());
-        assert!(b.ready(t + first));
-        b.failed(t);
-        assert_eq!(b.jitter.window(), Duration::from_secs(4), "the window doubles per failure");
-        for _ in 0..20 {
-            b.failed(t);
-        }
-        assert!(b.failed(t) < Duration::from_secs(300), "capped");
-        b.succeeded();
-        assert!(b.ready(t));
-        assert_eq!(b.jitter.window(), Duration::from_secs(1), "a success starts over");
-    }
-
-    #[test]
-    fn boot_id_is_read_trimmed_and_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("boot_id");
-        std::fs::write(&p, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
-        assert_eq!(boot_id(&p).unwrap(), "6f1e0c0a-1111-2222-3333-444455556666");
-        std::fs::write(&p, "").unwrap();
-        assert!(boot_id(&p).unwrap_err().to_string().contains("boot_id: the file is empty"));
-        let e = boot_id(&dir.path().join("missing")).unwrap_err().to_string();
-        assert!(e.contains("missing"), "{e}");
     }
 }

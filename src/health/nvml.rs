@@ -12,7 +12,7 @@ use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::FieldValueSample;
 use nvml_wrapper::structs::device::FieldId;
-use nvml_wrapper::Device;
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{field_id::*, *};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,7 +54,7 @@ pub fn read(session: &Session, opts: &ProbeOptions) -> Result<Reading, ReadError
     for index in 0..count {
         let mut gpu = GpuReading { index, ..GpuReading::default() };
         match nvml.device_by_index(index) {
-            Ok(dev) => read_gpu(&dev, &mut gpu),
+            Ok(dev) => read_gpu(&nvml, &dev, &mut gpu),
             Err(e) => gpu.lost = lost(&e),
         }
         gpus.push(gpu);
@@ -77,7 +77,7 @@ fn soft<T>(gpu: &mut GpuReading, r: Result<T, NvmlError>) -> Option<T> {
     }
 }
 
-fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
+fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
     gpu.uuid = soft(gpu, dev.uuid());
     gpu.uncorrected_volatile =
         soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
@@ -90,17 +90,20 @@ fn read_gpu(dev: &Device, gpu: &mut GpuReading) {
         NVML_FI_DEV_REMAPPED_PENDING,
         NVML_FI_DEV_REMAPPED_FAILURE,
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER,
     ]
     .map(FieldId);
     // One call for every field (a driver without a field answers that entry alone with an error).
     if let Some(values) = soft(gpu, dev.field_values_for(&ids)) {
         let v: Vec<Option<u64>> = values.into_iter().map(field_u64).collect();
         gpu.recovery_action = v.get(4).copied().flatten();
+        gpu.pcie_replays = v.get(5).copied().flatten();
         if let [Some(c), Some(u), Some(p), Some(f), ..] = v[..] {
             gpu.remapped =
                 Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
         }
     }
+    gpu.clock_events = soft(gpu, crate::probe::clocks_event_reasons(nvml, dev));
     let mut links = Vec::new();
     for link in 0..MAX_LINKS {
         match dev.link_wrapper_for(link).is_active() {

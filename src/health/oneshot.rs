@@ -1,7 +1,8 @@
 //! `nvlabel health`: the node's GPU health once, as node-problem-detector's custom plugins report
 //! it: a message on stdout and exit code 0 (healthy), 1 (a problem) or 2 (unknown). Only what a
-//! single look can see (ECC counts, row remapping, retired pages, lost and missing GPUs); Xid
-//! events need the daemon, which watches all along.
+//! single look can see (ECC counts, row remapping, retired pages, the driver's recovery action,
+//! the InfoROM, lost and missing GPUs, fewer than `--health-expected-gpus`); Xid events need the
+//! daemon, which watches all along.
 
 use super::nvml;
 use super::rules::{Reading, Rules};
@@ -20,8 +21,12 @@ pub const UNKNOWN: i32 = 2;
 pub fn check(settings: &Settings) -> (i32, String) {
     let reading = nvml::read(&Session::new(), &settings.probe_options());
     let h = &settings.health;
-    let rules =
-        Rules { ignored_xids: h.ignored_xids.clone(), fatal_xids: h.fatal_xids.clone(), ..Rules::default() };
+    let rules = Rules {
+        ignored_xids: h.ignored_xids.clone(),
+        fatal_xids: h.fatal_xids.clone(),
+        expected_gpus: h.expected_gpus,
+        ..Rules::default()
+    };
     report(&rules, reading)
 }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 pub use super::action::Action;
+pub use super::reading::{driver_answers, Event, GpuReading, Reading, Remapped};
 
 /// One fault of one GPU. Serialized with its condition reason as `kind` and its values beside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +21,15 @@ pub enum Fault {
         nvml: u32,
         /// NVIDIA display-class devices on the PCI bus.
         pci: u32,
+    },
+    /// Fewer GPUs through NVML than the node should have (`--health-expected-gpus`, or the
+    /// node's `nvidia.com/gpu.expected-count` label).
+    #[serde(rename = "GpuCountBelowExpected")]
+    BelowExpected {
+        /// GPUs NVML enumerates.
+        nvml: u32,
+        /// GPUs the node should have.
+        expected: u32,
     },
     /// The GPU ran out of spare rows: remapping failed.
     RemappedRowsFailure,
@@ -87,9 +97,10 @@ mod mig_device {
 
 /// Condition reasons, worst first: a reason's position is its rank when faults are combined
 /// (also for reasons read back from a Node written by an earlier nvlabel).
-pub const REASONS: [&str; 11] = [
+pub const REASONS: [&str; 12] = [
     "GpuLost",
     "GpuMissing",
+    "GpuCountBelowExpected",
     "GpuRecoveryActionRequired",
     "InforomCorrupted",
     "RemappedRowsFailure",
@@ -112,22 +123,23 @@ impl Fault {
         match self {
             Fault::Lost => 0,
             Fault::Missing { .. } => 1,
-            Fault::Recovery { .. } => 2,
-            Fault::Inforom => 3,
-            Fault::RemappedRowsFailure => 4,
-            Fault::DoubleBitEcc => 5,
-            Fault::UncorrectedEcc { .. } => 6,
-            Fault::Xid { .. } => 7,
-            Fault::RemappedRowsPending => 8,
-            Fault::RetiredPagesPending => 9,
-            Fault::NvlinkInactive { .. } => 10,
+            Fault::BelowExpected { .. } => 2,
+            Fault::Recovery { .. } => 3,
+            Fault::Inforom => 4,
+            Fault::RemappedRowsFailure => 5,
+            Fault::DoubleBitEcc => 6,
+            Fault::UncorrectedEcc { .. } => 7,
+            Fault::Xid { .. } => 8,
+            Fault::RemappedRowsPending => 9,
+            Fault::RetiredPagesPending => 10,
+            Fault::NvlinkInactive { .. } => 11,
         }
     }
 
     /// The recommended action.
     pub fn action(&self) -> Action {
         match self {
-            Fault::Lost | Fault::Missing { .. } => Action::Reboot,
+            Fault::Lost | Fault::Missing { .. } | Fault::BelowExpected { .. } => Action::Reboot,
             // The store of the GPU's settings and error records is damaged: NVIDIA replaces
             // (or reflashes) it; nothing on the node repairs it.
             Fault::RemappedRowsFailure | Fault::Inforom => Action::Replace,
@@ -153,6 +165,9 @@ impl Fault {
             Fault::Missing { nvml, pci } => {
                 format!("NVML sees {nvml} GPUs, the PCI bus has {pci}")
             }
+            Fault::BelowExpected { nvml, expected } => {
+                format!("NVML sees {nvml} GPUs, the node should have {expected}")
+            }
             Fault::RemappedRowsFailure => "row remapping failed".into(),
             Fault::DoubleBitEcc => "double-bit ECC error".into(),
             Fault::UncorrectedEcc { count } => format!("{count} uncorrected ECC errors since reset"),
@@ -169,82 +184,6 @@ impl Fault {
     }
 }
 
-/// One GPU's health values as NVML reported them this pass; `None` where it could not say.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GpuReading {
-    /// NVML index.
-    pub index: u32,
-    /// UUID, when known.
-    pub uuid: Option<String>,
-    /// NVML answered `GPU_IS_LOST`.
-    pub lost: bool,
-    /// Volatile uncorrected ECC errors.
-    pub uncorrected_volatile: Option<u64>,
-    /// Volatile corrected ECC errors (a metric, never a fault).
-    pub corrected_volatile: Option<u64>,
-    /// Rows remapped for correctable / uncorrectable errors, and pending / failure.
-    pub remapped: Option<Remapped>,
-    /// Retired pages pending.
-    pub retired_pages_pending: Option<bool>,
-    /// Each NVLink link's state (true: active), in link order.
-    pub nvlink_active: Option<Vec<bool>>,
-    /// The driver's recovery action (field 230; 0 is none), where the driver answers it.
-    pub recovery_action: Option<u64>,
-    /// `nvmlDeviceValidateInforom` answered `CORRUPTED_INFOROM`.
-    pub inforom_corrupted: bool,
-}
-
-/// `nvmlDeviceGetRemappedRows`, or fields 142-145.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Remapped {
-    /// Rows remapped for correctable errors.
-    pub correctable: u64,
-    /// Rows remapped for uncorrectable errors.
-    pub uncorrectable: u64,
-    /// A remapping waits for a reset.
-    pub pending: bool,
-    /// Remapping failed.
-    pub failure: bool,
-}
-
-/// The whole node this pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reading {
-    /// Every GPU NVML enumerates.
-    pub gpus: Vec<GpuReading>,
-    /// NVIDIA GPUs on the PCI bus, when sysfs could say.
-    pub pci_gpus: Option<u32>,
-}
-
-/// Something NVML reported as it happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// An Xid critical error (MIG: with the instance ids).
-    Xid {
-        /// GPU index.
-        index: u32,
-        /// The Xid.
-        xid: u64,
-        /// GPU-instance and compute-instance id.
-        mig: Option<(u32, u32)>,
-    },
-    /// A double-bit ECC error.
-    DoubleBitEcc {
-        /// GPU index.
-        index: u32,
-    },
-    /// The GPU became unavailable.
-    Lost {
-        /// GPU index.
-        index: u32,
-    },
-}
-
-/// Whether GPU `index`'s driver answered its recovery action in the reading `last`.
-pub fn driver_answers(last: Option<&Reading>, index: u32) -> bool {
-    last.and_then(|r| r.gpus.iter().find(|g| g.index == index)).is_some_and(|g| g.recovery_action.is_some())
-}
-
 /// One detector, so a mutation check can turn it off and see a test fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Detector {
@@ -252,6 +191,8 @@ pub enum Detector {
     Lost,
     /// Fewer NVML GPUs than on the PCI bus.
     Missing,
+    /// Fewer NVML GPUs than the node should have.
+    BelowExpected,
     /// Volatile uncorrected ECC count above zero.
     UncorrectedEcc,
     /// Double-bit ECC events.
@@ -273,7 +214,8 @@ pub enum Detector {
 }
 
 /// Every detector.
-pub const DETECTORS: [Detector; 11] = [
+pub const DETECTORS: [Detector; 12] = [
+    Detector::BelowExpected,
     Detector::Recovery,
     Detector::Inforom,
     Detector::Lost,
@@ -294,6 +236,8 @@ pub struct Rules {
     pub ignored_xids: BTreeSet<u64>,
     /// Xids that are always faults (`--health-fatal-xids`).
     pub fatal_xids: BTreeSet<u64>,
+    /// GPUs the node should have (`--health-expected-gpus` or the node's label).
+    pub expected_gpus: Option<u32>,
     /// Detectors turned off (all run in nvlabel; tests turn one off to see a test fail).
     pub off: BTreeSet<Detector>,
 }
@@ -351,10 +295,15 @@ impl Rules {
                 }
             }
         }
-        if let Some(pci) = reading.pci_gpus {
-            let nvml = reading.gpus.len() as u32;
-            if nvml < pci && self.on(Detector::Missing) {
+        let nvml = reading.gpus.len() as u32;
+        if let Some(pci) = reading.pci_gpus.filter(|pci| nvml < *pci) {
+            if self.on(Detector::Missing) {
                 out.push((None, Fault::Missing { nvml, pci }));
+            }
+        }
+        if let Some(expected) = self.expected_gpus.filter(|e| nvml < *e) {
+            if self.on(Detector::BelowExpected) {
+                out.push((None, Fault::BelowExpected { nvml, expected }));
             }
         }
         out

@@ -151,6 +151,14 @@ fn misses(rules: &Rules) -> Vec<String> {
     };
     check("lost", pass(&|r| r.gpus[1].lost = true), vec![(Some(1), Fault::Lost)]);
     check("missing", pass(&|r| r.pci_gpus = Some(3)), vec![(None, Fault::Missing { nvml: 2, pci: 3 })]);
+    let expecting = |n: u32| Rules { expected_gpus: Some(n), ..rules.clone() };
+    let both = reading(vec![healthy(0), healthy(1)]);
+    check("expected 2 of 2", expecting(2).faults(&both, None), vec![]);
+    check(
+        "expected 3 of 2",
+        expecting(3).faults(&both, None),
+        vec![(None, Fault::BelowExpected { nvml: 2, expected: 3 })],
+    );
     check(
         "ecc",
         pass(&|r| r.gpus[0].uncorrected_volatile = Some(1)),

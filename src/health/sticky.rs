@@ -54,6 +54,8 @@ impl Existing {
 pub const HEALTHY: &str = "GpusHealthy";
 /// Reason while NVML cannot answer and no fault is known.
 pub const UNAVAILABLE: &str = "NvmlUnavailable";
+/// Reason while an NVML call hangs (past `--health-nvml-timeout`) and no fault is known.
+pub const UNRESPONSIVE: &str = "NvmlUnresponsive";
 /// Where the message tells people the boot the faults belong to.
 const BOOT_MARK: &str = " [boot ";
 /// The most faults one message lists; the rest are counted (a Node object has a size limit).
@@ -104,13 +106,16 @@ pub struct Tracker {
     entries: BTreeMap<Key, Entry>,
     /// NVML's error while it cannot answer.
     unavailable: Option<String>,
+    /// What hangs in NVML, while something does.
+    unresponsive: Option<String>,
     gpus: usize,
 }
 
 impl Tracker {
     /// No faults known, on the boot `boot_id`.
     pub fn new(boot_id: &str) -> Tracker {
-        Tracker { boot_id: boot_id.into(), entries: BTreeMap::new(), unavailable: None, gpus: 0 }
+        let entries = BTreeMap::new();
+        Tracker { boot_id: boot_id.into(), entries, unavailable: None, unresponsive: None, gpus: 0 }
     }
 
     /// The faults recorded earlier in this boot, from the condition on the Node. Only a `False`
@@ -157,6 +162,19 @@ impl Tracker {
             Ok(n) => (self.gpus, self.unavailable) = (n, None),
             Err(e) => self.unavailable = Some(e),
         }
+    }
+
+    /// An NVML call hangs (what, for how long), or none does (`None`).
+    pub fn unresponsive(&mut self, stall: Option<String>) {
+        self.unresponsive = stall;
+    }
+
+    /// Forgets the recorded faults of condition reason `reason` (the expected GPU count changed:
+    /// the count is judged again against the new one). Returns whether any was recorded.
+    pub fn forget(&mut self, reason: &str) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|_, e| REASONS[e.rank] != reason);
+        self.entries.len() != before
     }
 
     /// Adds a fault; returns its entry when it is new (an existing one may get a newer value).
@@ -213,6 +231,14 @@ impl Tracker {
                 reason: REASONS[worst].into(),
                 message: format!("{}{BOOT_MARK}{}]", listed.join("; "), self.boot_id),
                 record: Some(Record::new(&self.boot_id, self.entries.values().map(|e| e.recorded.clone()))),
+            };
+        }
+        if let Some(stall) = &self.unresponsive {
+            return Verdict {
+                status: "Unknown",
+                reason: UNRESPONSIVE.into(),
+                message: format!("NVML does not answer: {stall}"),
+                record: None,
             };
         }
         match &self.unavailable {

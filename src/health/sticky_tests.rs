@@ -123,3 +123,28 @@ fn a_new_boot_clears_everything() {
     assert_eq!(t.boot_id(), "b");
     assert!(!t.new_boot("c"));
 }
+
+#[test]
+fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
+    let mut t = Tracker::new("a");
+    t.nvml(Ok(2));
+    t.unresponsive(Some("the labelling pass has waited 31s".into()));
+    let v = t.verdict();
+    assert_eq!((v.status, v.reason.as_str()), ("Unknown", "NvmlUnresponsive"));
+    assert_eq!(v.message, "NVML does not answer: the labelling pass has waited 31s");
+    t.record(&(Some(1), Fault::Inforom), None);
+    assert_eq!(t.verdict().status, "False", "a known fault says more than a hung call");
+    t.new_boot("b");
+    t.unresponsive(None);
+    assert_eq!((t.verdict().status, t.verdict().reason.as_str()), ("True", "GpusHealthy"));
+}
+
+#[test]
+fn forgetting_one_reason_keeps_the_others() {
+    let mut t = Tracker::new("a");
+    t.record(&(None, Fault::BelowExpected { nvml: 7, expected: 8 }), None);
+    t.record(&(Some(0), Fault::Lost), None);
+    assert!(t.forget("GpuCountBelowExpected"));
+    assert!(!t.forget("GpuCountBelowExpected"));
+    assert_eq!(t.verdict().reason, "GpuLost");
+}

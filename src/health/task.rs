@@ -47,21 +47,34 @@ pub struct HealthTask {
     slices: Option<watch::Receiver<SliceState>>,
 }
 
+/// What health reads of the cluster besides its own writes: this node's ResourceSlices (in `dra`
+/// or `auto` mode, to taint a faulty GPU's devices) and this Node (its expected GPU count label).
+#[derive(Default)]
+pub struct Watches {
+    /// This node's `gpu.nvidia.com` ResourceSlices.
+    pub slices: Option<SliceWatch>,
+    /// This Node.
+    pub node: Option<crate::kubeapi::object_watch::ObjectWatch<k8s_openapi::api::core::v1::Node>>,
+}
+
 /// GPU health when `--health` is on: the monitor, its event thread (started now, reading through
-/// `session`) and its metrics; with `slices` (this node's ResourceSlices, in `dra` or `auto`
-/// mode) the faulty GPUs' devices are tainted too. `None` when health is off.
+/// `session`) and its metrics, following `watches`. `None` when health is off.
 pub fn start(
     settings: &Settings,
     client: Option<kube::Client>,
     session: Session,
-    slices: Option<SliceWatch>,
+    watches: Watches,
 ) -> Result<Option<HealthTask>, HealthError> {
+    let Watches { slices, node } = watches;
     if !settings.health.enabled {
         return Ok(None);
     }
     let client = client.ok_or(HealthError::NoApi)?;
     let metrics = Arc::new(HealthMetrics::default());
     let mut monitor = Monitor::new(settings, client.clone(), session.clone(), metrics.clone())?;
+    if let Some(node) = node {
+        monitor.follow_node(node);
+    }
     let dra = settings.allocation_mode != crate::labels::AllocationMode::DevicePlugin;
     let slices = slices.filter(|_| dra);
     if let (Some(slices), Some(node)) = (&slices, &settings.node_name) {
@@ -175,7 +188,8 @@ mod tests {
         let first = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1"]);
         let url = "http://127.0.0.1:9".parse().unwrap();
         let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
-        let mut task = start(&first, Some(client), Session::new(), None).unwrap().expect("--health is on");
+        let mut task =
+            start(&first, Some(client), Session::new(), Watches::default()).unwrap().expect("--health is on");
         assert!(!task.monitor.ignored_xids().contains(&79));
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
         let reloaded =
@@ -197,6 +211,6 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(start(&state.loaded().settings, None, Session::new(), None).unwrap().is_none());
+        assert!(start(&state.loaded().settings, None, Session::new(), Watches::default()).unwrap().is_none());
     }
 }

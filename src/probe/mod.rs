@@ -8,6 +8,7 @@
 //! Each is recorded in [`Snapshot::issues`] (the caller logs it when it starts and ends). Only NVML init and the device count fail
 //! the whole probe.
 
+pub mod calls;
 mod nvml;
 mod nvml_error;
 pub mod pci;
@@ -18,6 +19,7 @@ pub mod session;
 pub mod sysfs;
 mod topology;
 
+pub use raw::clocks_event_reasons;
 pub use session::Session;
 
 use crate::snapshot::{Issue, Snapshot};

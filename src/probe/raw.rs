@@ -161,6 +161,19 @@ pub fn fabric_info(nvml: &Nvml, gpu: &Device) -> Result<Option<FabricInfo>, Nvml
     }
 }
 
+/// Why the GPU's clocks are held down now (nvml.h's clock event reason bits), through
+/// `nvmlDeviceGetCurrentClocksEventReasons`; a driver older than that name (before R535) answers
+/// through its earlier one, `nvmlDeviceGetCurrentClocksThrottleReasons` (same bits).
+pub fn clocks_event_reasons(nvml: &Nvml, gpu: &Device) -> Result<u64, NvmlError> {
+    let sym = nvml_sym(lib(nvml).nvmlDeviceGetCurrentClocksEventReasons.as_ref())
+        .or_else(|_| nvml_sym(lib(nvml).nvmlDeviceGetCurrentClocksThrottleReasons.as_ref()))?;
+    let mut reasons = 0;
+    // SAFETY: the handle is one NVML returned and is still valid (NVML stays initialised for
+    // the reading); the out-pointer is to a local of the type nvml.h declares for it.
+    unsafe { nvml_try(sym(gpu.handle(), &mut reasons))? };
+    Ok(reasons)
+}
+
 /// Libraries kept loaded for the life of the process, by path.
 static KEPT: std::sync::Mutex<Vec<(std::path::PathBuf, libloading::Library)>> =
     std::sync::Mutex::new(Vec::new());

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub struct Session {
     state: Arc<Mutex<State>>,
     opens: Arc<AtomicU64>,
+    calls: super::calls::Calls,
 }
 
 #[derive(Default)]
@@ -161,6 +162,17 @@ impl Session {
         let mut state = self.lock();
         let functions = state.bus(sysfs_root).functions()?;
         functions.iter().find(|f| f.address == address)?.class
+    }
+
+    /// Marks NVML work through this session as in flight until the guard drops (the
+    /// labelling pass and health's reading; a wait for events is not work).
+    pub fn enter(&self, what: &'static str) -> super::calls::InFlight {
+        self.calls.enter(what)
+    }
+
+    /// The NVML work in flight longest, and for how long (a hung driver call shows here).
+    pub fn longest_call(&self) -> Option<(&'static str, std::time::Duration)> {
+        self.calls.longest()
     }
 
     /// How many times NVML was initialised.

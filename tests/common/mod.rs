@@ -189,6 +189,7 @@ pub mod chart_cluster;
 pub mod deploy_checks;
 pub mod dra_cluster;
 pub mod health_cluster;
+pub mod health_daemon;
 pub mod helm;
 pub mod label_rules;
 pub mod manifests;

@@ -175,6 +175,12 @@ containers:
       {{- if kindIs "slice" .Values.health.fatalXids }}
       - --health-fatal-xids={{ join "," .Values.health.fatalXids }}
       {{- end }}
+      {{- with .Values.health.expectedGpus }}
+      - --health-expected-gpus={{ . }}
+      {{- end }}
+      {{- with .Values.health.nvmlTimeout }}
+      - --health-nvml-timeout={{ . }}
+      {{- end }}
       {{- with .Values.health.bootIdFile }}
       - --boot-id-file={{ . }}
       {{- end }}

@@ -1,0 +1,71 @@
+//! How many GPUs the node should have: the Node's `nvidia.com/gpu.expected-count` label where it
+//! holds a count (so one chart serves a fleet of different machines), else
+//! `--health-expected-gpus`, else no expectation.
+
+use crate::config::health::{gpu_count, EXPECTED_COUNT_LABEL};
+use crate::kubeapi::object_watch::{ObjectWatch, Seen};
+use k8s_openapi::api::core::v1::Node;
+
+/// The expected count's sources.
+#[derive(Default)]
+pub struct Expected {
+    flag: Option<u32>,
+    node: Option<ObjectWatch<Node>>,
+    /// The label value last warned about (one warning per bad value, not per pass).
+    warned: Option<String>,
+}
+
+impl Expected {
+    /// From the flag, and the label of the Node `node` watches (if given).
+    pub fn new(flag: Option<u32>, node: Option<ObjectWatch<Node>>) -> Expected {
+        Expected { flag, node, warned: None }
+    }
+
+    /// The flag after a reload.
+    pub fn set_flag(&mut self, flag: Option<u32>) {
+        self.flag = flag;
+    }
+
+    /// The count in force now. A label that is not a count is warned about once and the flag
+    /// used; while the Node is not known yet, the flag too.
+    pub fn count(&mut self) -> Option<u32> {
+        let label = match self.node.as_ref().map(ObjectWatch::seen) {
+            Some(Seen::Present(node)) => {
+                node.metadata.labels.as_ref().and_then(|l| l.get(EXPECTED_COUNT_LABEL)).cloned()
+            }
+            _ => None,
+        };
+        self.with_label(label.as_deref())
+    }
+
+    fn with_label(&mut self, label: Option<&str>) -> Option<u32> {
+        let Some(text) = label else { return self.flag };
+        if let Some(n) = gpu_count(text) {
+            return Some(n);
+        }
+        if self.warned.as_deref() != Some(text) {
+            tracing::warn!(label = EXPECTED_COUNT_LABEL, value = %text, flag = ?self.flag, "the node's expected GPU count is not a whole number from 1; using --health-expected-gpus");
+            self.warned = Some(text.into());
+        }
+        self.flag
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_label_wins_where_it_is_a_count_else_the_flag() {
+        let mut e = Expected::new(Some(8), None);
+        assert_eq!(e.count(), Some(8), "no Node watched: the flag");
+        assert_eq!(e.with_label(Some("4")), Some(4));
+        assert_eq!(e.with_label(Some(" 2 ")), Some(2));
+        assert_eq!(e.with_label(Some("four")), Some(8));
+        assert_eq!(e.with_label(Some("0")), Some(8), "0 GPUs is no expectation");
+        assert_eq!(e.with_label(None), Some(8));
+        e.set_flag(None);
+        assert_eq!(e.with_label(None), None);
+        assert_eq!(e.with_label(Some("-1")), None);
+    }
+}

@@ -202,3 +202,35 @@ fn prune_refuses_flags_it_would_ignore() {
         );
     }
 }
+
+/// The rows: a flag that would do nothing in the chosen mode is refused, one line naming
+/// it and the mode; the same from env is one warning and the run goes on.
+#[test]
+fn flags_without_effect_are_refused_and_env_without_effect_warned() {
+    let file = tempfile::tempdir().unwrap();
+    let path = file.path().join("gfd");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--oneshot", "--health"], "--health has no effect with --oneshot"),
+        (
+            &["--oneshot", "--use-node-feature-api=false", "-o", path.to_str().unwrap(), "--format", "json"],
+            "--format has no effect where labels are not printed",
+        ),
+        (&["hook", "--no-timestamp=false"], "--no-timestamp has no effect in `nvlabel hook`"),
+        (&["health", "--health=false"], "--health has no effect in `nvlabel health`"),
+    ];
+    for (args, want) in cases {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(*args));
+        assert_eq!((code, stdout.as_str(), stderr.lines().count()), (2, "", 1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("nvlabel: error: {want}")), "{args:?}: {stderr}");
+    }
+    assert!(!path.exists(), "a refused run wrote nothing");
+    let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).env("NVLABEL_HEALTH", "true"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/gpu.count=1"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr
+            .contains("environment variable \"NVLABEL_HEALTH\" (flag --health) has no effect with --oneshot"),
+        "{stderr}"
+    );
+}

@@ -48,7 +48,7 @@ pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
         || e.downcast_ref::<NoEffectError>().is_some()
         || matches!(daemon, Some(DaemonError::ListenAddr(_)))
         // A writer that lacks a required flag; a client that cannot be built is the node's.
-        || matches!(setup, Some(SetupError::NodeName | SetupError::Namespace))
+        || matches!(setup, Some(SetupError::NodeName | SetupError::NodeNameToPrint | SetupError::Namespace))
 }
 
 #[cfg(test)]
@@ -73,6 +73,7 @@ mod tests {
             ("listen address", DaemonError::ListenAddr("bogus".into()).into()),
             ("required flag", DaemonError::Setup(SetupError::NodeName).into()),
             ("required flag alone", SetupError::Namespace.into()),
+            ("required flag, stdout meant", SetupError::NodeNameToPrint.into()),
         ];
         for (name, e) in cases {
             assert_eq!(code(&e), BAD_CONFIGURATION, "{name}: {e}");

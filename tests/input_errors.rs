@@ -234,3 +234,41 @@ fn flags_without_effect_are_refused_and_env_without_effect_warned() {
         "{stderr}"
     );
 }
+
+/// The slips of someone coming from GFD get one line with the exact corrected flag, exit 2.
+#[test]
+fn usage_slips_get_a_hint_with_the_corrected_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--oneshot", "-o", "", "--use-node-feature-api", "false"],
+            "nvlabel: error: --use-node-feature-api false: a boolean flag takes its value after '=', as in GFD; write --use-node-feature-api=false\n",
+        ),
+        (
+            &["hook", "--extended-labels", "true"],
+            "nvlabel: error: --extended-labels true: a boolean flag takes its value after '=', as in GFD; write --extended-labels=true\n",
+        ),
+        (
+            &["--oneshot", "-o", ""],
+            "nvlabel: error: required flag node-name not set (--node-name or NODE_NAME); to print the labels, add --use-node-feature-api=false: GFD's default publishes a NodeFeature object, --output-file \"\" or not\n",
+        ),
+        (
+            &["hook", "-o", ""],
+            "nvlabel: error: unexpected argument '-o' found: `nvlabel hook` does not use -o (--output-file) (see `nvlabel help hook`)\n",
+        ),
+        (
+            &["--oneshot", "--device-discovery-strategy", "tgra"],
+            "nvlabel: error: invalid value \"tgra\" for flag --device-discovery-strategy: invalid --device-discovery-strategy option tgra; use auto or nvml\n",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(*args));
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", *want), "{args:?}");
+    }
+    let (_, help, _) = run(nvlabel(None).arg("--help"));
+    let line =
+        help.lines().skip_while(|l| !l.contains("--device-discovery-strategy")).nth(1).unwrap_or_default();
+    assert!(
+        line.contains("auto or nvml") && !line.contains("tegra or"),
+        "--help offers only values that work: {line}"
+    );
+}

@@ -84,7 +84,7 @@ pub struct FactArgs {
     /// Fail when NVML cannot be initialised
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
-    /// auto, nvml, tegra or vfio
+    /// auto or nvml (nvlabel reads GPUs through NVML only: GFD's tegra and vfio are refused)
     #[arg(long, default_value = "auto")]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)

@@ -45,6 +45,9 @@ impl Cli {
     {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
         let cmd = without_defaults(command());
+        if let Some(slip) = bool_then_space(&cmd, &args) {
+            return Err(cmd.clone().error(clap::error::ErrorKind::ValueValidation, slip));
+        }
         match cmd.clone().try_get_matches_from(&args) {
             Ok(matches) => {
                 Cli::from_arg_matches(&matches).map(|cli| Cli { given: given(&cmd, &matches), ..cli })
@@ -56,6 +59,24 @@ impl Cli {
             Err(e) => Err(e),
         }
     }
+}
+
+/// GFD's commonest slip, `--flag false`: a boolean takes its value only after `=` (as urfave's
+/// do), so the word after it would be read as a subcommand. The hint names the corrected flag.
+fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
+    let booleans: Vec<&str> = std::iter::once(cmd)
+        .chain(cmd.get_subcommands())
+        .flat_map(|c| c.get_arguments())
+        .filter(|a| a.is_require_equals_set() && a.get_num_args().is_some_and(|n| n.min_values() == 0))
+        .filter_map(|a| a.get_long())
+        .collect();
+    args.windows(2).find_map(|pair| {
+        let flag = pair[0].to_str()?.strip_prefix("--")?;
+        let value = pair[1].to_str()?;
+        (booleans.contains(&flag) && super::arg_groups::parse_bool(value).is_ok()).then(|| {
+            format!("--{flag} {value}: a boolean flag takes its value after '=', as in GFD; write --{flag}={value}")
+        })
+    })
 }
 
 /// The long names of the flags given on the command line (the subcommand's, if one was given).

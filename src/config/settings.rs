@@ -187,7 +187,12 @@ impl Settings {
             "tegra" | "vfio" => {
                 return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
             }
-            _ => return Err(invalid(&f, format!("invalid --device-discovery-strategy option {}", f.value))),
+            _ => {
+                return Err(invalid(
+                    &f,
+                    format!("invalid --device-discovery-strategy option {}; use auto or nvml", f.value),
+                ))
+            }
         };
 
         let sysfs_root =

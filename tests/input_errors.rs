@@ -272,3 +272,42 @@ fn usage_slips_get_a_hint_with_the_corrected_flag() {
         "--help offers only values that work: {line}"
     );
 }
+
+/// A sharing config that shares nothing is named, once: a resource no NVIDIA GPU could have
+/// (here a typo), or a config none of whose resources this node has. A cluster-wide config
+/// listing MIG profiles this node lacks is normal and gets no word. Bad values are named.
+#[test]
+fn sharing_configs_that_match_nothing_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, resources: &[&str], replicas: u32| {
+        let path = dir.path().join(name);
+        let entries: String =
+            resources.iter().map(|r| format!("      - name: {r}\n        replicas: {replicas}\n")).collect();
+        std::fs::write(&path, format!("version: v1\nsharing:\n  timeSlicing:\n    resources:\n{entries}"))
+            .unwrap();
+        path
+    };
+    let warnings = |path: &std::path::Path| {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(path));
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("nvidia.com/gpu.count=1"), "{stdout}");
+        stderr.lines().map(|l| l.split_once(" WARN ").map_or(l, |(_, w)| w).to_string()).collect::<Vec<_>>()
+    };
+    let typo = config("typo.yaml", &["nvidia.com/gpus"], 4);
+    assert_eq!(
+        warnings(&typo),
+        [format!("nvlabel::config::source: sharing.timeSlicing.resources[0].name: \"nvidia.com/gpus\" is no resource an NVIDIA GPU has (nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb): it shares nothing file={}", typo.display())]
+    );
+    let mig_only = config("mig.yaml", &["nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb"], 4);
+    assert_eq!(
+        warnings(&mig_only),
+        ["nvlabel::troubles: sharing.timeSlicing shares nothing on this node: none of its resources (\"nvidia.com/mig-1g.5gb\", \"nvidia.com/mig-2g.10gb\") is one this node has (\"nvidia.com/gpu\")"]
+    );
+    let cluster_wide = config("cluster.yaml", &["nvidia.com/gpu", "nvidia.com/mig-1g.5gb"], 4);
+    assert!(warnings(&cluster_wide).is_empty());
+    let zero = config("zero.yaml", &["nvidia.com/gpu"], 0);
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&zero));
+    assert_eq!(code, 2);
+    let want = "sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2, got 0";
+    assert!(stderr.contains("zero.yaml") && stderr.contains(want), "{stderr}");
+}

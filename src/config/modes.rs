@@ -152,8 +152,12 @@ pub const ROWS: &[Row] = &[
     gfd("output-file", everywhere),
     gfd("use-node-feature-api", everywhere),
     row("sink", everywhere),
-    // Checked with its value by the resolver (`settings.rs`).
-    row("expiry", everywhere),
+    // On the command line the resolver refuses it with its value (`settings.rs`); from env it
+    // is this row's warning.
+    row("expiry", |r| {
+        (r.mode.labels() && !r.settings.expiry_applies())
+            .then_some("where labels do not go to the feature file")
+    }),
     row("format", |r| {
         let printed = matches!(r.settings.target(), Ok(Target::Stdout(_)));
         (r.mode.labels() && !printed)

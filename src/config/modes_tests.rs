@@ -2,9 +2,13 @@ use super::*;
 use crate::config::Cli;
 
 fn resolved(args: &[&str]) -> (Option<CommandKind>, Vec<String>, Settings) {
+    resolved_with(args, &|_| None)
+}
+
+fn resolved_with(args: &[&str], env: Env) -> (Option<CommandKind>, Vec<String>, Settings) {
     let all: Vec<&str> = std::iter::once("nvlabel").chain(args.iter().copied()).collect();
     let (command, cli) = Cli::try_from_args(all).unwrap().split();
-    let settings = Settings::resolve(&cli, &|_| None).unwrap();
+    let settings = Settings::resolve(&cli, env).unwrap();
     (command, cli.given, settings)
 }
 
@@ -102,6 +106,13 @@ fn env_without_effect_is_one_warning_never_a_failure() {
     assert_eq!(
         warnings,
         ["environment variable \"NVLABEL_HEALTH\" (flag --health) has no effect with --oneshot: only a daemon keeps the GPU health condition; ignored"]
+    );
+    let env = |k: &str| (k == "NVLABEL_EXPIRY").then(|| "1h".to_string());
+    let (command, given, settings) =
+        resolved_with(&["--oneshot", "-o", "", "--use-node-feature-api=false"], &env);
+    assert_eq!(
+        check(command, &given, &env, &settings).unwrap(),
+        ["environment variable \"NVLABEL_EXPIRY\" (flag --expiry) has no effect where labels do not go to the feature file; ignored"]
     );
     // A subcommand is not warned about env of flags it does not take.
     let (command, given, settings) = resolved(&["probe"]);

@@ -10,6 +10,7 @@
 //!
 //! A configuration that turns bad on a reload never ends the process: it is a rejected reload.
 
+use crate::config::modes::NoEffectError;
 use crate::config::source::ReloadError;
 use crate::config::{CliError, ConfigError};
 use crate::daemon::DaemonError;
@@ -44,9 +45,10 @@ pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
     reload.is_some()
         || e.downcast_ref::<CliError>().is_some()
         || e.downcast_ref::<ConfigError>().is_some()
+        || e.downcast_ref::<NoEffectError>().is_some()
         || matches!(daemon, Some(DaemonError::ListenAddr(_)))
         // A writer that lacks a required flag; a client that cannot be built is the node's.
-        || matches!(setup, Some(SetupError::NodeName | SetupError::Namespace))
+        || matches!(setup, Some(SetupError::NodeName | SetupError::NodeNameToPrint | SetupError::Namespace))
 }
 
 #[cfg(test)]
@@ -71,6 +73,7 @@ mod tests {
             ("listen address", DaemonError::ListenAddr("bogus".into()).into()),
             ("required flag", DaemonError::Setup(SetupError::NodeName).into()),
             ("required flag alone", SetupError::Namespace.into()),
+            ("required flag, stdout meant", SetupError::NodeNameToPrint.into()),
         ];
         for (name, e) in cases {
             assert_eq!(code(&e), BAD_CONFIGURATION, "{name}: {e}");

@@ -31,13 +31,29 @@ impl LogFormat {
 /// client's stack (kube, hyper, rustls, tower, h2) is off altogether: during an API server outage
 /// it logs every failed connection (`failed with error client error (Connect)`, no address) and a
 /// `close_notify` warning on every restart, lines nobody can act on, while nvlabel's own lines
-/// name the server, what failed and when it retries. `RUST_LOG` turns them back on.
+/// name the server, what failed and when it retries. A `RUST_LOG` that names one of them turns
+/// it back on; one that does not (`RUST_LOG=warn`) keeps them as here.
 pub const DEFAULT_FILTER: &str =
     "info,notify=error,kube=off,kube_client=off,hyper=off,hyper_util=off,rustls=off,tower=off,h2=off";
 
-/// Installs the global subscriber; without `RUST_LOG`, [`DEFAULT_FILTER`].
+/// `RUST_LOG`'s directives, then [`DEFAULT_FILTER`]'s for each library they do not name.
+pub fn filter_with(rust_log: &str) -> String {
+    let names = |target: &str| {
+        rust_log.split(',').any(|d| {
+            let t = d.split(['=', '[']).next().unwrap_or_default().trim();
+            t == target || t.starts_with(&format!("{target}::"))
+        })
+    };
+    let quiet = DEFAULT_FILTER.split(',').skip(1).filter(|d| !names(d.split('=').next().unwrap_or_default()));
+    std::iter::once(rust_log).chain(quiet).filter(|d| !d.is_empty()).collect::<Vec<_>>().join(",")
+}
+
+/// Installs the global subscriber: [`filter_with`] `RUST_LOG`, or [`DEFAULT_FILTER`].
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(user) => EnvFilter::try_new(filter_with(&user)).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER)),
+        Err(_) => EnvFilter::new(DEFAULT_FILTER),
+    };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
@@ -78,6 +94,18 @@ pub fn fatal(format: LogFormat, error: &(dyn std::error::Error + 'static), hint:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_log_keeps_the_client_stack_off_unless_it_names_it() {
+        assert_eq!(
+            filter_with("warn"),
+            "warn,notify=error,kube=off,kube_client=off,hyper=off,hyper_util=off,rustls=off,tower=off,h2=off"
+        );
+        assert_eq!(
+            filter_with("debug,kube_client::client=debug,hyper=info"),
+            "debug,kube_client::client=debug,hyper=info,notify=error,kube=off,hyper_util=off,rustls=off,tower=off,h2=off"
+        );
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("unable to load config file /x: {source}")]

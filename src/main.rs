@@ -48,8 +48,14 @@ async fn real_main(
     env: HashMap<String, String>,
 ) -> anyhow::Result<()> {
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
+    let given = cli.given.clone();
+    let env_of = env.clone();
     // The one resolution of the settings (again only when the configuration changes).
     let config = ConfigState::load(cli, env, source, None)?;
+    let lookup = |k: &str| env_of.get(k).cloned();
+    for warning in nvlabel::config::modes::check(command, &given, &lookup, &config.loaded().settings)? {
+        tracing::warn!("{warning}");
+    }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
     let control = if daemon { Some(signals()?) } else { None };

@@ -81,6 +81,24 @@ impl Sharing {
         self.mps.as_ref().or(self.time_slicing.as_ref()).map_or(&[], |r| &r.resources)
     }
 
+    /// One warning when the active list has entries but none matches a resource of this node
+    /// (`resources`, as the device plugin would advertise them): the config shares nothing here.
+    /// A config listing some resources this node lacks is normal (one config for a cluster).
+    /// Names no GPU could have are left out: the config file's check named each already.
+    pub fn matching_nothing(&self, resources: &[String]) -> Option<String> {
+        let active: Vec<&ReplicatedResource> = self.active().iter().filter(|e| possible(&e.name)).collect();
+        let matched = active.iter().any(|e| resources.iter().any(|r| matches(&e.name, r)));
+        let block = if self.mps.is_some() { "sharing.mps" } else { "sharing.timeSlicing" };
+        let names: Vec<String> = active.iter().map(|e| format!("{:?}", e.name)).collect();
+        (!active.is_empty() && !matched).then(|| {
+            format!(
+                "{block} shares nothing on this node: none of its resources ({}) is one this node has ({})",
+                names.join(", "),
+                resources.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
     /// The active entry for a resource name with replicas > 0.
     pub fn entry(&self, resource: &str) -> Option<&ReplicatedResource> {
         self.active().iter().find(|e| e.name == resource && e.replicas > 0)
@@ -99,5 +117,97 @@ impl ReplicatedResources {
                 })
                 .collect(),
         }
+    }
+}
+
+/// Whether a config's resource `name` matches `resource`: anchored, `*` any run of characters
+/// (the device plugin's `ResourcePattern.Matches`).
+pub fn matches(name: &str, resource: &str) -> bool {
+    match name.split_once('*') {
+        None => name == resource,
+        Some((head, rest)) => resource.strip_prefix(head).is_some_and(|tail| {
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && matches(rest, &tail[i..]))
+        }),
+    }
+}
+
+/// Whether `name` is a resource an NVIDIA GPU could have: `nvidia.com/gpu`, or
+/// `nvidia.com/mig-<profile>` (`1g.5gb`, `1c.3g.20gb`, `1g.10gb+me`, ...), `*` as a wildcard.
+pub fn possible(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("nvidia.com/") else { return false };
+    if rest == "gpu" || (rest.contains('*') && matches(rest, "gpu")) {
+        return true;
+    }
+    let Some(profile) = rest.strip_prefix("mig-") else {
+        return rest.contains('*') && "mig-".starts_with(rest.split('*').next().unwrap_or_default());
+    };
+    profile.contains('*') || mig_profile(profile)
+}
+
+/// `[<n>c.]<n>g.<n>gb[+me|-me|+me.all|+gfx]`.
+fn mig_profile(p: &str) -> bool {
+    let number = |s: &str, unit: &str| {
+        s.strip_suffix(unit).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let base = ["+me.all", "+me", "-me", "+gfx"].iter().find_map(|s| p.strip_suffix(s)).unwrap_or(p);
+    let parts: Vec<&str> = base.split('.').collect();
+    match parts.as_slice() {
+        [g, gb] => number(g, "g") && number(gb, "gb"),
+        [c, g, gb] => number(c, "c") && number(g, "g") && number(gb, "gb"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn possible_names_are_the_gpu_and_mig_profiles() {
+        for name in [
+            "nvidia.com/gpu",
+            "nvidia.com/mig-1g.5gb",
+            "nvidia.com/mig-1c.3g.20gb",
+            "nvidia.com/mig-1g.10gb+me",
+            "nvidia.com/mig-1g.24gb+me.all",
+            "nvidia.com/mig-*",
+            "nvidia.com/*",
+            "nvidia.com/mig-1g.*",
+        ] {
+            assert!(possible(name), "{name}");
+        }
+        for name in [
+            "nvidia.com/gpus",
+            "nvidia.com/GPU",
+            "nvidia.com/mig-1g",
+            "nvidia.com/mig-big",
+            "nvidia.com/shared-gpu",
+            "nvidia.com/mig-1g.5gb.shared",
+        ] {
+            assert!(!possible(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn wildcards_are_anchored() {
+        assert!(matches("nvidia.com/mig-1g.*", "nvidia.com/mig-1g.5gb"));
+        assert!(matches("nvidia.com/*", "nvidia.com/gpu"));
+        assert!(!matches("nvidia.com/mig-*gb", "nvidia.com/mig-1g.24gb-me"));
+        assert!(!matches("nvidia.com/mig-1g.24gb", "nvidia.com/mig-1g.24gb-me"));
+    }
+
+    #[test]
+    fn a_config_matching_nothing_on_the_node_is_named_once() {
+        let node = ["nvidia.com/gpu".to_string()];
+        let miss = Sharing::time_slicing(&[("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/mig-2g.10gb", 2)]);
+        assert_eq!(
+            miss.matching_nothing(&node).as_deref(),
+            Some("sharing.timeSlicing shares nothing on this node: none of its resources (\"nvidia.com/mig-1g.5gb\", \"nvidia.com/mig-2g.10gb\") is one this node has (\"nvidia.com/gpu\")")
+        );
+        let some = Sharing::time_slicing(&[("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/gpu", 2)]);
+        assert_eq!(some.matching_nothing(&node), None, "a cluster-wide config matching something is normal");
+        assert_eq!(Sharing::default().matching_nothing(&node), None);
+        let typo = Sharing::time_slicing(&[("nvidia.com/gpus", 2)]);
+        assert_eq!(typo.matching_nothing(&node), None, "named once, by the config file's check");
     }
 }

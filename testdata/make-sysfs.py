@@ -6,11 +6,19 @@ sysfs/       PCI devices for every bus id the machine fixtures use, a DMI produc
 sysfs-vgpu/  one vGPU (GFD's mock vendor capability: host driver 460.16, branch r460_00), and
              the modules nvidia, nv_peer_mem (the older RDMA module) and nvidia_fs (GPUDirect
              Storage).
+sysfs-machines/<machine>/
+             one tree per bundled machine (testdata/machines/<machine>.yaml): the PCI bus holds the
+             host bridge and exactly that machine's GPUs, so `nvlabel health` finds no GPU missing;
+             every entry is a symlink into sysfs/ (as /sys/bus/pci/devices links into
+             /sys/devices), so the labels equal sysfs/'s.
 Each NVIDIA device has 256 bytes of config space with a realistic capability list
 (PM -> MSI -> PCIe -> vendor-specific), so the vGPU walker runs on every golden test.
 """
+import glob
 import os
 import shutil
+
+import yaml
 
 
 def config(vendor_cap):
@@ -56,8 +64,32 @@ def modules(root, names):
             f.write("live\n")
 
 
+def bus_ids(fixture):
+    """The sysfs addresses of a fixture's GPUs (the fake NVML's default bus id when absent)."""
+    with open(fixture) as f:
+        gpus = yaml.safe_load(f).get("gpus") or []
+    ids = [g.get("pci_bus_id") or f"00000000:{i + 1:02x}:00.0" for i, g in enumerate(gpus)]
+    return [i.lower()[4:] if len(i) > 8 and i[8] == ":" else i.lower() for i in ids]
+
+
+def link(target, name):
+    os.makedirs(os.path.dirname(name), exist_ok=True)
+    os.symlink(os.path.relpath(target, os.path.dirname(name)), name)
+
+
+def machine_tree(shared, fixture):
+    root = os.path.join("testdata/sysfs-machines", os.path.basename(fixture)[: -len(".yaml")])
+    for part in ("class", "module"):
+        link(os.path.join(shared, part), os.path.join(root, part))
+    for address in ["0000:00:00.0"] + bus_ids(fixture):
+        device = os.path.join(shared, "bus/pci/devices", address)
+        if not os.path.isdir(device):
+            raise SystemExit(f"{fixture}: no device {address} in {shared}")
+        link(device, os.path.join(root, "bus/pci/devices", address))
+
+
 def main():
-    for root in ("testdata/sysfs", "testdata/sysfs-vgpu"):
+    for root in ("testdata/sysfs", "testdata/sysfs-vgpu", "testdata/sysfs-machines"):
         shutil.rmtree(root, ignore_errors=True)
     root = "testdata/sysfs"
     machine(root, "PowerEdge XE9680")
@@ -78,6 +110,8 @@ def main():
     machine(root, "VMware Virtual Platform")
     modules(root, ["nvidia", "nv_peer_mem", "nvidia_fs"])
     device(root, "0000:01:00.0", "0x030200", cap=VGPU)
+    for fixture in sorted(glob.glob("testdata/machines/*.yaml")):
+        machine_tree("testdata/sysfs", fixture)
 
 
 if __name__ == "__main__":

@@ -202,3 +202,112 @@ fn prune_refuses_flags_it_would_ignore() {
         );
     }
 }
+
+/// The rows: a flag that would do nothing in the chosen mode is refused, one line naming
+/// it and the mode; the same from env is one warning and the run goes on.
+#[test]
+fn flags_without_effect_are_refused_and_env_without_effect_warned() {
+    let file = tempfile::tempdir().unwrap();
+    let path = file.path().join("gfd");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--oneshot", "--health"], "--health has no effect with --oneshot"),
+        (
+            &["--oneshot", "--use-node-feature-api=false", "-o", path.to_str().unwrap(), "--format", "json"],
+            "--format has no effect where labels are not printed",
+        ),
+        (&["hook", "--no-timestamp=false"], "--no-timestamp has no effect in `nvlabel hook`"),
+        (&["health", "--health=false"], "--health has no effect in `nvlabel health`"),
+    ];
+    for (args, want) in cases {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(*args));
+        assert_eq!((code, stdout.as_str(), stderr.lines().count()), (2, "", 1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("nvlabel: error: {want}")), "{args:?}: {stderr}");
+    }
+    assert!(!path.exists(), "a refused run wrote nothing");
+    let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).env("NVLABEL_HEALTH", "true"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nvidia.com/gpu.count=1"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr
+            .contains("environment variable \"NVLABEL_HEALTH\" (flag --health) has no effect with --oneshot"),
+        "{stderr}"
+    );
+}
+
+/// The slips of someone coming from GFD get one line with the exact corrected flag, exit 2.
+#[test]
+fn usage_slips_get_a_hint_with_the_corrected_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--oneshot", "-o", "", "--use-node-feature-api", "false"],
+            "nvlabel: error: --use-node-feature-api false: a boolean flag takes its value after '=', as in GFD; write --use-node-feature-api=false\n",
+        ),
+        (
+            &["hook", "--extended-labels", "true"],
+            "nvlabel: error: --extended-labels true: a boolean flag takes its value after '=', as in GFD; write --extended-labels=true\n",
+        ),
+        (
+            &["--oneshot", "-o", ""],
+            "nvlabel: error: required flag node-name not set (--node-name or NODE_NAME); to print the labels, add --use-node-feature-api=false: GFD's default publishes a NodeFeature object, --output-file \"\" or not\n",
+        ),
+        (
+            &["hook", "-o", ""],
+            "nvlabel: error: unexpected argument '-o' found: `nvlabel hook` does not use -o (--output-file) (see `nvlabel help hook`)\n",
+        ),
+        (
+            &["--oneshot", "--device-discovery-strategy", "tgra"],
+            "nvlabel: error: invalid value \"tgra\" for flag --device-discovery-strategy: invalid --device-discovery-strategy option tgra; use auto or nvml\n",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(*args));
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", *want), "{args:?}");
+    }
+    let (_, help, _) = run(nvlabel(None).arg("--help"));
+    let line =
+        help.lines().skip_while(|l| !l.contains("--device-discovery-strategy")).nth(1).unwrap_or_default();
+    assert!(
+        line.contains("auto or nvml") && !line.contains("tegra or"),
+        "--help offers only values that work: {line}"
+    );
+}
+
+/// A sharing config that shares nothing is named, once: a resource no NVIDIA GPU could have
+/// (here a typo), or a config none of whose resources this node has. A cluster-wide config
+/// listing MIG profiles this node lacks is normal and gets no word. Bad values are named.
+#[test]
+fn sharing_configs_that_match_nothing_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, resources: &[&str], replicas: u32| {
+        let path = dir.path().join(name);
+        let entries: String =
+            resources.iter().map(|r| format!("      - name: {r}\n        replicas: {replicas}\n")).collect();
+        std::fs::write(&path, format!("version: v1\nsharing:\n  timeSlicing:\n    resources:\n{entries}"))
+            .unwrap();
+        path
+    };
+    let warnings = |path: &std::path::Path| {
+        let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(path));
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("nvidia.com/gpu.count=1"), "{stdout}");
+        stderr.lines().map(|l| l.split_once(" WARN ").map_or(l, |(_, w)| w).to_string()).collect::<Vec<_>>()
+    };
+    let typo = config("typo.yaml", &["nvidia.com/gpus"], 4);
+    assert_eq!(
+        warnings(&typo),
+        [format!("nvlabel::config::source: sharing.timeSlicing.resources[0].name: \"nvidia.com/gpus\" is no resource an NVIDIA GPU has (nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb): it shares nothing file={}", typo.display())]
+    );
+    let mig_only = config("mig.yaml", &["nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb"], 4);
+    assert_eq!(
+        warnings(&mig_only),
+        ["nvlabel::troubles: sharing.timeSlicing shares nothing on this node: none of its resources (\"nvidia.com/mig-1g.5gb\", \"nvidia.com/mig-2g.10gb\") is one this node has (\"nvidia.com/gpu\")"]
+    );
+    let cluster_wide = config("cluster.yaml", &["nvidia.com/gpu", "nvidia.com/mig-1g.5gb"], 4);
+    assert!(warnings(&cluster_wide).is_empty());
+    let zero = config("zero.yaml", &["nvidia.com/gpu"], 0);
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&zero));
+    assert_eq!(code, 2);
+    let want = "sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2, got 0";
+    assert!(stderr.contains("zero.yaml") && stderr.contains(want), "{stderr}");
+}

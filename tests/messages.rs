@@ -341,3 +341,30 @@ fn a_reload_names_the_file_loaded() {
     let line = lines.last().unwrap();
     assert!(line.ends_with(&format!("configuration loaded config={}", config.display())), "{line}");
 }
+
+/// A one-shot run against an API server at a closed port: one line naming the server once, no
+/// client library's lines, no wrapper repeating it.
+#[test]
+fn an_unreachable_api_server_is_one_line_naming_it_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = format!("https://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let users = "users: [{name: u, user: {token: t}}]";
+    let contexts = "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c";
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\n{contexts}\n{users}\n"),
+    )
+    .unwrap();
+    for (target, object) in
+        [(&["--sink", "node"][..], "Node n"), (&["-o", ""], "NodeFeature default/nvidia-features-for-n")]
+    {
+        let mut cmd = nvlabel(Some("t4"));
+        cmd.args(["--oneshot", "--node-name", "n", "--kubeconfig"]).arg(&kubeconfig).args(target);
+        let (code, stdout, stderr) = run(&mut cmd);
+        assert_eq!((code, stdout.as_str(), stderr.lines().count()), (1, "", 1), "{target:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("nvlabel: error: cannot read {object}: {server}: ")), "{stderr}");
+        assert_eq!(stderr.matches(&server).count(), 1, "{stderr}");
+    }
+}

@@ -25,9 +25,11 @@ impl Settings {
                 if self.namespace.is_empty() {
                     return Err(SetupError::Namespace);
                 }
+                // `-o ""` without `--use-node-feature-api=false` is the commonest first slip.
+                let to_print = self.output_file.is_empty();
                 Target::NodeFeature {
                     namespace: self.namespace.clone(),
-                    node: node()?,
+                    node: node().map_err(|e| if to_print { SetupError::NodeNameToPrint } else { e })?,
                     pod: self.pod_name.clone(),
                 }
             }

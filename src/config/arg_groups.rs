@@ -92,7 +92,7 @@ pub struct FactArgs {
     /// Fail when NVML cannot be initialised
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
-    /// auto, nvml, tegra or vfio
+    /// auto or nvml (nvlabel reads GPUs through NVML only: GFD's tegra and vfio are refused)
     #[arg(long, default_value = "auto")]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
@@ -138,22 +138,26 @@ pub struct ConfigArgs {
 /// Who this labeler is, and how it reaches the Kubernetes API.
 #[derive(Debug, Default, Clone, Args)]
 pub struct ApiArgs {
-    /// This node's name
+    /// This node's name (for the NodeFeature object, --sink node, --config-dir and --health;
+    /// accepted elsewhere without effect, as GFD does)
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Namespace of the NodeFeature object
+    /// Namespace of the NodeFeature object (accepted without effect where labels go to a file or
+    /// stdout, as GFD does)
     #[arg(long, default_value = "default")]
     pub namespace: Option<String>,
-    /// This pod's name, for owner references
+    /// This pod's name, for owner references (accepted without effect where labels go to a file
+    /// or stdout, as GFD does)
     #[arg(long)]
     pub pod_name: Option<String>,
-    /// Kubeconfig; empty means in-cluster
+    /// Kubeconfig; empty means in-cluster (accepted without effect where nothing reads the API,
+    /// as GFD does)
     #[arg(long)]
     pub kubeconfig: Option<String>,
-    /// API client QPS
+    /// API client QPS (accepted without effect where nothing reads the API, as GFD does)
     #[arg(long, default_value = "5")]
     pub kube_api_qps: Option<f64>,
-    /// API client burst
+    /// API client burst (accepted without effect where nothing reads the API, as GFD does)
     #[arg(long, default_value = "10")]
     pub kube_api_burst: Option<u32>,
 }
@@ -161,10 +165,12 @@ pub struct ApiArgs {
 /// Where labels go.
 #[derive(Debug, Default, Clone, Args)]
 pub struct TargetArgs {
-    /// Feature file to write; "" prints to stdout
+    /// Feature file to write; "" prints to stdout (accepted without effect with the NodeFeature
+    /// API or --sink node, as GFD does)
     #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
     pub output_file: Option<String>,
-    /// Publish a NodeFeature object instead of a file
+    /// Publish a NodeFeature object instead of a file (accepted without effect with --sink node,
+    /// as GFD does)
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
@@ -191,7 +197,8 @@ pub struct DaemonArgs {
     /// Label once and exit
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub oneshot: Option<bool>,
-    /// Time between passes: Go duration, `infinite`, or seconds
+    /// Time between passes: Go duration, `infinite`, or seconds (accepted without effect with
+    /// --oneshot, as GFD does)
     #[arg(long, default_value = "60s")]
     pub sleep_interval: Option<String>,
     /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or

@@ -116,9 +116,9 @@ fn time_slicing_four_replicas() {
 #[test]
 fn replicated_resource_rules() {
     let cases: &[(&str, &str, &str)] = &[
-        ("      - name: gpu\n        replicas: 1\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2"),
-        ("      - name: gpu\n        replicas: 0\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2"),
-        ("      - name: gpu\n        replicas: -1\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2"),
+        ("      - name: gpu\n        replicas: 1\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2, got 1"),
+        ("      - name: gpu\n        replicas: 0\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2, got 0"),
+        ("      - name: gpu\n        replicas: -1\n", "sharing.timeSlicing.resources[0].replicas", "number of replicas must be >= 2, got -1"),
         ("      - name: gpu\n", "sharing.timeSlicing.resources[0]", "no replicas specified"),
         ("      - replicas: 2\n", "sharing.timeSlicing.resources[0]", "no resource name specified"),
         ("      - {}\n", "sharing.timeSlicing.resources[0]", "no resource name specified"),

@@ -44,8 +44,14 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-        match without_defaults(command()).try_get_matches_from(&args) {
-            Ok(matches) => Cli::from_arg_matches(&matches),
+        let cmd = without_defaults(command());
+        if let Some(slip) = bool_then_space(&cmd, &args) {
+            return Err(cmd.clone().error(clap::error::ErrorKind::ValueValidation, slip));
+        }
+        match cmd.clone().try_get_matches_from(&args) {
+            Ok(matches) => {
+                Cli::from_arg_matches(&matches).map(|cli| Cli { given: given(&cmd, &matches), ..cli })
+            }
             // Help shows each flag's default: the command that declares them prints it.
             Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
                 Err(command().try_get_matches_from(&args).err().unwrap_or(e))
@@ -53,6 +59,36 @@ impl Cli {
             Err(e) => Err(e),
         }
     }
+}
+
+/// GFD's commonest slip, `--flag false`: a boolean takes its value only after `=` (as urfave's
+/// do), so the word after it would be read as a subcommand. The hint names the corrected flag.
+fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
+    let booleans: Vec<&str> = std::iter::once(cmd)
+        .chain(cmd.get_subcommands())
+        .flat_map(|c| c.get_arguments())
+        .filter(|a| a.is_require_equals_set() && a.get_num_args().is_some_and(|n| n.min_values() == 0))
+        .filter_map(|a| a.get_long())
+        .collect();
+    args.windows(2).find_map(|pair| {
+        let flag = pair[0].to_str()?.strip_prefix("--")?;
+        let value = pair[1].to_str()?;
+        (booleans.contains(&flag) && super::arg_groups::parse_bool(value).is_ok()).then(|| {
+            format!("--{flag} {value}: a boolean flag takes its value after '=', as in GFD; write --{flag}={value}")
+        })
+    })
+}
+
+/// The long names of the flags given on the command line (the subcommand's, if one was given).
+fn given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<String> {
+    let (cmd, matches) = match matches.subcommand() {
+        Some((name, sub)) => (cmd.find_subcommand(name).unwrap_or(cmd), sub),
+        None => (cmd, matches),
+    };
+    cmd.get_arguments()
+        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect()
 }
 
 /// `cmd` with no defaults, so that a flag not given parses as `None`.
@@ -102,6 +138,10 @@ pub struct Cli {
     /// How logs look.
     #[command(flatten)]
     pub log: LogArgs,
+    /// The long names of the flags given on the command line (not env, not defaults), for
+    /// [`super::modes`].
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// Subcommands, each with only the flags it uses.
@@ -198,7 +238,7 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
     /// so that one resolver serves every command.
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, log, version } = self;
+        let Cli { command, mut label, source, log, version, given } = self;
         let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
             None | Some(Command::Help { .. }) => (None, source, log),
@@ -219,6 +259,6 @@ impl Cli {
                 (Some(CommandKind::Health), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, log, version })
+        (kind, Cli { command: None, label, source, log, version, given })
     }
 }

@@ -9,6 +9,7 @@ pub mod env;
 pub mod file;
 pub mod flags;
 pub mod health;
+pub mod modes;
 mod resolve;
 pub mod select;
 pub mod settings;

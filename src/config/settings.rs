@@ -187,7 +187,12 @@ impl Settings {
             "tegra" | "vfio" => {
                 return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
             }
-            _ => return Err(invalid(&f, format!("invalid --device-discovery-strategy option {}", f.value))),
+            _ => {
+                return Err(invalid(
+                    &f,
+                    format!("invalid --device-discovery-strategy option {}; use auto or nvml", f.value),
+                ))
+            }
         };
 
         let sysfs_root =
@@ -272,7 +277,9 @@ impl Settings {
             notes,
             health: super::health::resolve(&a.health, env, ff, &file_path)?,
         };
-        match expiry_given.filter(|_| !settings.expiry_applies()) {
+        // From env it is one warning (`modes`): the GPU Operator's env serves every mode.
+        let on_command_line = |f: &Found| !f.origin.starts_with("environment");
+        match expiry_given.filter(|f| !settings.expiry_applies() && on_command_line(f)) {
             Some(f) => {
                 Err(invalid(&f, "--expiry applies only to the feature file (--output-file <path> with --use-node-feature-api=false), and labels do not go there"))
             }

@@ -49,14 +49,21 @@ pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
             Some(clap::error::ContextValue::String(s)) => s.split('=').next().unwrap_or_default().to_string(),
             _ => String::new(),
         };
-        let long = arg.strip_prefix("--");
+        // A short flag (`-o`) stands for the labeller's long one it is short for.
+        let short = arg.strip_prefix('-').filter(|s| s.len() == 1).and_then(|s| s.chars().next());
+        let long_of_short = short.and_then(|c| top.get_arguments().find(|a| a.get_short() == Some(c)));
+        let long = arg.strip_prefix("--").or(long_of_short.and_then(|a| a.get_long()));
         // "Usage: nvlabel probe [OPTIONS]" names the subcommand.
         let sub = text.lines().find_map(|l| l.trim().strip_prefix("Usage: nvlabel ")).and_then(|rest| {
             rest.split_whitespace().next().filter(|w| top.get_subcommands().any(|s| s.get_name() == *w))
         });
         let labeler_flag = long.is_some_and(|l| top.get_arguments().any(|a| a.get_long() == Some(l)));
         if let (Some(sub), true) = (sub, labeler_flag) {
-            return format!("{message}: `nvlabel {sub}` does not use {arg} (see `nvlabel help {sub}`)");
+            let named = match (short, long) {
+                (Some(_), Some(long)) => format!("{arg} (--{long})"),
+                _ => arg.clone(),
+            };
+            return format!("{message}: `nvlabel {sub}` does not use {named} (see `nvlabel help {sub}`)");
         }
     }
     // Clap lists the accepted values on a line of their own; the one line keeps them.
@@ -103,6 +110,11 @@ mod tests {
                 "a flag prune would ignore",
                 &["nvlabel", "prune", "--snapshot", "x"],
                 "unexpected argument '--snapshot' found: `nvlabel prune` does not use --snapshot (see `nvlabel help prune`)",
+            ),
+            (
+                "a short flag of the labeler after a subcommand",
+                &["nvlabel", "hook", "-o", ""],
+                "unexpected argument '-o' found: `nvlabel hook` does not use -o (--output-file) (see `nvlabel help hook`)",
             ),
             (
                 "a value not among the flag's values",

@@ -58,7 +58,7 @@ fn short(f: &mut fmt::Formatter<'_>, error: &kube::Error, server: Option<&str>) 
 }
 
 /// One failed API request: what was attempted, on which object, why, and the fix.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub struct ApiFailure {
     /// What was attempted (`apply labels to`, `read`, `create`).
     pub action: &'static str,
@@ -69,7 +69,6 @@ pub struct ApiFailure {
     /// The resource (plural), with its group when not core.
     pub resource: &'static str,
     /// The error.
-    #[source]
     pub source: kube::Error,
 }
 
@@ -92,6 +91,10 @@ impl fmt::Display for ApiFailure {
         }
     }
 }
+
+// No `source()`: the message carries the error's causes already, each once; a source would add
+// kube's `ServiceError: ...` wrapper to the one line a second time.
+impl std::error::Error for ApiFailure {}
 
 impl ApiFailure {
     /// The HTTP status, if the server answered.

@@ -127,6 +127,7 @@ pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
         merged.extend(mps::labels(&snapshot.gpus, &config.sharing, w));
         merged.extend(resource::full_gpu_labels(&snapshot.gpus, sharing, w));
         merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, sharing, w));
+        w.extend(config.sharing.matching_nothing(&resources(&snapshot.gpus, config.mig_strategy)));
         merged.extend(mode::labels(&snapshot.gpus, w));
         merged.extend(clique::labels(&snapshot.gpus, w));
         if config.extended {
@@ -136,6 +137,25 @@ pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
     }
     merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));
     out.labels = merged;
+    out
+}
+
+/// The resources the device plugin advertises for `gpus` under `strategy` (what a sharing
+/// config can match): MIG devices by profile under mixed, else `nvidia.com/gpu`.
+fn resources(gpus: &[crate::snapshot::Gpu], strategy: MigStrategy) -> Vec<String> {
+    let mig = |g: &&crate::snapshot::Gpu| resource::mig_enabled(g);
+    let mut out: Vec<String> = match strategy {
+        MigStrategy::Mixed => gpus
+            .iter()
+            .filter(mig)
+            .flat_map(|g| g.mig.iter().flat_map(|m| &m.devices))
+            .map(|d| format!("nvidia.com/mig-{}", d.profile))
+            .chain(gpus.iter().any(|g| !resource::mig_enabled(g)).then(|| "nvidia.com/gpu".to_string()))
+            .collect(),
+        _ => vec!["nvidia.com/gpu".into()],
+    };
+    out.sort();
+    out.dedup();
     out
 }
 

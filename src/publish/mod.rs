@@ -166,6 +166,9 @@ pub enum SetupError {
     /// An API writer needs the node name.
     #[error("required flag node-name not set (--node-name or NODE_NAME)")]
     NodeName,
+    /// The NodeFeature writer needs the node name, and `--output-file ""` says stdout was meant.
+    #[error("required flag node-name not set (--node-name or NODE_NAME); to print the labels, add --use-node-feature-api=false: GFD's default publishes a NodeFeature object, --output-file \"\" or not")]
+    NodeNameToPrint,
     /// The NodeFeature writer needs a namespace.
     #[error("required flag namespace not set (--namespace or NAMESPACE)")]
     Namespace,

@@ -223,7 +223,14 @@ pub fn settings_of(what: &str, namespace: &str, c: &Container) -> Settings {
             "{what}: nvlabel does not read env {name}"
         );
     }
-    Settings::resolve(&cli, &|k| env.get(k).cloned()).unwrap_or_else(|e| panic!("{what}: {e}"))
+    let (command, cli) = cli.split();
+    let lookup = |k: &str| env.get(k).cloned();
+    let settings = Settings::resolve(&cli, &lookup).unwrap_or_else(|e| panic!("{what}: {e}"));
+    // Nothing accepted and ignored: no flag the binary would refuse, no env it would warn about.
+    let warnings = nvlabel::config::modes::check(command, &cli.given, &lookup, &settings)
+        .unwrap_or_else(|e| panic!("{what}: nvlabel refuses its args: {e}"));
+    assert!(warnings.is_empty(), "{what}: {warnings:?}");
+    settings
 }
 
 /// (scope, group, resource, verb): scope is `cluster` or the namespace a grant or call is in.

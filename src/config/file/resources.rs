@@ -102,6 +102,11 @@ fn replicated_resource(v: &Value, at: &str, warnings: &mut Vec<String>) -> Resul
         Some(Value::String(s)) => resource_name(s).map_err(|m| bad(format!("{at}.name"), m))?,
         Some(other) => return Err(bad(format!("{at}.name"), format!("expected a string, got {other}"))),
     };
+    if !crate::sharing::possible(&name) {
+        warnings.push(format!(
+            "{at}.name: {name:?} is no resource an NVIDIA GPU has (nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb): it shares nothing"
+        ));
+    }
     if let Some(devices) = map.get("devices") {
         if !devices_spec(devices).map_err(|m| bad(format!("{at}.devices"), m))? {
             warnings.push(format!(
@@ -116,7 +121,12 @@ fn replicated_resource(v: &Value, at: &str, warnings: &mut Vec<String>) -> Resul
             Some(r) if r >= 2 => {
                 u32::try_from(r).map_err(|_| bad(format!("{at}.replicas"), format!("{r} is too large")))?
             }
-            Some(_) => return Err(bad(format!("{at}.replicas"), "number of replicas must be >= 2")),
+            Some(r) => {
+                return Err(bad(
+                    format!("{at}.replicas"),
+                    format!("number of replicas must be >= 2, got {r}"),
+                ))
+            }
             None => return Err(bad(format!("{at}.replicas"), format!("expected a whole number, got {n}"))),
         },
         Some(other) => {

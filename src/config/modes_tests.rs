@@ -1,0 +1,120 @@
+use super::*;
+use crate::config::Cli;
+
+fn resolved(args: &[&str]) -> (Option<CommandKind>, Vec<String>, Settings) {
+    resolved_with(args, &|_| None)
+}
+
+fn resolved_with(args: &[&str], env: Env) -> (Option<CommandKind>, Vec<String>, Settings) {
+    let all: Vec<&str> = std::iter::once("nvlabel").chain(args.iter().copied()).collect();
+    let (command, cli) = Cli::try_from_args(all).unwrap().split();
+    let settings = Settings::resolve(&cli, env).unwrap();
+    (command, cli.given, settings)
+}
+
+fn refused(args: &[&str]) -> Option<String> {
+    let (command, given, settings) = resolved(args);
+    check(command, &given, &|_| None, &settings).err().map(|e| e.to_string())
+}
+
+#[test]
+fn every_flag_of_every_command_has_one_row() {
+    let flags = all_flags();
+    let mut missing: Vec<String> = flags
+        .iter()
+        .filter(|(_, f)| !ROWS.iter().any(|r| r.flag == f))
+        .map(|(c, f)| format!("{c} --{f}"))
+        .collect();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "flags without a row in modes::ROWS (say where each has no effect): {missing:?}"
+    );
+    for row in ROWS {
+        assert_eq!(ROWS.iter().filter(|r| r.flag == row.flag).count(), 1, "--{} has two rows", row.flag);
+        assert!(flags.iter().any(|(_, f)| f == row.flag), "the row of --{} names no flag", row.flag);
+    }
+}
+
+#[test]
+fn gfds_flags_accepted_without_effect_say_so_in_help() {
+    let top = command();
+    for row in ROWS.iter().filter(|r| r.gfd) {
+        let arg = top.get_arguments().find(|a| a.get_long() == Some(row.flag)).unwrap();
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let says = help.contains("accepted") && (help.contains("as GFD does") || help.contains("as in GFD"));
+        assert!(says, "--{}'s help does not say where it is accepted as GFD does: {help}", row.flag);
+    }
+}
+
+#[test]
+fn flags_without_effect_are_refused_naming_the_mode() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--oneshot", "--health"], "--health has no effect with --oneshot: only a daemon keeps the GPU health condition; leave it out"),
+        (&["health", "--health=false"], "--health has no effect in `nvlabel health`, which always reads GPU health and publishes nothing; leave it out"),
+        (&["hook", "--no-timestamp=false"], "--no-timestamp has no effect in `nvlabel hook`, which never writes a timestamp; leave it out"),
+        (&["--oneshot", "-o", "/tmp/x", "--use-node-feature-api=false", "--format", "json"], "--format has no effect where labels are not printed (only --output-file \"\" with --use-node-feature-api=false prints them); leave it out"),
+        (&["--oneshot", "--metrics-addr", ":9"], "--metrics-addr has no effect with --oneshot: only a daemon serves /metrics; leave it out"),
+        (&["--config-default", "a"], "--config-default has no effect without --config-dir, whose default key it names; leave it out"),
+        (&["--health-ignore-xids", "13"], "--health-ignore-xids has no effect without --health in a daemon or `nvlabel health`; leave it out"),
+        (&["--health", "--health-taint-effect", "NoExecute"], "--health-taint-effect has no effect without --health in a daemon with --allocation-mode dra or auto; leave it out"),
+        (&["health", "--boot-id-file", "/x"], "--boot-id-file has no effect in `nvlabel health`, which keeps no faults across runs; leave it out"),
+        (&["health", "--snapshot", "/x"], "--snapshot has no effect in `nvlabel health`, which reads NVML, never a snapshot; leave it out"),
+        (&["--allocation-mode", "dra", "--mig-strategy", "mixed"], "--mig-strategy has no effect with --allocation-mode dra, which gives physical facts only (no MIG-strategy labels); leave it out"),
+        (&["hook", "--namespace", "x"], "--namespace has no effect in `nvlabel hook`, which publishes nothing; leave it out"),
+        (&["--snapshot", "/x", "--machine-type-file", "/y"], "--machine-type-file has no effect with --snapshot, which stands in for NVML and sysfs; leave it out"),
+    ];
+    for (args, want) in cases {
+        assert_eq!(refused(args).as_deref(), Some(*want), "{args:?}");
+    }
+}
+
+#[test]
+fn flags_with_an_effect_or_accepted_as_gfd_does_pass() {
+    let cases: &[&[&str]] = &[
+        &["--oneshot", "-o", "", "--use-node-feature-api=false", "--format", "json"],
+        &["--health", "--health-ignore-xids", "13", "--boot-id-file", "/b"],
+        &["health", "--health-fatal-xids", "13"],
+        // GFD's: accepted where they have no effect, as GFD accepts them.
+        &[
+            "--oneshot",
+            "--sleep-interval",
+            "5s",
+            "-o",
+            "",
+            "--use-node-feature-api=false",
+            "--node-name",
+            "n",
+        ],
+        &["--use-node-feature-api", "-o", "/x", "--kubeconfig", "/k"],
+        &["--config-dir", "/d", "--config-default", "a", "--node-name", "n"],
+        &["hook", "--config-dir", "/d", "--node-name", "n"],
+        &["--extended-labels", "--sharing-check-grace", "1m"],
+        &["--allocation-mode", "auto", "--mig-strategy", "mixed"],
+    ];
+    for args in cases {
+        assert_eq!(refused(args), None, "{args:?}");
+    }
+}
+
+#[test]
+fn env_without_effect_is_one_warning_never_a_failure() {
+    let (command, given, settings) = resolved(&["--oneshot", "-o", "", "--use-node-feature-api=false"]);
+    let env =
+        |k: &str| matches!(k, "NVLABEL_HEALTH" | "NODE_NAME" | "GFD_SLEEP_INTERVAL").then(|| "x".to_string());
+    let warnings = check(command, &given, &env, &settings).unwrap();
+    assert_eq!(
+        warnings,
+        ["environment variable \"NVLABEL_HEALTH\" (flag --health) has no effect with --oneshot: only a daemon keeps the GPU health condition; ignored"]
+    );
+    let env = |k: &str| (k == "NVLABEL_EXPIRY").then(|| "1h".to_string());
+    let (command, given, settings) =
+        resolved_with(&["--oneshot", "-o", "", "--use-node-feature-api=false"], &env);
+    assert_eq!(
+        check(command, &given, &env, &settings).unwrap(),
+        ["environment variable \"NVLABEL_EXPIRY\" (flag --expiry) has no effect where labels do not go to the feature file; ignored"]
+    );
+    // A subcommand is not warned about env of flags it does not take.
+    let (command, given, settings) = resolved(&["probe"]);
+    assert!(check(command, &given, &env, &settings).unwrap().is_empty());
+}

@@ -1,7 +1,8 @@
 //! The samples tell the truth: every `nvlabel` command line of README.md and docs/*.md that needs
 //! no cluster, extracted from the docs (never copied here) and run as shown, on every bundled
 //! machine, exits as the doc implies; and each bundled machine with its own sysfs tree
-//! (`testdata/sysfs-machines/<machine>`) is what its fixture says: healthy, with its golden labels.
+//! (`testdata/sysfs-machines/<machine>`) is what its fixture says: healthy (or its GPU lost, where
+//! its faults say so), with its golden labels.
 //!
 //! The extraction rules (tests/README.md repeats them):
 //! - a command line is a line of a fenced block marked `sh`, `bash`, `shell` or `console` (a `$ `
@@ -205,15 +206,41 @@ fn every_doc_command_that_needs_no_cluster_exits_as_the_doc_implies() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The NVML calls a health reading makes of each GPU.
+const HEALTH_CALLS: [&str; 8] = [
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceValidateInforom",
+    "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetHandleByIndex",
+];
+
+/// Whether a fixture's `faults:` answer GPU_IS_LOST to a call health makes.
+fn lost_to_health(fixture: &str) -> bool {
+    let Some((_, faults)) = fixture.split_once("\nfaults:") else { return false };
+    faults.split("- function:").skip(1).any(|entry| {
+        let function = entry.split_whitespace().next().unwrap_or_default();
+        HEALTH_CALLS.contains(&function) && entry.contains("error: gpu_is_lost")
+    })
+}
+
 #[test]
-fn every_bundled_machine_with_its_own_sysfs_tree_is_healthy_and_labels_as_its_golden() {
+fn every_bundled_machine_with_its_own_sysfs_tree_is_as_its_fixture_says_and_labels_as_its_golden() {
     let mut failures = Vec::new();
     for machine in fixtures() {
         let sysfs = format!("testdata/sysfs-machines/{machine}");
         assert!(repo().join(&sysfs).is_dir(), "{sysfs} is missing: run testdata/make-sysfs.py");
         let (code, out, err) = run(nvlabel_in(Some(&machine), &sysfs).arg("health"));
-        if code != 0 {
-            failures.push(format!("nvlabel health on {machine}: exit {code}\n{out}{err}"));
+        // Healthy, unless the fixture makes a GPU fall off the bus (`faults:` answering
+        // GPU_IS_LOST to a call health makes): then that GPU is lost, as on the node.
+        let fixture = std::fs::read_to_string(fixture(&machine)).unwrap();
+        let lost = lost_to_health(&fixture);
+        let (want, first) = if lost { (1, "GpuLost: ") } else { (0, "GpusHealthy: ") };
+        if code != want || !out.starts_with(first) {
+            failures.push(format!("nvlabel health on {machine}: exit {code}, not {want}\n{out}{err}"));
         }
         let labels = ok(nvlabel_in(Some(&machine), &sysfs).args(PRINT));
         failures.extend(golden(&format!("{machine}.none.labels"), &labels));

@@ -44,15 +44,10 @@ fn code(text: &str) -> Vec<String> {
 
 /// README.md and docs/*.md, by name.
 fn docs() -> Vec<(String, Vec<String>)> {
-    let mut names = vec!["README.md".to_string()];
-    let mut more: Vec<String> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .filter_map(|e| Some(format!("docs/{}", e.ok()?.file_name().to_str()?)))
-        .filter(|n| n.ends_with(".md"))
-        .collect();
-    more.sort();
-    names.extend(more);
-    names.into_iter().map(|n| (n.clone(), code(&std::fs::read_to_string(repo().join(&n)).unwrap()))).collect()
+    doc_files()
+        .into_iter()
+        .map(|n| (n.clone(), code(&std::fs::read_to_string(repo().join(&n)).unwrap())))
+        .collect()
 }
 
 /// Each word of `code` that starts with `prefix` where a word may start, up to `allowed`'s end.
@@ -97,13 +92,7 @@ fn scrape() -> String {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the daemon logs its address").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["message"] == "serving /healthz, /readyz and /metrics" {
-            break v["addr"].as_str().unwrap().to_string();
-        }
-    };
+    let addr = served_addr(&mut lines);
     std::thread::spawn(move || for _ in lines {});
     wait_for_line(&out, "nvidia.com/gpu.count=1");
     let mut s = std::net::TcpStream::connect(&addr).unwrap();

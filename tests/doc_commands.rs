@@ -135,15 +135,7 @@ fn not_run(c: &DocCommand) -> Option<&'static str> {
 
 /// Every command line of README.md and docs/*.md.
 fn doc_commands() -> Vec<DocCommand> {
-    let mut docs = vec!["README.md".to_string()];
-    let mut more: Vec<String> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .filter_map(|e| Some(format!("docs/{}", e.ok()?.file_name().to_str()?)))
-        .filter(|n| n.ends_with(".md"))
-        .collect();
-    more.sort();
-    docs.extend(more);
-    docs.iter().flat_map(|d| extract(d, &std::fs::read_to_string(repo().join(d)).unwrap())).collect()
+    doc_files().iter().flat_map(|d| extract(d, &std::fs::read_to_string(repo().join(d)).unwrap())).collect()
 }
 
 /// A directory that looks like the checkout after `cargo build [--release] --workspace`, with

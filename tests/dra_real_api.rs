@@ -10,6 +10,7 @@ mod common;
 
 use common::dra_cluster::{begin, delete_slice, gpu, mig, put_slice, rule, rules, setup, taint_rules};
 use common::health_cluster::get_condition;
+use common::health_daemon::node_files;
 use common::real_cluster::{node_labels, t4_config};
 use common::*;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -68,18 +69,6 @@ fn start(d: &Path, kubeconfig: &Path) -> Daemon {
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
     Daemon(cmd.spawn().unwrap())
-}
-
-/// Two NVIDIA GPUs on the PCI bus, boot `boot-1`, an empty event file.
-fn node_files(d: &Path) {
-    for addr in ["0000:01:00.0", "0000:02:00.0"] {
-        let dev = d.join("sys/bus/pci/devices").join(addr);
-        std::fs::create_dir_all(&dev).unwrap();
-        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
-        std::fs::write(dev.join("class"), "0x030200\n").unwrap();
-    }
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
 }
 
 fn event_line(d: &Path, line: &str) {

@@ -8,6 +8,7 @@ mod common;
 use common::apiserver;
 use common::dra_cluster::{delete_slice, gpu, put_slice};
 use common::health_cluster::{get_condition, setup};
+use common::health_daemon::node_files;
 use common::*;
 use std::io::Write;
 use std::path::Path;
@@ -53,14 +54,7 @@ async fn without_device_taint_rules_served_the_condition_still_works() {
     put_slice(&admin, "gpu-a", "gpu-a-gpu.nvidia.com", vec![gpu("gpu-9", UUID0, 9)]).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    for addr in ["0000:01:00.0", "0000:02:00.0"] {
-        let dev = d.join("sys/bus/pci/devices").join(addr);
-        std::fs::create_dir_all(&dev).unwrap();
-        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
-        std::fs::write(dev.join("class"), "0x030200\n").unwrap();
-    }
-    std::fs::write(d.join("boot_id"), "boot-1\n").unwrap();
-    std::fs::write(d.join("events"), "").unwrap();
+    node_files(d);
     // The administrator's kubeconfig: the slices can be read, only the taint API is missing.
     let mut cmd = nvlabel(None);
     cmd.args(["--sink=node", "--node-name=gpu-a", "--health", "--allocation-mode=dra"])

@@ -45,13 +45,7 @@ fn a_feature_file_removed_or_overwritten_is_restored_and_counted() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the daemon logs its address").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["message"] == "serving /healthz, /readyz and /metrics" {
-            break v["addr"].as_str().unwrap().to_string();
-        }
-    };
+    let addr = served_addr(&mut lines);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| drop(tx.send(l))));
     let written = wait_for_line(&out, "nvidia.com/gpu.count=1");

@@ -9,8 +9,6 @@ use common::apiserver;
 use common::health_cluster::{get_condition, nodes_of, setup};
 use common::health_daemon::*;
 use common::*;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::Api;
 use nvlabel::health::record::ANNOTATION;
 use std::time::{Duration, Instant};
 
@@ -70,18 +68,7 @@ async fn faults_turn_the_condition_false_until_a_new_boot() {
         "{}",
         c.2
     );
-    let events: Api<Event> = Api::namespaced(admin.clone(), "default");
-    let warnings: Vec<Event> = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-a")
-                && e.type_.as_deref() == Some("Warning")
-        })
-        .collect();
+    let warnings = node_warnings(&admin).await;
     assert!(
         warnings.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains("Xid 79"))),
         "{warnings:?} {}",
@@ -236,13 +223,8 @@ async fn the_driver_then_nvidias_catalog_say_what_an_xid_is_and_what_to_do() {
         return;
     };
     let _serial = SERIAL.lock().await;
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (admin, dir, _daemon) = daemon_on(server, "h100x2-recovery", &[]).await;
     let d = dir.path();
-    node_files(d);
-    let fixture = repo().join("testdata/health/h100x2-recovery.yaml");
-    let _daemon = start_with(d, &kubeconfig, &fixture, &[]);
     until(&admin, "the first condition", |c| c.0 == "True").await;
     // 94 is RESTART_APP in the catalog (the device plugin called it fatal); 31 on a GPU whose
     // driver says no recovery is needed: neither is a fault.

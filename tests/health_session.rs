@@ -7,9 +7,20 @@ mod common;
 
 use nvlabel::probe::{ProbeOptions, Session};
 
-fn inits(calls: &std::path::Path) -> u64 {
+/// How many times the fake says `symbol` was called.
+fn calls_of(calls: &std::path::Path, symbol: &str) -> u64 {
     let text = std::fs::read_to_string(calls).unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix("nvmlInit_v2 ")).map_or(0, |n| n.parse().unwrap())
+    text.lines().find_map(|l| l.strip_prefix(&format!("{symbol} "))).map_or(0, |n| n.parse().unwrap())
+}
+
+/// The fake library, with an empty sysfs under `dir`.
+fn options(dir: &std::path::Path) -> ProbeOptions {
+    ProbeOptions {
+        library: common::fake_nvml(),
+        sysfs_root: dir.join("sys"),
+        machine_type_file: "".into(),
+        topology: false,
+    }
 }
 
 #[test]
@@ -23,12 +34,7 @@ fn one_session_reused_reopened_after_the_driver_changed_and_found_when_it_appear
         "{machine}faults:\n  - {{function: nvmlDeviceGetCount_v2, error: lib_rm_version_mismatch, after: 2}}\n"
     );
     let dir = tempfile::tempdir().unwrap();
-    let opts = ProbeOptions {
-        library: common::fake_nvml(),
-        sysfs_root: dir.path().join("sys"),
-        machine_type_file: "".into(),
-        topology: false,
-    };
+    let opts = options(dir.path());
     let session = Session::new();
     let read = || nvlabel::health::nvml::read(&session, &opts).map_err(|e| e.to_string());
 
@@ -42,19 +48,14 @@ fn one_session_reused_reopened_after_the_driver_changed_and_found_when_it_appear
     // The driver changed: the read fails and the session is dropped (its shutdown writes the count).
     let e = read().unwrap_err();
     assert!(e.contains("nvmlDeviceGetCount_v2"), "{e}");
-    assert_eq!(inits(calls), 1, "one init for the reads so far");
+    assert_eq!(calls_of(calls, "nvmlInit_v2"), 1, "one init for the reads so far");
     // The next read opens a new session (a new driver: the fault counts from zero again).
     assert_eq!(read().unwrap().gpus.len(), 2);
     assert_eq!(read().unwrap().gpus.len(), 2);
     let e = read().unwrap_err();
     assert!(e.contains("nvmlDeviceGetCount_v2"), "{e}");
-    assert_eq!(inits(calls), 2, "reopened once");
+    assert_eq!(calls_of(calls, "nvmlInit_v2"), 2, "reopened once");
     assert_eq!(session.opens(), 2);
-}
-
-fn calls_of(calls: &std::path::Path, symbol: &str) -> u64 {
-    let text = std::fs::read_to_string(calls).unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix(&format!("{symbol} "))).map_or(0, |n| n.parse().unwrap())
 }
 
 /// The per-pass cost of a health reading, counted by the fake: one `nvmlDeviceGetFieldValues`
@@ -67,12 +68,7 @@ fn a_reading_makes_one_field_values_call_per_gpu_and_reads_the_warning_signals()
     let (fixture, calls) = (&env["FAKE_NVML_FIXTURE"], &env["FAKE_NVML_CALLS"]);
     std::fs::copy(common::repo().join("testdata/health/h100x2-signals.yaml"), fixture).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let opts = ProbeOptions {
-        library: common::fake_nvml(),
-        sysfs_root: dir.path().join("sys"),
-        machine_type_file: "".into(),
-        topology: false,
-    };
+    let opts = options(dir.path());
     let session = Session::new();
     const READS: u64 = 5;
     for _ in 0..READS {

@@ -8,11 +8,9 @@
 mod common;
 
 use common::apiserver;
-use common::health_cluster::{nodes_of, setup};
+use common::health_cluster::nodes_of;
 use common::health_daemon::*;
-use common::*;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::Client;
 use std::time::{Duration, Instant};
 
@@ -20,21 +18,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The Warning Events about gpu-a with `reason`, oldest first.
 async fn warnings(admin: &Client, reason: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(admin.clone(), "default");
-    let mut found: Vec<Event> = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-a")
-                && e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect();
-    found.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    found.into_iter().map(|e| e.note.unwrap_or_default()).collect()
+    let all = node_warnings(admin).await.into_iter();
+    all.filter(|e| e.reason.as_deref() == Some(reason)).map(|e| e.note.unwrap_or_default()).collect()
 }
 
 /// Waits (bounded, 30 s) until `reason` has `n` Warning Events.
@@ -65,13 +50,8 @@ async fn fewer_gpus_than_the_node_should_have_is_a_fault_and_the_nodes_label_win
     let test = "fewer_gpus_than_the_node_should_have_is_a_fault_and_the_nodes_label_wins";
     let Some(server) = apiserver::server(test) else { return };
     let _serial = SERIAL.lock().await;
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (admin, dir, _daemon) = daemon_on(server, "h100x2", &["--health-expected-gpus=3"]).await;
     let d = dir.path();
-    node_files(d);
-    let machine = repo().join("testdata/health/h100x2.yaml");
-    let _daemon = start_with(d, &kubeconfig, &machine, &["--health-expected-gpus=3"]);
     let (c, _) = until(&admin, "expected 3 with 2", |c| c.0 == "False").await;
     assert_eq!(c.1, "GpuCountBelowExpected", "{}", logs(d));
     assert_eq!(
@@ -97,19 +77,10 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     let test = "a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again";
     let Some(server) = apiserver::server(test) else { return };
     let _serial = SERIAL.lock().await;
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (admin, dir, daemon) = daemon_on(server, "h100x2", &["--health-nvml-timeout=2s"]).await;
     let d = dir.path();
-    node_files(d);
-    let machine = repo().join("testdata/health/h100x2.yaml");
-    let daemon = start_with(d, &kubeconfig, &machine, &["--health-nvml-timeout=2s"]);
     until(&admin, "the first condition", |c| c.0 == "True").await;
-    let start_wait = Instant::now();
-    while node_labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
-        assert!(start_wait.elapsed() < Duration::from_secs(30), "{}", logs(d));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gpu_count(&admin, "2", d).await;
 
     // A labels-only call hangs: health, which never calls it, sees the labelling pass stuck.
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 3600");
@@ -119,11 +90,7 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     assert!(c.2.contains("(--health-nvml-timeout is 2s)"), "{}", c.2);
     // Labelling goes on: a label someone removes meanwhile is put back.
     set_node_label(&admin, "nvidia.com/gpu.count", None).await;
-    let start_wait = Instant::now();
-    while node_labels(&admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some("2") {
-        assert!(start_wait.elapsed() < Duration::from_secs(30), "not repaired while hung: {}", logs(d));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gpu_count(&admin, "2", d).await;
     // No thread per hung call: six passes later, no more threads than before (a small margin for
     // the runtime's own pool).
     let before = threads(daemon.child.id());
@@ -143,13 +110,8 @@ async fn a_slowdown_or_pcie_replays_are_one_warning_event_per_episode_and_no_fau
     let test = "a_slowdown_or_pcie_replays_are_one_warning_event_per_episode_and_no_fault";
     let Some(server) = apiserver::server(test) else { return };
     let _serial = SERIAL.lock().await;
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (admin, dir, _daemon) = daemon_on(server, "h100x2-signals", &[]).await;
     let d = dir.path();
-    node_files(d);
-    let machine = repo().join("testdata/health/h100x2-signals.yaml");
-    let _daemon = start_with(d, &kubeconfig, &machine, &[]);
     until(&admin, "the first condition", |c| c.0 == "True").await;
 
     event_line(d, "0 set clock_event_reasons gpu_idle,hw_thermal_slowdown");

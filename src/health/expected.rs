@@ -29,12 +29,12 @@ impl Expected {
     /// The count in force now. A label that is not a count is warned about once and the flag
     /// used; while the Node is not known yet, the flag too.
     pub fn count(&mut self) -> Option<u32> {
-        let label = match self.node.as_ref().map(ObjectWatch::seen) {
-            Some(Seen::Present(node)) => {
-                node.metadata.labels.as_ref().and_then(|l| l.get(EXPECTED_COUNT_LABEL)).cloned()
-            }
-            _ => None,
-        };
+        let label = self.node.as_ref().and_then(|watch| {
+            watch.inspect(|seen| match seen {
+                Seen::Present(node) => node.metadata.labels.as_ref()?.get(EXPECTED_COUNT_LABEL).cloned(),
+                _ => None,
+            })
+        });
         self.with_label(label.as_deref())
     }
 

@@ -221,7 +221,7 @@ impl Monitor {
         let tracker = self.tracker.as_mut().expect("just made");
         if expected != self.rules.expected_gpus {
             tracing::info!(expected = ?expected, was = ?self.rules.expected_gpus, "GPU health: the expected GPU count changed");
-            tracker.forget(Fault::BelowExpected { nvml: 0, expected: 0 }.reason());
+            tracker.forget(|f| matches!(f, Fault::BelowExpected { .. }));
             self.rules.expected_gpus = expected;
         }
         tracker.unresponsive(stall);

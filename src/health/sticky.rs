@@ -169,11 +169,11 @@ impl Tracker {
         self.unresponsive = stall;
     }
 
-    /// Forgets the recorded faults of condition reason `reason` (the expected GPU count changed:
-    /// the count is judged again against the new one). Returns whether any was recorded.
-    pub fn forget(&mut self, reason: &str) -> bool {
+    /// Forgets the recorded faults `which` picks (the expected GPU count changed: the count is
+    /// judged again against the new one). Returns whether any was recorded.
+    pub fn forget(&mut self, which: impl Fn(&Fault) -> bool) -> bool {
         let before = self.entries.len();
-        self.entries.retain(|_, e| REASONS[e.rank] != reason);
+        self.entries.retain(|_, e| !which(&e.recorded.fault));
         self.entries.len() != before
     }
 

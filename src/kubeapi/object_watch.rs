@@ -311,7 +311,13 @@ impl<K: Clone> ObjectWatch<K> {
 
     /// The state now.
     pub fn seen(&self) -> Seen<K> {
-        self.rx.borrow().clone()
+        self.inspect(Seen::clone)
+    }
+
+    /// `f` of the state now, without copying the object (for a reader that needs one field of it
+    /// every pass).
+    pub fn inspect<R>(&self, f: impl FnOnce(&Seen<K>) -> R) -> R {
+        f(&self.rx.borrow())
     }
 
     /// The state now if it is current (listed, no failure since); else [`Seen::Unknown`], so a

@@ -116,3 +116,49 @@ pub fn health_sysfs(dir: &Path) {
         std::fs::write(d.join("class"), "0x030200\n").unwrap();
     }
 }
+
+/// A health daemon on `server` (deploy/node-health set up, `setup`) for the health fixture
+/// `machine` (`testdata/health/<machine>.yaml`) with `extra` flags, on a fresh node's files: the
+/// admin client, the node's directory and the daemon.
+pub async fn daemon_on(
+    server: &super::apiserver::Server,
+    machine: &str,
+    extra: &[&str],
+) -> (Client, tempfile::TempDir, Daemon) {
+    let admin = server.admin().await;
+    let (_, kubeconfig) = super::health_cluster::setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    node_files(dir.path());
+    let fixture = repo().join(format!("testdata/health/{machine}.yaml"));
+    let daemon = start_with(dir.path(), &kubeconfig, &fixture, extra);
+    (admin, dir, daemon)
+}
+
+/// Waits (bounded, 30 s) until gpu-a's `nvidia.com/gpu.count` label is `count`; `dir`'s logs
+/// say why if it never is.
+pub async fn until_gpu_count(admin: &Client, count: &str, dir: &Path) {
+    let start = Instant::now();
+    while node_labels(admin).await.get("nvidia.com/gpu.count").map(String::as_str) != Some(count) {
+        assert!(start.elapsed() < Duration::from_secs(30), "{:?}\n{}", node_labels(admin).await, logs(dir));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The Warning Events about gpu-a, oldest first.
+pub async fn node_warnings(admin: &Client) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(admin.clone(), "default");
+    let mut found: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-a")
+                && e.type_.as_deref() == Some("Warning")
+        })
+        .collect();
+    found.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    found
+}

@@ -16,6 +16,29 @@ pub fn fake_nvml() -> PathBuf {
     lib
 }
 
+/// README.md and docs/*.md, as paths from the repository root (README first, then by name).
+pub fn doc_files() -> Vec<String> {
+    let mut more: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .filter_map(|e| Some(format!("docs/{}", e.ok()?.file_name().to_str()?)))
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    more.sort();
+    std::iter::once("README.md".to_string()).chain(more).collect()
+}
+
+/// The address a daemon logging JSON lines says it serves `/metrics` on (port 0 picks a free
+/// one): read from `lines` up to that line.
+pub fn served_addr(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> String {
+    loop {
+        let line = lines.next().expect("the daemon logs its address").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["message"] == "serving /healthz, /readyz and /metrics" {
+            return v["addr"].as_str().unwrap().to_string();
+        }
+    }
+}
+
 /// The path of a machine fixture.
 pub fn fixture(name: &str) -> PathBuf {
     repo().join("testdata/machines").join(format!("{name}.yaml"))

@@ -33,14 +33,15 @@ pub const EVENTS_NAMESPACE: &str = "default";
 
 /// Every API request health makes (its RBAC must grant exactly these): one read of the Node,
 /// the watch of this Node (its expected GPU count label), the condition's patch of
-/// `nodes/status`, and Events, which are namespaced but always in [`EVENTS_NAMESPACE`], not
-/// nvlabel's own namespace.
+/// `nodes/status`, and Events (created, and patched to count a repeat), which are namespaced but
+/// always in [`EVENTS_NAMESPACE`], not nvlabel's own namespace.
 pub const API_CALLS: &[crate::publish::ApiCall] = &[
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "watch" },
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes/status", verb: "patch" },
     crate::publish::ApiCall { namespaced: true, group: "events.k8s.io", resource: "events", verb: "create" },
+    crate::publish::ApiCall { namespaced: true, group: "events.k8s.io", resource: "events", verb: "patch" },
 ];
 
 /// What the last read of the Node said, kept for the applies that follow.

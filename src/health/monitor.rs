@@ -4,10 +4,11 @@
 
 use super::backoff::Backoff;
 pub use super::boot::{boot_id, BootIdError};
+use super::events::NodeEvents;
 use super::expected::Expected;
 use super::metrics::HealthMetrics;
 use super::nvml;
-use super::publish::{NodeCondition, NodeEvents};
+use super::publish::NodeCondition;
 use super::rules::Fault;
 use super::rules::{Event, Found, Reading, Rules};
 use super::signals::{Began, Signals};
@@ -145,15 +146,17 @@ impl Monitor {
             match self.condition.read().await {
                 Ok(existing) => {
                     self.backoff.succeeded();
-                    let t = match &existing {
+                    let (t, cleared) = match &existing {
                         Some(c) => Tracker::recover(&boot, c),
-                        None => Tracker::new(&boot),
+                        None => (Tracker::new(&boot), Vec::new()),
                     };
                     if t.faulty() {
                         tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
                     }
                     self.published = existing.as_ref().map(Existing::published);
                     self.tracker = Some(t);
+                    // The node rebooted while nvlabel was not running (a reboot restarts it).
+                    self.recovered(&boot, cleared).await;
                 }
                 Err(e) => {
                     let wait = self.backoff.failed(std::time::Instant::now());
@@ -163,15 +166,26 @@ impl Monitor {
             }
         }
         let t = self.tracker.as_mut()?;
-        if t.boot_id() != boot && t.new_boot(&boot) {
-            tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
-            let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
-            let uid = self.condition.uid();
-            if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
-                tracing::warn!(error = %e, "cannot send the recovery Event");
-            }
+        if t.boot_id() != boot {
+            let cleared = t.new_boot(&boot);
+            self.recovered(&boot, cleared).await;
         }
         self.tracker.as_mut()
+    }
+
+    /// Says that the faults `cleared` (of an earlier boot) are gone with the reboot into `boot`:
+    /// one log line and one `GpusRecovered` Event, each naming them; nothing when none were.
+    async fn recovered(&mut self, boot: &str, cleared: Vec<String>) {
+        if cleared.is_empty() {
+            return;
+        }
+        let faults = cleared.join("; ");
+        tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
+        let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
+        let uid = self.condition.uid();
+        if let Err(e) = self.events.send("Normal", "GpusRecovered", boot, &note, uid.as_deref()).await {
+            tracing::warn!(error = %e, "cannot send the recovery Event");
+        }
     }
 
     /// Takes up reloaded settings: which Xids are ignored and where NVML and sysfs are. The
@@ -305,7 +319,8 @@ impl Monitor {
             };
             let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
             tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
-            if let Err(e) = self.events.send("Warning", b.signal.reason(), &text, uid.as_deref()).await {
+            if let Err(e) = self.events.send("Warning", b.signal.reason(), &who, &text, uid.as_deref()).await
+            {
                 tracing::warn!(error = %e, "cannot send the warning Event");
             }
         }
@@ -367,7 +382,9 @@ impl Monitor {
         let uid = self.condition.uid();
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
-            if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {
+            if let Err(e) =
+                self.events.send("Warning", reason, &entry.text, &entry.text, uid.as_deref()).await
+            {
                 tracing::warn!(error = %e, "cannot send the fault Event");
             }
         }

@@ -273,7 +273,8 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
     }
     if settings.health.enabled {
-        use nvlabel::health::publish::{API_CALLS, EVENTS_NAMESPACE};
+        use nvlabel::health::events::EVENTS_NAMESPACE;
+        use nvlabel::health::publish::API_CALLS;
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
     }
     if nvlabel::daemon::slices_wanted(&settings) {

@@ -77,7 +77,7 @@ async fn real_main(
         }
         (Some(CommandKind::Prune), _) => {
             settings.target()?.build(client.as_ref()).await?.prune().await?;
-            nvlabel::health::taints::prune_for(&settings, client.as_ref()).await?
+            nvlabel::health::prune::prune(&settings, client.as_ref()).await?
         }
         (None, None) => nvlabel::daemon::oneshot(config, client).await?,
         (None, Some(control)) => {

@@ -1,7 +1,8 @@
 //! What health remembers, on a real kube-apiserver: a restart in the same boot keeps every
 //! recorded fault (the driver's own recovery action and an Xid's included) and writes nothing; a
 //! restart into a new boot clears them and says so once (`GpusRecovered`); the driver's recovery
-//! action is read at once after an Xid, not at the next pass. Needs `NVLABEL_KUBE_TEST_SERVER`;
+//! action is read at once after an Xid, not at the next pass; `nvlabel prune` removes the
+//! condition and the record and nothing of anyone else's. Needs `NVLABEL_KUBE_TEST_SERVER`;
 //! without it each test skips with one line.
 
 mod common;
@@ -122,4 +123,54 @@ async fn a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once() 
     assert_eq!(normal_events(&admin, "GpusRecovered").await.len(), 1);
     assert_eq!(logs(d).matches("recorded GPU faults are cleared").count(), 1);
     assert_eq!(get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap().0, "True");
+}
+
+#[tokio::test]
+async fn prune_removes_the_condition_and_the_record_and_nothing_else() {
+    let test = "prune_removes_the_condition_and_the_record_and_nothing_else";
+    let Some(server) = apiserver::server(test) else { return };
+    let admin = server.admin().await;
+    let (_, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    node_files(d);
+    // Another writer's condition and annotation, which prune must leave as they are.
+    let theirs = serde_json::json!({
+        "metadata": {"annotations": {"example.com/keep": "yes"}},
+        "status": {"conditions": [{"type": "KernelDeadlock", "status": "False", "reason": "KernelHasNoDeadlock", "message": "ok"}]}
+    });
+    let params = kube::api::PatchParams::default();
+    nodes_of(&admin).patch_status("gpu-a", &params, &kube::api::Patch::Strategic(&theirs)).await.unwrap();
+    let mut daemon = start(d, &kubeconfig);
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    event_line(d, "0 xid 79");
+    until(&admin, "the fault", |c| c.0 == "False").await;
+    assert!(stored(&admin).await.1.is_some(), "the record is there");
+    assert!(stop_with(&mut daemon.child, "-TERM").success());
+
+    // As an operator runs it, with the pod's own (node-bound) token: the policy admits it.
+    let prune = |kubeconfig: &std::path::Path| {
+        let mut cmd = nvlabel(None);
+        cmd.args(["prune", "--sink=node", "--node-name=gpu-a", "--kubeconfig"])
+            .arg(kubeconfig)
+            .env("RUST_LOG", "info");
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let said = prune(&kubeconfig);
+    assert!(said.contains("GPU health condition and fault record removed"), "{said}");
+    let node = nodes_of(&admin).get("gpu-a").await.unwrap();
+    let conditions: Vec<_> = node.status.and_then(|s| s.conditions).unwrap_or_default();
+    let types: Vec<_> = conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert!(!types.contains(&"GPUHealthy") && types.contains(&"KernelDeadlock"), "{types:?}");
+    let annotations = node.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get(ANNOTATION), None, "the record is gone");
+    assert_eq!(annotations.get("example.com/keep").map(String::as_str), Some("yes"));
+
+    // Again: nothing of nvlabel's is left, so nothing is written.
+    let rv = nodes_of(&admin).get("gpu-a").await.unwrap().metadata.resource_version;
+    let said = prune(&kubeconfig);
+    assert!(!said.contains("GPU health condition"), "{said}");
+    assert_eq!(nodes_of(&admin).get("gpu-a").await.unwrap().metadata.resource_version, rv);
 }

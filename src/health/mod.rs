@@ -13,6 +13,7 @@ pub mod monitor;
 pub mod nvml;
 mod old_message;
 pub mod oneshot;
+pub mod prune;
 pub mod publish;
 mod raw_events;
 pub mod reading;

@@ -154,6 +154,43 @@ impl NodeCondition {
     }
 }
 
+impl NodeCondition {
+    /// Removes what health wrote to the Node's status (the condition and the record annotation)
+    /// by applying an empty status under nvlabel's field manager: fields another writer also set
+    /// stay (a person's clearing by hand, say). Returns whether there was anything of nvlabel's;
+    /// without, nothing is written (so a node health never ran on needs no grant).
+    pub async fn remove(&mut self) -> Result<bool, ApiFailure> {
+        let node = match retry("reading the Node", self.backoff, || self.api.get(&self.node)).await {
+            Ok(node) => node,
+            // Who may not read the Node could not have written health to it either.
+            Err(kube::Error::Api(s)) if s.code == 403 => return Ok(false),
+            Err(source) => return Err(self.failure(false, source)),
+        };
+        let ours = node.metadata.managed_fields.iter().flatten().any(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.as_deref() == Some("status")
+        });
+        if !ours {
+            return Ok(false);
+        }
+        let body = Node {
+            metadata: ObjectMeta {
+                name: Some(self.node.clone()),
+                uid: node.metadata.uid,
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let patch = Patch::Apply(&body);
+        retry("removing the health condition", self.backoff, || {
+            self.api.patch_status(&self.node, &params, &patch)
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
+        Ok(true)
+    }
+}
+
 /// The condition `condition_type` as the Node gets it: the verdict, the time its status began
 /// (`since`) and `now`.
 pub fn condition(condition_type: &str, v: &Verdict, since: Time, now: Time) -> KubeCondition {

@@ -41,6 +41,12 @@ async fn set_node_label(admin: &Client, key: &str, value: Option<&str>) {
     nodes_of(admin).patch("gpu-a", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
+/// gpu-a's health condition as stored, its times included.
+async fn condition_as_stored(admin: &Client) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
+    let node = nodes_of(admin).get("gpu-a").await.unwrap();
+    node.status.and_then(|s| s.conditions).into_iter().flatten().find(|c| c.type_ == "GPUHealthy")
+}
+
 fn threads(pid: u32) -> u32 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status.lines().find_map(|l| l.strip_prefix("Threads:")).unwrap().trim().parse().unwrap()
@@ -87,8 +93,14 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 3600");
     let (c, _) = until(&admin, "Unknown", |c| c.0 == "Unknown").await;
     assert_eq!(c.1, "NvmlUnresponsive", "{}", logs(d));
-    assert!(c.2.starts_with("NVML does not answer: the labelling pass has waited"), "{}", c.2);
-    assert!(c.2.contains("(--health-nvml-timeout is 2s)"), "{}", c.2);
+    assert!(
+        c.2.starts_with("NVML does not answer: a call of the labelling pass has not returned since "),
+        "{}",
+        c.2
+    );
+    assert!(c.2.contains("(longer than --health-nvml-timeout 2s)"), "{}", c.2);
+    assert!(c.2.ends_with("if it does not answer either, drain the node and reboot it"), "{}", c.2);
+    let written = condition_as_stored(&admin).await;
     // Labelling goes on: a label someone removes meanwhile is put back.
     set_node_label(&admin, "nvidia.com/gpu.count", None).await;
     until_gpu_count(&admin, "2", d).await;
@@ -98,6 +110,8 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     tokio::time::sleep(Duration::from_secs(6)).await;
     let after = threads(daemon.child.id());
     assert!(after <= before + 2, "threads grew from {before} to {after} while the call hung");
+    // Written once while it hangs: the same message, and the same heartbeat (each write sets it).
+    assert_eq!(condition_as_stored(&admin).await, written, "{}", logs(d));
 
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 0");
     let (c, _) = until(&admin, "True again", |c| c.0 == "True").await;

@@ -23,3 +23,4 @@ pub mod signals;
 pub mod sticky;
 pub mod taints;
 pub mod task;
+pub mod watchdog;

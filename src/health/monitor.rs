@@ -14,6 +14,7 @@ use super::rules::{Event, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
+use super::watchdog::Watchdog;
 use crate::config::Settings;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
@@ -64,10 +65,8 @@ pub struct Monitor {
     signals: Signals,
     /// A reading that outlived its deadline, still running on the worker (never queued behind).
     in_flight: Option<Answer<Result<Reading, nvml::ReadError>>>,
-    /// How long NVML work may run before health says Unknown.
-    nvml_timeout: Duration,
-    /// Whether an NVML call was seen hanging at the last pass.
-    stalled: bool,
+    /// How long NVML work may run before health says Unknown, and whether some did.
+    watchdog: Watchdog,
 }
 
 impl Monitor {
@@ -106,8 +105,7 @@ impl Monitor {
             expected: Expected::new(h.expected_gpus, None),
             signals: Signals::default(),
             in_flight: None,
-            nvml_timeout: h.nvml_timeout,
-            stalled: false,
+            watchdog: Watchdog::new(h.nvml_timeout),
         })
     }
 
@@ -199,7 +197,7 @@ impl Monitor {
             self.rules.fatal_xids = h.fatal_xids.clone();
         }
         self.expected.set_flag(h.expected_gpus);
-        self.nvml_timeout = h.nvml_timeout;
+        self.watchdog.timeout = h.nvml_timeout;
         self.opts = settings.probe_options();
     }
 
@@ -227,7 +225,7 @@ impl Monitor {
             }
             began = self.signals.observe(r, std::time::Instant::now());
         }
-        let stall = self.stall();
+        let stall = self.watchdog.check(&self.session, &self.metrics);
         if self.tracker().await.is_none() {
             return self.warn(began).await;
         }
@@ -270,7 +268,7 @@ impl Monitor {
                     nvml::read(&session, &opts)
                 };
                 match self.worker.submit(job) {
-                    Ok(answer) => (answer, self.nvml_timeout),
+                    Ok(answer) => (answer, self.watchdog.timeout),
                     Err(e) => return Some(Err(e.into())),
                 }
             }
@@ -282,28 +280,6 @@ impl Monitor {
                 None
             }
         }
-    }
-
-    /// What hangs in NVML (labelling's work or health's own) longer than the timeout, said
-    /// once when it starts and once when it ends.
-    fn stall(&mut self) -> Option<String> {
-        let stall = self.session.longest_call().filter(|(_, d)| *d >= self.nvml_timeout).map(|(what, d)| {
-            let limit = humantime::format_duration(self.nvml_timeout);
-            format!(
-                "the {what} has waited {}s for the driver (--health-nvml-timeout is {limit})",
-                d.as_secs()
-            )
-        });
-        self.metrics.nvml_stalled.set(i64::from(stall.is_some()));
-        match (&stall, self.stalled) {
-            (Some(what), false) => {
-                tracing::warn!(stall = %what, "an NVML call hangs: GPU health is Unknown until it returns; labels stay published")
-            }
-            (None, true) => tracing::info!("the hung NVML call returned"),
-            _ => {}
-        }
-        self.stalled = stall.is_some();
-        stall
     }
 
     /// A Warning Event and a count for each warning episode that began.

@@ -175,10 +175,13 @@ fn a_new_boot_clears_everything() {
 fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
     let mut t = Tracker::new("a");
     t.nvml(Ok(2));
-    t.unresponsive(Some("the labelling pass has waited 31s".into()));
+    t.unresponsive(Some("a call of the labelling pass has not returned since 2026-01-02T03:04:05Z".into()));
     let v = t.verdict();
     assert_eq!((v.status, v.reason.as_str()), ("Unknown", "NvmlUnresponsive"));
-    assert_eq!(v.message, "NVML does not answer: the labelling pass has waited 31s");
+    assert_eq!(
+        v.message,
+        "NVML does not answer: a call of the labelling pass has not returned since 2026-01-02T03:04:05Z"
+    );
     t.record(&(Some(1), Fault::Inforom), None);
     assert_eq!(t.verdict().status, "False", "a known fault says more than a hung call");
     t.new_boot("b");

@@ -4,12 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// One piece of work: its name, and when it started (monotonic, and by the wall clock).
+type Started = (&'static str, Instant, SystemTime);
 
 /// The work in flight; clones share it.
 #[derive(Debug, Clone, Default)]
 pub struct Calls {
-    started: Arc<Mutex<BTreeMap<u64, (&'static str, Instant)>>>,
+    started: Arc<Mutex<BTreeMap<u64, Started>>>,
     next: Arc<AtomicU64>,
 }
 
@@ -31,14 +34,25 @@ impl Calls {
     /// `what` (a name for logs: "labelling pass", "health reading") starts now.
     pub fn enter(&self, what: &'static str) -> InFlight {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.started.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (what, Instant::now()));
+        let started = (what, Instant::now(), SystemTime::now());
+        self.started.lock().unwrap_or_else(|p| p.into_inner()).insert(id, started);
         InFlight { calls: self.clone(), id }
     }
 
     /// The work in flight longest, and for how long.
     pub fn longest(&self) -> Option<(&'static str, Duration)> {
+        self.oldest().map(|(what, at, _)| (what, at.elapsed()))
+    }
+
+    /// The work in flight longest, and when it started by the wall clock (the same instant
+    /// however often it is asked, so a message that names it does not change while it hangs).
+    pub fn longest_since(&self) -> Option<(&'static str, Duration, SystemTime)> {
+        self.oldest().map(|(what, at, wall)| (what, at.elapsed(), wall))
+    }
+
+    fn oldest(&self) -> Option<Started> {
         let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
-        started.values().min_by_key(|(_, at)| *at).map(|(what, at)| (*what, at.elapsed()))
+        started.values().min_by_key(|(_, at, _)| *at).copied()
     }
 }
 

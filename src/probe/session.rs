@@ -175,6 +175,11 @@ impl Session {
         self.calls.longest()
     }
 
+    /// The NVML work in flight longest, for how long, and since when by the wall clock.
+    pub fn longest_call_since(&self) -> Option<(&'static str, std::time::Duration, std::time::SystemTime)> {
+        self.calls.longest_since()
+    }
+
     /// How many times NVML was initialised.
     pub fn opens(&self) -> u64 {
         self.opens.load(Ordering::Relaxed)

@@ -166,18 +166,17 @@ impl NodeCondition {
             Err(kube::Error::Api(s)) if s.code == 403 => return Ok(false),
             Err(source) => return Err(self.failure(false, source)),
         };
-        let ours = node.metadata.managed_fields.iter().flatten().any(|m| {
-            m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.as_deref() == Some("status")
-        });
-        if !ours {
+        self.remove_from(&node).await
+    }
+
+    /// [`NodeCondition::remove`] with the Node as just read (listed, say).
+    pub async fn remove_from(&mut self, node: &Node) -> Result<bool, ApiFailure> {
+        if !health_wrote(node) {
             return Ok(false);
         }
+        let uid = node.metadata.uid.clone();
         let body = Node {
-            metadata: ObjectMeta {
-                name: Some(self.node.clone()),
-                uid: node.metadata.uid,
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta { name: Some(self.node.clone()), uid, ..ObjectMeta::default() },
             ..Node::default()
         };
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -189,6 +188,16 @@ impl NodeCondition {
         .map_err(|source| self.failure(true, source))?;
         Ok(true)
     }
+}
+
+/// Whether nvlabel's field manager owns anything of `node`'s status (health's condition and
+/// record are written there, and nothing else of nvlabel's is).
+pub fn health_wrote(node: &Node) -> bool {
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.as_deref() == Some("status"))
 }
 
 /// The condition `condition_type` as the Node gets it: the verdict, the time its status began

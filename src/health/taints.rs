@@ -52,6 +52,22 @@ pub const API_CALLS: &[crate::publish::ApiCall] = &[
     },
 ];
 
+/// The requests of [`prune_all`]: every rule nvlabel wrote listed, and deleted.
+pub const PRUNE_CALLS: &[crate::publish::ApiCall] = &[
+    crate::publish::ApiCall {
+        namespaced: false,
+        group: "resource.k8s.io",
+        resource: "devicetaintrules",
+        verb: "list",
+    },
+    crate::publish::ApiCall {
+        namespaced: false,
+        group: "resource.k8s.io",
+        resource: "devicetaintrules",
+        verb: "delete",
+    },
+];
+
 /// The taint key nvlabel writes (never the DRA driver's own `gpu.nvidia.com/...` keys).
 pub const KEY: &str = "nvidia.com/gpu-health";
 /// The label naming the node a rule belongs to.
@@ -186,6 +202,30 @@ pub async fn prune(client: &kube::Client, node: &str) -> Result<usize, TaintErro
         delete(&api, name).await?;
     }
     Ok(rules.len())
+}
+
+/// Deletes every rule nvlabel wrote, of every node (`nvlabel prune --health-only --all-nodes`);
+/// returns how many. Nothing to do where DeviceTaintRule is not served or may not be listed.
+pub async fn prune_all(client: &kube::Client) -> Result<usize, TaintError> {
+    let Some(resource) = discover(client).await else { return Ok(0) };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let selector = format!("{}={}", MANAGED.0, MANAGED.1);
+    let list = match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => return Ok(0),
+        Err(e) => {
+            return Err(TaintError::Api {
+                what: "list",
+                name: "nvlabel-*".into(),
+                error: Short(&e).to_string(),
+            })
+        }
+    };
+    let names: Vec<String> = list.items.into_iter().filter_map(|o| o.metadata.name).collect();
+    for name in &names {
+        delete(&api, name).await?;
+    }
+    Ok(names.len())
 }
 
 /// `nvlabel prune`'s part: where it talks to the API, this node's rules go too.

@@ -94,7 +94,7 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     let (c, _) = until(&admin, "Unknown", |c| c.0 == "Unknown").await;
     assert_eq!(c.1, "NvmlUnresponsive", "{}", logs(d));
     assert!(
-        c.2.starts_with("NVML does not answer: a call of the labelling pass has not returned since "),
+        c.2.starts_with("NVML does not answer: nvmlDeviceGetMemoryInfo_v2 on GPU 0, in the labelling pass, has not returned since "),
         "{}",
         c.2
     );
@@ -116,6 +116,15 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 0");
     let (c, _) = until(&admin, "True again", |c| c.0 == "True").await;
     assert_eq!(c, ("True".into(), "GpusHealthy".into(), "2 GPUs healthy".into()));
+
+    // A call only health makes: named as the health reading's.
+    event_line(d, "0 hang nvmlDeviceValidateInforom 3600");
+    let (c, _) = until(&admin, "Unknown from health's own call", |c| c.0 == "Unknown").await;
+    let named =
+        "NVML does not answer: nvmlDeviceValidateInforom on GPU 0, in the health reading, has not returned";
+    assert!(c.2.starts_with(named), "{}", c.2);
+    event_line(d, "0 hang nvmlDeviceValidateInforom 0");
+    until(&admin, "True once more", |c| c.0 == "True").await;
     let log = logs(d);
     assert!(log.contains("an NVML call hangs") && log.contains("the hung NVML call returned"), "{log}");
 }

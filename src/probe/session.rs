@@ -175,9 +175,9 @@ impl Session {
         self.calls.longest()
     }
 
-    /// The NVML work in flight longest, for how long, and since when by the wall clock.
-    pub fn longest_call_since(&self) -> Option<(&'static str, std::time::Duration, std::time::SystemTime)> {
-        self.calls.longest_since()
+    /// The NVML work in flight longest: what, for how long, since when, in which call.
+    pub fn oldest_call(&self) -> Option<super::calls::Oldest> {
+        self.calls.oldest()
     }
 
     /// How many times NVML was initialised.

@@ -2,14 +2,13 @@
 //! and without health, the deploy checks pass (RBAC exactly what the code calls, the device-taint
 //! policy where taints are written), the flags reach the pod, the grants for ResourceSlices and
 //! DeviceTaintRules appear only when used, the default renders as before, and wrong values are
-//! refused. Needs a Helm binary (`NVLABEL_HELM`); without one each test skips with one line.
+//! refused; the uninstall hook comes with health unless `health.pruneOnUninstall=false`. Needs a Helm binary (`NVLABEL_HELM`); without one each test skips with one line.
 
 mod common;
 
-use common::deploy_checks::{
-    check_locked_down, check_policy, check_rbac_exact, check_uninstall_hook, settings_of, typed,
-};
+use common::deploy_checks::{check_locked_down, check_policy, check_rbac_exact, settings_of, typed};
 use common::helm::{helm, template, MODES};
+use common::hook_checks::check_uninstall_hook;
 use nvlabel::labels::AllocationMode;
 
 /// Whether a rendering grants `resource` of resource.k8s.io.
@@ -77,5 +76,25 @@ fn wrong_dra_values_are_refused() {
     ] {
         let e = template(&helm, "nvlabel", &args).expect_err("refused");
         assert!(e.contains(path), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn the_uninstall_hook_comes_with_health_unless_turned_off() {
+    let Some(helm) = helm("the_uninstall_hook_comes_with_health_unless_turned_off") else { return };
+    for mode in ["node", "nfd-nodefeature"] {
+        let mode_arg = format!("mode={mode}");
+        for (extra, hook) in [
+            (&["--set", "health.enabled=true"][..], true),
+            (&["--set", "health.enabled=true", "--set", "health.pruneOnUninstall=false"], false),
+            (&[], false),
+        ] {
+            let mut args = vec!["--set", &mode_arg];
+            args.extend(extra);
+            let label = args.join(" ");
+            let r = typed(&label, &template(&helm, "nvlabel", &args).unwrap());
+            check_uninstall_hook(&label, &r);
+            assert_eq!(!r.hooks.is_empty(), hook, "{label}");
+        }
     }
 }

@@ -8,10 +8,10 @@
 mod common;
 
 use common::deploy_checks::{
-    check_locked_down, check_policy, check_rbac_exact, check_uninstall_hook, host_paths, settings_of, typed,
-    Rendered, FEATURES_D,
+    check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, typed, Rendered, FEATURES_D,
 };
 use common::helm::{helm, template, MODES};
+use common::hook_checks::check_uninstall_hook;
 use std::path::PathBuf;
 
 /// Renders and runs every deploy check; returns the typed objects for more checks.

@@ -19,6 +19,23 @@ use std::time::{Duration, Instant};
 const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";
 const UUID1: &str = "GPU-a1b2c3d4-0001-4000-8000-000000000001";
 
+/// One test at a time: they share the server and node gpu-a.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The server set up for health (`None` after a one-line skip): the admin client, the pod's
+/// kubeconfig, a fresh node's files, and this test's turn.
+async fn begin(
+    test: &str,
+) -> Option<(Client, std::path::PathBuf, tempfile::TempDir, tokio::sync::MutexGuard<'static, ()>)> {
+    let server = apiserver::server(test)?;
+    let serial = SERIAL.lock().await;
+    let admin = server.admin().await;
+    let (_, kubeconfig) = setup(server, &admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    node_files(dir.path());
+    Some((admin, kubeconfig, dir, serial))
+}
+
 /// gpu-a's Normal Events with `reason`.
 async fn normal_events(admin: &Client, reason: &str) -> Vec<Event> {
     let events: kube::Api<Event> = kube::Api::namespaced(admin.clone(), "default");
@@ -49,12 +66,8 @@ fn slow(d: &std::path::Path, kubeconfig: &std::path::Path) -> Daemon {
 #[tokio::test]
 async fn a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once() {
     let test = "a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once";
-    let Some(server) = apiserver::server(test) else { return };
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((admin, kubeconfig, dir, _serial)) = begin(test).await else { return };
     let d = dir.path();
-    node_files(d);
     let mut daemon = slow(d, &kubeconfig);
     until(&admin, "the first condition", |c| c.0 == "True").await;
 
@@ -128,12 +141,8 @@ async fn a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once() 
 #[tokio::test]
 async fn prune_removes_the_condition_and_the_record_and_nothing_else() {
     let test = "prune_removes_the_condition_and_the_record_and_nothing_else";
-    let Some(server) = apiserver::server(test) else { return };
-    let admin = server.admin().await;
-    let (_, kubeconfig) = setup(server, &admin).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((admin, kubeconfig, dir, _serial)) = begin(test).await else { return };
     let d = dir.path();
-    node_files(d);
     // Another writer's condition and annotation, which prune must leave as they are.
     let theirs = serde_json::json!({
         "metadata": {"annotations": {"example.com/keep": "yes"}},

@@ -122,8 +122,49 @@ fn upgrade_v1(value: &mut serde_json::Value) {
     value["version"] = VERSION.into();
 }
 
+/// Test samples: every fault kind and every action.
+#[cfg(test)]
+pub(crate) mod samples {
+    use super::super::rules::{Action, Fault};
+
+    /// Every fault kind, with an action of its own where it has one.
+    pub(crate) fn every_fault() -> Vec<Fault> {
+        let mut faults = vec![
+            Fault::Lost,
+            Fault::Missing { nvml: 1, pci: 2 },
+            Fault::BelowExpected { nvml: 2, expected: 8 },
+            Fault::RemappedRowsFailure,
+            Fault::DoubleBitEcc,
+            Fault::UncorrectedEcc { count: 3 },
+            Fault::Xid { xid: 79, mig: None, action: None },
+            Fault::Xid { xid: 31, mig: Some((1, 2)), action: None },
+            Fault::Inforom,
+            Fault::RemappedRowsPending,
+            Fault::RetiredPagesPending,
+            Fault::NvlinkInactive { link: 1 },
+        ];
+        for action in ALL_ACTIONS {
+            faults.push(Fault::Recovery { action });
+            faults.push(Fault::Xid { xid: 48, mig: None, action: Some(action) });
+        }
+        faults
+    }
+
+    pub(crate) const ALL_ACTIONS: [Action; 8] = [
+        Action::CheckWorkload,
+        Action::Investigate,
+        Action::DrainP2p,
+        Action::ResetGpu,
+        Action::DrainAndReset,
+        Action::RecoverImexDomain,
+        Action::Reboot,
+        Action::Replace,
+    ];
+}
+
 #[cfg(test)]
 mod tests {
+    use super::samples::every_fault;
     use super::*;
 
     #[test]
@@ -204,40 +245,6 @@ mod tests {
                 .unwrap_err();
         assert!(e.to_string().contains("Melted"), "{e}");
     }
-
-    /// Every fault kind, with an action of its own where it has one.
-    fn every_fault() -> Vec<Fault> {
-        let mut faults = vec![
-            Fault::Lost,
-            Fault::Missing { nvml: 1, pci: 2 },
-            Fault::BelowExpected { nvml: 2, expected: 8 },
-            Fault::RemappedRowsFailure,
-            Fault::DoubleBitEcc,
-            Fault::UncorrectedEcc { count: 3 },
-            Fault::Xid { xid: 79, mig: None, action: None },
-            Fault::Xid { xid: 31, mig: Some((1, 2)), action: None },
-            Fault::Inforom,
-            Fault::RemappedRowsPending,
-            Fault::RetiredPagesPending,
-            Fault::NvlinkInactive { link: 1 },
-        ];
-        for action in ALL_ACTIONS {
-            faults.push(Fault::Recovery { action });
-            faults.push(Fault::Xid { xid: 48, mig: None, action: Some(action) });
-        }
-        faults
-    }
-
-    const ALL_ACTIONS: [Action; 8] = [
-        Action::CheckWorkload,
-        Action::Investigate,
-        Action::DrainP2p,
-        Action::ResetGpu,
-        Action::DrainAndReset,
-        Action::RecoverImexDomain,
-        Action::Reboot,
-        Action::Replace,
-    ];
 
     /// Refuses an object that names a key twice, as a strict JSON reader does.
     fn strict(text: &str) -> Result<(), String> {

@@ -131,25 +131,8 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
 
 #[test]
 fn a_restart_keeps_every_fault_kind_byte_for_byte() {
-    use crate::health::rules::Action;
     let mut t = Tracker::new("boot-a");
-    let mut kinds = vec![
-        Fault::Lost,
-        Fault::Missing { nvml: 3, pci: 4 },
-        Fault::BelowExpected { nvml: 3, expected: 8 },
-        Fault::RemappedRowsFailure,
-        Fault::DoubleBitEcc,
-        Fault::UncorrectedEcc { count: 2 },
-        Fault::Xid { xid: 79, mig: None, action: None },
-        Fault::Xid { xid: 94, mig: Some((1, 0)), action: Some(Action::CheckWorkload) },
-        Fault::Inforom,
-        Fault::RemappedRowsPending,
-        Fault::RetiredPagesPending,
-        Fault::NvlinkInactive { link: 5 },
-    ];
-    for action in [Action::Investigate, Action::DrainP2p, Action::DrainAndReset, Action::RecoverImexDomain] {
-        kinds.push(Fault::Recovery { action });
-    }
+    let kinds = crate::health::record::samples::every_fault();
     for (gpu, fault) in kinds.into_iter().enumerate() {
         let gpu =
             (!matches!(fault, Fault::Missing { .. } | Fault::BelowExpected { .. })).then_some(gpu as u32);

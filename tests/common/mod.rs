@@ -214,6 +214,7 @@ pub mod dra_cluster;
 pub mod health_cluster;
 pub mod health_daemon;
 pub mod helm;
+pub mod hook_checks;
 pub mod label_rules;
 pub mod manifests;
 pub mod mock_api;

@@ -35,7 +35,8 @@ pub struct Existing {
 
 impl Existing {
     /// What this says was published, compared with the next verdict so that only a change is
-    /// written (a record that cannot be read counts as none, so it is rewritten).
+    /// written (a record that cannot be read, or is not spelled as this version writes it,
+    /// counts as none, so it is rewritten).
     pub fn published(&self) -> Verdict {
         Verdict {
             status: match self.status.as_str() {
@@ -45,7 +46,12 @@ impl Existing {
             },
             reason: self.reason.clone(),
             message: self.message.clone(),
-            record: self.record.as_deref().and_then(|r| Record::parse(r).ok()),
+            // Only the very text nvlabel writes counts: a version 1 record (or any other
+            // spelling) is rewritten at once, not at the next change.
+            record: self
+                .record
+                .as_deref()
+                .and_then(|r| Record::parse(r).ok().filter(|p| p.to_annotation() == r)),
         }
     }
 }

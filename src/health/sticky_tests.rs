@@ -120,6 +120,14 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     // A record this version cannot read: the message, as for an upgrade.
     let newer = Existing { record: Some(r#"{"version":9}"#.into()), ..old.clone() };
     assert_eq!(Tracker::recover("boot-a", &newer).0.verdict(), v);
+    let v1 = r#"{"version":1,"bootId":"boot-a","faults":[{"gpu":0,"uuid":"GPU-a","kind":"GpuRecoveryActionRequired","action":"RebootNode","action":"RebootNode"}]}"#;
+    let written_by_v1 = Existing { record: Some(v1.into()), ..old.clone() };
+    let (kept, _) = Tracker::recover("boot-a", &written_by_v1);
+    assert_eq!(kept.verdict().reason, "GpuRecoveryActionRequired", "the version 1 record is read");
+    let v = kept.verdict();
+    let as_v1 = Existing { message: v.message.clone(), reason: v.reason.clone(), ..written_by_v1 };
+    assert_ne!(as_v1.published(), v, "the version 1 record is rewritten as version 2 at once");
+    assert_eq!(on_node(&v).published(), v, "and then it is what was published");
     let (after_reboot, cleared) = Tracker::recover("boot-b", &old);
     assert!(!after_reboot.faulty());
     assert_eq!(

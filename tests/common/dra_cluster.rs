@@ -50,9 +50,10 @@ pub async fn rules(admin: &Client) -> BTreeMap<String, (String, Value)> {
         .collect()
 }
 
-/// A rule as a test writes it.
+/// A rule as a test writes it, labelled as nvlabel labels its rules for node `pool`.
 pub fn rule(name: &str, driver: &str, pool: &str, device: &str, key: &str) -> Value {
-    json!({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": name},
+    let labels = json!({"app.kubernetes.io/managed-by": "nvlabel", "nvidia.com/gpu-health-node": pool});
+    json!({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": name, "labels": labels},
            "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": device},
                     "taint": {"key": key, "value": "Test", "effect": "NoSchedule"}}})
 }

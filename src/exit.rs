@@ -14,6 +14,7 @@ use crate::config::modes::NoEffectError;
 use crate::config::source::ReloadError;
 use crate::config::{CliError, ConfigError};
 use crate::daemon::DaemonError;
+use crate::health::prune::PruneError;
 use crate::publish::SetupError;
 
 /// The status of a bad configuration (the same as a usage error's).
@@ -47,6 +48,7 @@ pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
         || e.downcast_ref::<ConfigError>().is_some()
         || e.downcast_ref::<NoEffectError>().is_some()
         || matches!(daemon, Some(DaemonError::ListenAddr(_)))
+        || matches!(e.downcast_ref::<PruneError>(), Some(PruneError::NoNodes | PruneError::AllNodesAlone))
         // A writer that lacks a required flag; a client that cannot be built is the node's.
         || matches!(setup, Some(SetupError::NodeName | SetupError::NodeNameToPrint | SetupError::Namespace))
 }

@@ -47,6 +47,7 @@ async fn real_main(
     cli: Cli,
     env: HashMap<String, String>,
 ) -> anyhow::Result<()> {
+    let prune = cli.prune.clone();
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
     let given = cli.given.clone();
     let env_of = env.clone();
@@ -55,6 +56,13 @@ async fn real_main(
     let lookup = |k: &str| env_of.get(k).cloned();
     for warning in nvlabel::config::modes::check(command, &given, &lookup, &config.loaded().settings)? {
         tracing::warn!("{warning}");
+    }
+    if prune.all_nodes && !prune.health_only {
+        return Err(nvlabel::health::prune::PruneError::AllNodesAlone.into());
+    }
+    if command == Some(CommandKind::Prune) && prune.health_only {
+        // No writer is set up: the labels stay.
+        return Ok(nvlabel::health::prune::health_only(&config.loaded().settings, prune.all_nodes).await?);
     }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
@@ -77,7 +85,7 @@ async fn real_main(
         }
         (Some(CommandKind::Prune), _) => {
             settings.target()?.build(client.as_ref()).await?.prune().await?;
-            nvlabel::health::taints::prune_for(&settings, client.as_ref()).await?
+            nvlabel::health::prune::prune(&settings, client.as_ref()).await?
         }
         (None, None) => nvlabel::daemon::oneshot(config, client).await?,
         (None, Some(control)) => {

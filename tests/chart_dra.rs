@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::deploy_checks::{check_locked_down, check_policy, check_rbac_exact, settings_of, typed};
+use common::deploy_checks::{
+    check_locked_down, check_policy, check_rbac_exact, check_uninstall_hook, settings_of, typed,
+};
 use common::helm::{helm, template, MODES};
 use nvlabel::labels::AllocationMode;
 
@@ -47,6 +49,7 @@ fn allocation_modes_grant_and_fence_only_what_they_use() {
                 check_locked_down(&label, &r);
                 check_rbac_exact(&label, &r);
                 check_policy(&label, &r);
+                check_uninstall_hook(&label, &r);
                 let (what, ns, pod) = &r.pods[0];
                 let settings = settings_of(what, ns, &pod.containers[0]);
                 assert_eq!(settings.allocation_mode, AllocationMode::parse(allocation).unwrap(), "{label}");

@@ -11,7 +11,8 @@ mod common;
 
 use common::apiserver::{node, pod_token};
 use common::chart_cluster::{
-    begin, helm_run, install, leftovers, nodefeatures, nodefeatures_are_orphans, workload_pod,
+    begin, helm_run, install, leftovers, nodefeatures, nodefeatures_are_orphans, uninstall_running_hooks,
+    workload_pod,
 };
 use common::deploy_checks::{needed_calls, typed, Grant};
 use common::helm::template;
@@ -364,7 +365,13 @@ async fn with_health_the_token_sets_its_own_condition_and_nothing_else() {
         );
         assert!(m.contains("only change conditions"), "{mode}: {m}");
 
-        helm_run(&helm, server, &["uninstall", &release]);
+        // The uninstall's hook removes the condition nvlabel's token wrote, and only that.
+        let said = uninstall_running_hooks(&helm, server, &admin, &release, &ns).await;
+        assert!(said.contains("GPU health's traces removed from every node"), "{mode}: {said}");
+        let node = Api::<Node>::all(admin.clone()).get(&node_name).await.unwrap();
+        let kinds: Vec<String> =
+            node.status.and_then(|s| s.conditions).into_iter().flatten().map(|c| c.type_).collect();
+        assert!(!kinds.contains(&"GPUsOK".to_string()), "{mode}: {kinds:?}");
         assert_eq!(leftovers(&admin, &release, &ns).await, Vec::<String>::new(), "{mode}");
     }
 }

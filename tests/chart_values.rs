@@ -8,7 +8,8 @@
 mod common;
 
 use common::deploy_checks::{
-    check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, typed, Rendered, FEATURES_D,
+    check_locked_down, check_policy, check_rbac_exact, check_uninstall_hook, host_paths, settings_of, typed,
+    Rendered, FEATURES_D,
 };
 use common::helm::{helm, template, MODES};
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ fn checked(helm: &PathBuf, release: &str, args: &[&str]) -> Rendered {
     check_locked_down(&label, &r);
     check_rbac_exact(&label, &r);
     check_policy(&label, &r);
+    check_uninstall_hook(&label, &r);
     r
 }
 

@@ -197,7 +197,7 @@ fn the_health_manifests_grant_exactly_what_health_calls_and_turn_it_on() {
         assert_eq!(role["metadata"]["namespace"], "default", "Node events live in default");
         assert_eq!(
             rules(&docs, "Role", "nvlabel-health-events"),
-            vec![s("events.k8s.io", "events", "create")]
+            vec![s("events.k8s.io", "events", "create"), s("events.k8s.io", "events", "patch")]
         );
         let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
         let args: Vec<&str> = ds["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -6,7 +6,8 @@ mod common;
 
 use common::mock_api::{expect, mock, no_more_requests, Handle};
 use http::Method;
-use nvlabel::health::publish::{NodeCondition, NodeEvents};
+use nvlabel::health::events::NodeEvents;
+use nvlabel::health::publish::NodeCondition;
 use nvlabel::health::record::{Record, ANNOTATION};
 use nvlabel::health::rules::Fault;
 use nvlabel::health::sticky::{Tracker, Verdict};
@@ -76,7 +77,7 @@ async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
     );
     assert_eq!(
         record,
-        r#"{"version":1,"bootId":"b","faults":[{"gpu":0,"uuid":"GPU-a","kind":"XidCriticalError","xid":79,"action":"RebootNode"}]}"#
+        r#"{"version":2,"bootId":"b","faults":[{"gpu":0,"uuid":"GPU-a","kind":"XidCriticalError","xid":79,"action":"RebootNode"}]}"#
     );
     assert_eq!(body["status"].as_object().unwrap().len(), 1, "only conditions: {body}");
     assert_eq!(
@@ -148,7 +149,7 @@ async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
         let read = condition.read().await.map(|_| ()).map_err(|e| e.to_string());
         let applied = condition.apply(&faulty()).await.map_err(|e| e.to_string());
         let event = events
-            .send("Warning", "XidCriticalError", "GPU 0: Xid 79", None)
+            .send("Warning", "XidCriticalError", "GPU 0", "GPU 0: Xid 79", None)
             .await
             .map_err(|e| e.to_string());
         (read, applied, event)
@@ -192,7 +193,7 @@ async fn server_errors_are_retried_like_the_label_writers() {
     let task = tokio::spawn(async move {
         (
             events
-                .send("Warning", "GpuLost", "GPU 1 is lost", Some("uid-1"))
+                .send("Warning", "GpuLost", "GPU 1", "GPU 1 is lost", Some("uid-1"))
                 .await
                 .map_err(|e| e.to_string()),
             events,
@@ -210,6 +211,47 @@ async fn server_errors_are_retried_like_the_label_writers() {
     let (result, events) = task.await.unwrap();
     assert_eq!(result, Ok(()));
     drop(events);
+    no_more_requests(handle).await;
+}
+
+#[tokio::test]
+async fn a_repeat_is_counted_on_the_same_events_series() {
+    let (client, mut handle) = mock();
+    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(quick());
+    let task = tokio::spawn(async move {
+        let mut results = Vec::new();
+        for note in ["GPU 0: slowdown 0x41", "GPU 0: slowdown 0x40", "GPU 0: slowdown 0x40"] {
+            results.push(
+                events
+                    .send("Warning", "GpuThermalSlowdown", "GPU 0", note, None)
+                    .await
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        results.push(
+            events
+                .send("Warning", "GpuThermalSlowdown", "GPU 1", "GPU 1: slowdown", None)
+                .await
+                .map_err(|e| e.to_string()),
+        );
+        results
+    });
+    let named = json!({"metadata": {"name": "gpu-1.gpu-health-abcde", "namespace": "default"}});
+    let first = expect(&mut handle, Method::POST, EVENTS, 201, named.clone()).await;
+    assert_eq!(first.get("series"), None);
+    let at = "/apis/events.k8s.io/v1/namespaces/default/events/gpu-1.gpu-health-abcde?&force=true&fieldManager=nvlabel";
+    for count in [2, 3] {
+        let repeat = expect(&mut handle, Method::PATCH, at, 200, named.clone()).await;
+        assert_eq!(repeat["series"]["count"], count, "{repeat}");
+        assert!(repeat["series"]["lastObservedTime"].is_string(), "{repeat}");
+        assert_eq!(repeat["metadata"]["name"], "gpu-1.gpu-health-abcde");
+        assert_eq!(repeat["note"], first["note"], "the first episode's Event, counted");
+        assert_eq!((&repeat["reason"], &repeat["regarding"]), (&first["reason"], &first["regarding"]));
+    }
+    // Another GPU's episode is an Event of its own.
+    let other = expect(&mut handle, Method::POST, EVENTS, 201, json!({})).await;
+    assert_eq!(other["note"], "GPU 1: slowdown");
+    assert!(task.await.unwrap().iter().all(Result::is_ok));
     no_more_requests(handle).await;
 }
 
@@ -235,7 +277,8 @@ async fn a_call_that_never_answers_ends_at_the_clients_deadline() {
     let error = condition.read().await.map(|_| ()).unwrap_err().to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server did not answer within 20s");
     let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(once);
-    let error = events.send("Warning", "GpuLost", "GPU 1 is lost", None).await.unwrap_err().to_string();
+    let error =
+        events.send("Warning", "GpuLost", "GPU 1", "GPU 1 is lost", None).await.unwrap_err().to_string();
     assert_eq!(
         error,
         "cannot create an Event in namespace default about Node gpu-1: the API server did not answer within 20s"

@@ -2,7 +2,8 @@
 //! kube-apiserver and the fake NVML: fewer GPUs than the node should have (the flag, and the
 //! node's label winning over it), an NVML call that hangs (`Unknown` while labelling goes on and
 //! no thread piles up, `True` once it returns), and the warnings that are not faults: a thermal
-//! slowdown and PCIe replays, one Warning Event per episode. Needs `NVLABEL_KUBE_TEST_SERVER`;
+//! slowdown and PCIe replays, one Warning Event per episode (a repeat within ten minutes counted on
+//! that Event's series). Needs `NVLABEL_KUBE_TEST_SERVER`;
 //! without it each test skips with one line.
 
 mod common;
@@ -38,6 +39,12 @@ async fn until_warnings(admin: &Client, reason: &str, n: usize, dir: &std::path:
 async fn set_node_label(admin: &Client, key: &str, value: Option<&str>) {
     let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
     nodes_of(admin).patch("gpu-a", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// gpu-a's health condition as stored, its times included.
+async fn condition_as_stored(admin: &Client) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
+    let node = nodes_of(admin).get("gpu-a").await.unwrap();
+    node.status.and_then(|s| s.conditions).into_iter().flatten().find(|c| c.type_ == "GPUHealthy")
 }
 
 fn threads(pid: u32) -> u32 {
@@ -86,8 +93,14 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 3600");
     let (c, _) = until(&admin, "Unknown", |c| c.0 == "Unknown").await;
     assert_eq!(c.1, "NvmlUnresponsive", "{}", logs(d));
-    assert!(c.2.starts_with("NVML does not answer: the labelling pass has waited"), "{}", c.2);
-    assert!(c.2.contains("(--health-nvml-timeout is 2s)"), "{}", c.2);
+    assert!(
+        c.2.starts_with("NVML does not answer: nvmlDeviceGetMemoryInfo_v2 on GPU 0, in the labelling pass, has not returned since "),
+        "{}",
+        c.2
+    );
+    assert!(c.2.contains("(longer than --health-nvml-timeout 2s)"), "{}", c.2);
+    assert!(c.2.ends_with("if it does not answer either, drain the node and reboot it"), "{}", c.2);
+    let written = condition_as_stored(&admin).await;
     // Labelling goes on: a label someone removes meanwhile is put back.
     set_node_label(&admin, "nvidia.com/gpu.count", None).await;
     until_gpu_count(&admin, "2", d).await;
@@ -97,10 +110,21 @@ async fn a_hung_nvml_call_is_unknown_while_labelling_goes_on_then_true_again() {
     tokio::time::sleep(Duration::from_secs(6)).await;
     let after = threads(daemon.child.id());
     assert!(after <= before + 2, "threads grew from {before} to {after} while the call hung");
+    // Written once while it hangs: the same message, and the same heartbeat (each write sets it).
+    assert_eq!(condition_as_stored(&admin).await, written, "{}", logs(d));
 
     event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 0");
     let (c, _) = until(&admin, "True again", |c| c.0 == "True").await;
     assert_eq!(c, ("True".into(), "GpusHealthy".into(), "2 GPUs healthy".into()));
+
+    // A call only health makes: named as the health reading's.
+    event_line(d, "0 hang nvmlDeviceValidateInforom 3600");
+    let (c, _) = until(&admin, "Unknown from health's own call", |c| c.0 == "Unknown").await;
+    let named =
+        "NVML does not answer: nvmlDeviceValidateInforom on GPU 0, in the health reading, has not returned";
+    assert!(c.2.starts_with(named), "{}", c.2);
+    event_line(d, "0 hang nvmlDeviceValidateInforom 0");
+    until(&admin, "True once more", |c| c.0 == "True").await;
     let log = logs(d);
     assert!(log.contains("an NVML call hangs") && log.contains("the hung NVML call returned"), "{log}");
 }
@@ -126,12 +150,25 @@ async fn a_slowdown_or_pcie_replays_are_one_warning_event_per_episode_and_no_fau
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(warnings(&admin, "GpuThermalSlowdown").await.len(), 1, "{}", logs(d));
     until(&admin, "still healthy", |c| c.0 == "True").await;
-    // The episode ends; a new one is a new Event.
+    // The episode ends; the next, within ten minutes, is counted on the same Event's series.
     event_line(d, "0 set clock_event_reasons -");
     tokio::time::sleep(Duration::from_secs(3)).await;
     event_line(d, "0 set clock_event_reasons hw_thermal_slowdown");
-    let found = until_warnings(&admin, "GpuThermalSlowdown", 2, d).await;
-    assert!(found[1].contains("(clock event reasons 0x40)"), "{found:?}");
+    let start = Instant::now();
+    loop {
+        let thermal: Vec<_> = node_warnings(&admin)
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("GpuThermalSlowdown"))
+            .collect();
+        assert_eq!(thermal.len(), 1, "{thermal:?}");
+        if thermal[0].series.as_ref().map(|s| s.count) == Some(2) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no series count 2: {thermal:?}\n{}", logs(d));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(logs(d).matches("GpuThermalSlowdown").count() >= 2, "each episode is logged");
 
     // PCIe replays: 12 -> 500 within a minute on GPU 1 is one episode, however long it grows.
     event_line(d, "1 set pcie.replay_counter 500");

@@ -225,6 +225,18 @@ pub struct SourceArgs {
     pub snapshot: Option<PathBuf>,
 }
 
+/// What `nvlabel prune` removes, and on which nodes.
+#[derive(Debug, Default, Clone, Args)]
+pub struct PruneArgs {
+    /// Remove only what --health left on the Node (its GPU health condition, fault record and
+    /// device taints), not the labels (what the chart's uninstall runs)
+    #[arg(long)]
+    pub health_only: bool,
+    /// With --health-only: on every node, instead of --node-name's
+    #[arg(long, conflicts_with = "node_name")]
+    pub all_nodes: bool,
+}
+
 /// How logs look (every command).
 #[derive(Debug, Default, Clone, Args)]
 pub struct LogArgs {

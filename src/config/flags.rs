@@ -7,7 +7,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use super::arg_groups::{
     parse_bool, ApiArgs, ConfigArgs, DaemonArgs, FactArgs, HealthArgs, LabelArgs, LabelOptionArgs, LogArgs,
-    OutputArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
+    OutputArgs, PruneArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
 };
 pub use super::env::{env_names, env_vars, FLAG_ENV};
 
@@ -138,6 +138,9 @@ pub struct Cli {
     /// How logs look.
     #[command(flatten)]
     pub log: LogArgs,
+    /// `nvlabel prune`'s own flags (default for every other command).
+    #[arg(skip)]
+    pub prune: PruneArgs,
     /// The long names of the flags given on the command line (not env, not defaults), for
     /// [`super::modes`].
     #[arg(skip)]
@@ -171,6 +174,9 @@ pub enum Command {
         /// The target.
         #[command(flatten)]
         target: TargetArgs,
+        /// What to remove, and where.
+        #[command(flatten)]
+        prune: PruneArgs,
         /// Logs.
         #[command(flatten)]
         log: LogArgs,
@@ -238,7 +244,7 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
     /// so that one resolver serves every command.
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, log, version, given } = self;
+        let Cli { command, mut label, source, log, version, mut prune, given } = self;
         let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
             None | Some(Command::Help { .. }) => (None, source, log),
@@ -246,8 +252,8 @@ impl Cli {
                 label.facts = facts;
                 (Some(CommandKind::Probe), source, log)
             }
-            Some(Command::Prune { config, api, target, log }) => {
-                (label.config, label.api, label.target) = (config, api, target);
+            Some(Command::Prune { config, api, target, prune: what, log }) => {
+                (label.config, label.api, label.target, prune) = (config, api, target, what);
                 (Some(CommandKind::Prune), source, log)
             }
             Some(Command::Hook { facts, options, config, api, source, log }) => {
@@ -259,6 +265,6 @@ impl Cli {
                 (Some(CommandKind::Health), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, log, version, given })
+        (kind, Cli { command: None, label, source, log, version, prune, given })
     }
 }

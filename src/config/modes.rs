@@ -114,6 +114,9 @@ pub const ROWS: &[Row] = &[
         (r.mode == Mode::Hook).then_some("in `nvlabel hook`, which never writes a timestamp")
     }),
     row("extended-labels", everywhere),
+    // `nvlabel prune`'s own: each changes what it removes.
+    row("health-only", everywhere),
+    row("all-nodes", everywhere),
     row("allocation-mode", everywhere),
     row("fail-on-init-error", |r| match r.mode {
         Mode::Health => Some("in `nvlabel health`, which exits 2 when NVML cannot start"),

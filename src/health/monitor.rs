@@ -4,15 +4,17 @@
 
 use super::backoff::Backoff;
 pub use super::boot::{boot_id, BootIdError};
+use super::events::NodeEvents;
 use super::expected::Expected;
 use super::metrics::HealthMetrics;
 use super::nvml;
-use super::publish::{NodeCondition, NodeEvents};
+use super::publish::NodeCondition;
 use super::rules::Fault;
 use super::rules::{Event, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
+use super::watchdog::Watchdog;
 use crate::config::Settings;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
@@ -63,10 +65,8 @@ pub struct Monitor {
     signals: Signals,
     /// A reading that outlived its deadline, still running on the worker (never queued behind).
     in_flight: Option<Answer<Result<Reading, nvml::ReadError>>>,
-    /// How long NVML work may run before health says Unknown.
-    nvml_timeout: Duration,
-    /// Whether an NVML call was seen hanging at the last pass.
-    stalled: bool,
+    /// How long NVML work may run before health says Unknown, and whether some did.
+    watchdog: Watchdog,
 }
 
 impl Monitor {
@@ -105,8 +105,7 @@ impl Monitor {
             expected: Expected::new(h.expected_gpus, None),
             signals: Signals::default(),
             in_flight: None,
-            nvml_timeout: h.nvml_timeout,
-            stalled: false,
+            watchdog: Watchdog::new(h.nvml_timeout),
         })
     }
 
@@ -145,15 +144,17 @@ impl Monitor {
             match self.condition.read().await {
                 Ok(existing) => {
                     self.backoff.succeeded();
-                    let t = match &existing {
+                    let (t, cleared) = match &existing {
                         Some(c) => Tracker::recover(&boot, c),
-                        None => Tracker::new(&boot),
+                        None => (Tracker::new(&boot), Vec::new()),
                     };
                     if t.faulty() {
                         tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
                     }
                     self.published = existing.as_ref().map(Existing::published);
                     self.tracker = Some(t);
+                    // The node rebooted while nvlabel was not running (a reboot restarts it).
+                    self.recovered(&boot, cleared).await;
                 }
                 Err(e) => {
                     let wait = self.backoff.failed(std::time::Instant::now());
@@ -163,15 +164,26 @@ impl Monitor {
             }
         }
         let t = self.tracker.as_mut()?;
-        if t.boot_id() != boot && t.new_boot(&boot) {
-            tracing::info!(boot_id = %boot, "the node rebooted: recorded GPU faults are cleared");
-            let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared");
-            let uid = self.condition.uid();
-            if let Err(e) = self.events.send("Normal", "GpusRecovered", &note, uid.as_deref()).await {
-                tracing::warn!(error = %e, "cannot send the recovery Event");
-            }
+        if t.boot_id() != boot {
+            let cleared = t.new_boot(&boot);
+            self.recovered(&boot, cleared).await;
         }
         self.tracker.as_mut()
+    }
+
+    /// Says that the faults `cleared` (of an earlier boot) are gone with the reboot into `boot`:
+    /// one log line and one `GpusRecovered` Event, each naming them; nothing when none were.
+    async fn recovered(&mut self, boot: &str, cleared: Vec<String>) {
+        if cleared.is_empty() {
+            return;
+        }
+        let faults = cleared.join("; ");
+        tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
+        let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
+        let uid = self.condition.uid();
+        if let Err(e) = self.events.send("Normal", "GpusRecovered", boot, &note, uid.as_deref()).await {
+            tracing::warn!(error = %e, "cannot send the recovery Event");
+        }
     }
 
     /// Takes up reloaded settings: which Xids are ignored and where NVML and sysfs are. The
@@ -185,7 +197,7 @@ impl Monitor {
             self.rules.fatal_xids = h.fatal_xids.clone();
         }
         self.expected.set_flag(h.expected_gpus);
-        self.nvml_timeout = h.nvml_timeout;
+        self.watchdog.timeout = h.nvml_timeout;
         self.opts = settings.probe_options();
     }
 
@@ -213,7 +225,7 @@ impl Monitor {
             }
             began = self.signals.observe(r, std::time::Instant::now());
         }
-        let stall = self.stall();
+        let stall = self.watchdog.check(&self.session, &self.metrics);
         if self.tracker().await.is_none() {
             return self.warn(began).await;
         }
@@ -256,7 +268,7 @@ impl Monitor {
                     nvml::read(&session, &opts)
                 };
                 match self.worker.submit(job) {
-                    Ok(answer) => (answer, self.nvml_timeout),
+                    Ok(answer) => (answer, self.watchdog.timeout),
                     Err(e) => return Some(Err(e.into())),
                 }
             }
@@ -268,28 +280,6 @@ impl Monitor {
                 None
             }
         }
-    }
-
-    /// What hangs in NVML (labelling's work or health's own) longer than the timeout, said
-    /// once when it starts and once when it ends.
-    fn stall(&mut self) -> Option<String> {
-        let stall = self.session.longest_call().filter(|(_, d)| *d >= self.nvml_timeout).map(|(what, d)| {
-            let limit = humantime::format_duration(self.nvml_timeout);
-            format!(
-                "the {what} has waited {}s for the driver (--health-nvml-timeout is {limit})",
-                d.as_secs()
-            )
-        });
-        self.metrics.nvml_stalled.set(i64::from(stall.is_some()));
-        match (&stall, self.stalled) {
-            (Some(what), false) => {
-                tracing::warn!(stall = %what, "an NVML call hangs: GPU health is Unknown until it returns; labels stay published")
-            }
-            (None, true) => tracing::info!("the hung NVML call returned"),
-            _ => {}
-        }
-        self.stalled = stall.is_some();
-        stall
     }
 
     /// A Warning Event and a count for each warning episode that began.
@@ -305,7 +295,8 @@ impl Monitor {
             };
             let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
             tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
-            if let Err(e) = self.events.send("Warning", b.signal.reason(), &text, uid.as_deref()).await {
+            if let Err(e) = self.events.send("Warning", b.signal.reason(), &who, &text, uid.as_deref()).await
+            {
                 tracing::warn!(error = %e, "cannot send the warning Event");
             }
         }
@@ -367,7 +358,9 @@ impl Monitor {
         let uid = self.condition.uid();
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
-            if let Err(e) = self.events.send("Warning", reason, &entry.text, uid.as_deref()).await {
+            if let Err(e) =
+                self.events.send("Warning", reason, &entry.text, &entry.text, uid.as_deref()).await
+            {
                 tracing::warn!(error = %e, "cannot send the fault Event");
             }
         }

@@ -6,7 +6,7 @@
 use super::raw_events::{handle_key, EventSet, RawEvent};
 use super::rules::{Event, GpuReading, Reading, Remapped};
 use crate::kubeapi::backoff::FullJitter;
-use crate::probe::{ProbeOptions, Session};
+use crate::probe::{calls, ProbeOptions, Session};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
@@ -45,15 +45,15 @@ pub enum ReadError {
 
 /// Reads the node's health once through `session`. `Err` when NVML cannot answer at all.
 pub fn read(session: &Session, opts: &ProbeOptions) -> Result<Reading, ReadError> {
-    let nvml = session.nvml(opts)?;
-    let count = nvml.device_count().map_err(|e| {
+    let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
+    let count = calls::nvml("nvmlDeviceGetCount_v2", None, || nvml.device_count()).map_err(|e| {
         session.check(&e);
         ReadError::Call { function: "nvmlDeviceGetCount_v2", source: e }
     })?;
     let mut gpus = Vec::with_capacity(count as usize);
     for index in 0..count {
         let mut gpu = GpuReading { index, ..GpuReading::default() };
-        match nvml.device_by_index(index) {
+        match calls::nvml("nvmlDeviceGetHandleByIndex_v2", Some(index), || nvml.device_by_index(index)) {
             Ok(dev) => read_gpu(&nvml, &dev, &mut gpu),
             Err(e) => gpu.lost = lost(&e),
         }
@@ -66,9 +66,14 @@ fn lost(e: &NvmlError) -> bool {
     matches!(e, NvmlError::GpuLost)
 }
 
-/// A value, `None` when the GPU cannot say; marks the GPU lost on `GPU_IS_LOST`.
-fn soft<T>(gpu: &mut GpuReading, r: Result<T, NvmlError>) -> Option<T> {
-    match r {
+/// The value the NVML call `function` answers, `None` when the GPU cannot say; marks the GPU
+/// lost on `GPU_IS_LOST`.
+fn soft<T>(
+    gpu: &mut GpuReading,
+    function: &'static str,
+    call: impl FnOnce() -> Result<T, NvmlError>,
+) -> Option<T> {
+    match calls::nvml(function, Some(gpu.index), call) {
         Ok(v) => Some(v),
         Err(e) => {
             gpu.lost |= lost(&e);
@@ -78,12 +83,16 @@ fn soft<T>(gpu: &mut GpuReading, r: Result<T, NvmlError>) -> Option<T> {
 }
 
 fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
-    gpu.uuid = soft(gpu, dev.uuid());
+    gpu.uuid = soft(gpu, "nvmlDeviceGetUUID", || dev.uuid());
+    let ecc = "nvmlDeviceGetTotalEccErrors";
     gpu.uncorrected_volatile =
-        soft(gpu, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
-    gpu.corrected_volatile = soft(gpu, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
-    gpu.retired_pages_pending = soft(gpu, dev.are_pages_pending_retired());
-    gpu.inforom_corrupted = matches!(dev.validate_info_rom(), Err(NvmlError::CorruptedInfoROM));
+        soft(gpu, ecc, || dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+    gpu.corrected_volatile =
+        soft(gpu, ecc, || dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+    gpu.retired_pages_pending =
+        soft(gpu, "nvmlDeviceGetRetiredPagesPendingStatus", || dev.are_pages_pending_retired());
+    let inforom = calls::nvml("nvmlDeviceValidateInforom", Some(gpu.index), || dev.validate_info_rom());
+    gpu.inforom_corrupted = matches!(inforom, Err(NvmlError::CorruptedInfoROM));
     let ids = [
         NVML_FI_DEV_REMAPPED_COR,
         NVML_FI_DEV_REMAPPED_UNC,
@@ -94,7 +103,7 @@ fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
     ]
     .map(FieldId);
     // One call for every field (a driver without a field answers that entry alone with an error).
-    if let Some(values) = soft(gpu, dev.field_values_for(&ids)) {
+    if let Some(values) = soft(gpu, "nvmlDeviceGetFieldValues", || dev.field_values_for(&ids)) {
         let v: Vec<Option<u64>> = values.into_iter().map(field_u64).collect();
         gpu.recovery_action = v.get(4).copied().flatten();
         gpu.pcie_replays = v.get(5).copied().flatten();
@@ -103,10 +112,12 @@ fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
                 Some(Remapped { correctable: c, uncorrectable: u, pending: p != 0, failure: f != 0 });
         }
     }
-    gpu.clock_events = soft(gpu, crate::probe::clocks_event_reasons(nvml, dev));
+    gpu.clock_events =
+        soft(gpu, "nvmlDeviceGetCurrentClocksEventReasons", || crate::probe::clocks_event_reasons(nvml, dev));
     let mut links = Vec::new();
     for link in 0..MAX_LINKS {
-        match dev.link_wrapper_for(link).is_active() {
+        let state = || dev.link_wrapper_for(link).is_active();
+        match calls::nvml("nvmlDeviceGetNvLinkState", Some(gpu.index), state) {
             Ok(active) => links.push(active),
             Err(e) => {
                 gpu.lost |= lost(&e);

@@ -32,6 +32,13 @@ pub fn faults(boot_id: &str, message: &str) -> Vec<RecordedFault> {
         .collect()
 }
 
+/// What an old message of a boot other than `boot_id` listed (`None` for this boot's, or a
+/// message of another form).
+pub fn earlier_boot(boot_id: &str, message: &str) -> Option<String> {
+    let (body, tail) = message.rsplit_once(BOOT_MARK)?;
+    (tail.strip_suffix(']').is_some_and(|b| b != boot_id)).then(|| body.to_string())
+}
+
 /// One entry: `<who>: <reason>, <value>, action: <action>`.
 fn entry(text: &str) -> Option<RecordedFault> {
     let (who, rest) = text.split_once(": ")?;

@@ -1,6 +1,6 @@
 //! Where health goes in Kubernetes: the Node condition (server-side apply on `nodes/status`,
-//! nvlabel's field manager, only the one condition) and Events on the Node (deduplicated and
-//! rate-limited). Every request goes through [`crate::kubeapi`] as the label writers' do: the
+//! nvlabel's field manager, only the one condition; Events are [`super::events`]). Every
+//! request goes through [`crate::kubeapi`] as the label writers' do: the
 //! client's deadline on each request, [`retry`] with the one backoff, and a failure as one
 //! [`ApiFailure`] line naming the object, the status and, for a 403, the missing RBAC verb.
 
@@ -8,33 +8,19 @@ use super::record::{Record, ANNOTATION};
 use super::sticky::{Existing, Verdict};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::retry::{retry, Backoff};
-use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus, ObjectReference};
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Patch, PatchParams};
 use kube::Api;
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// The field manager of the condition (the same as nvlabel's labels; SSA keeps status apart).
 pub const FIELD_MANAGER: &str = "nvlabel";
-/// An identical Event is not sent again within this time.
-const DEDUP_WINDOW: Duration = Duration::from_secs(600);
-/// At most this many Events per [`RATE_WINDOW`].
-const RATE_LIMIT: usize = 10;
-/// The window of [`RATE_LIMIT`].
-const RATE_WINDOW: Duration = Duration::from_secs(60);
-/// An Event note's limit in the API.
-const NOTE_LIMIT: usize = 1024;
-/// Where Node Events go (where the kubelet puts them).
-pub const EVENTS_NAMESPACE: &str = "default";
-
 /// Every API request health makes (its RBAC must grant exactly these): one read of the Node,
 /// the watch of this Node (its expected GPU count label), the condition's patch of
 /// `nodes/status`, and Events (created, and patched to count a repeat), which are namespaced but
-/// always in [`EVENTS_NAMESPACE`], not nvlabel's own namespace.
+/// always in [`super::events::EVENTS_NAMESPACE`], not nvlabel's own namespace.
 pub const API_CALLS: &[crate::publish::ApiCall] = &[
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "get" },
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
@@ -168,6 +154,52 @@ impl NodeCondition {
     }
 }
 
+impl NodeCondition {
+    /// Removes what health wrote to the Node's status (the condition and the record annotation)
+    /// by applying an empty status under nvlabel's field manager: fields another writer also set
+    /// stay (a person's clearing by hand, say). Returns whether there was anything of nvlabel's;
+    /// without, nothing is written (so a node health never ran on needs no grant).
+    pub async fn remove(&mut self) -> Result<bool, ApiFailure> {
+        let node = match retry("reading the Node", self.backoff, || self.api.get(&self.node)).await {
+            Ok(node) => node,
+            // Who may not read the Node could not have written health to it either.
+            Err(kube::Error::Api(s)) if s.code == 403 => return Ok(false),
+            Err(source) => return Err(self.failure(false, source)),
+        };
+        self.remove_from(&node).await
+    }
+
+    /// [`NodeCondition::remove`] with the Node as just read (listed, say).
+    pub async fn remove_from(&mut self, node: &Node) -> Result<bool, ApiFailure> {
+        if !health_wrote(node) {
+            return Ok(false);
+        }
+        let uid = node.metadata.uid.clone();
+        let body = Node {
+            metadata: ObjectMeta { name: Some(self.node.clone()), uid, ..ObjectMeta::default() },
+            ..Node::default()
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let patch = Patch::Apply(&body);
+        retry("removing the health condition", self.backoff, || {
+            self.api.patch_status(&self.node, &params, &patch)
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
+        Ok(true)
+    }
+}
+
+/// Whether nvlabel's field manager owns anything of `node`'s status (health's condition and
+/// record are written there, and nothing else of nvlabel's is).
+pub fn health_wrote(node: &Node) -> bool {
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.as_deref() == Some("status"))
+}
+
 /// The condition `condition_type` as the Node gets it: the verdict, the time its status began
 /// (`since`) and `now`.
 pub fn condition(condition_type: &str, v: &Verdict, since: Time, now: Time) -> KubeCondition {
@@ -196,115 +228,6 @@ pub fn apply_body(
         metadata: ObjectMeta { name: Some(node.into()), uid, annotations, ..ObjectMeta::default() },
         status: Some(NodeStatus { conditions: Some(vec![condition]), ..NodeStatus::default() }),
         ..Node::default()
-    }
-}
-
-/// Which Events may go: no repeat of the same Event within ten minutes, at most ten a minute.
-#[derive(Debug, Default)]
-pub struct Limiter {
-    sent: HashMap<String, Instant>,
-    window: VecDeque<Instant>,
-}
-
-impl Limiter {
-    /// Whether an Event may go now (not a repeat, within the rate); records it if so.
-    pub fn admit(&mut self, key: &str, now: Instant) -> bool {
-        self.sent.retain(|_, at| now.duration_since(*at) < DEDUP_WINDOW);
-        while self.window.front().is_some_and(|at| now.duration_since(*at) >= RATE_WINDOW) {
-            self.window.pop_front();
-        }
-        if self.sent.contains_key(key) || self.window.len() >= RATE_LIMIT {
-            return false;
-        }
-        self.sent.insert(key.into(), now);
-        self.window.push_back(now);
-        true
-    }
-}
-
-/// Events on the Node, deduplicated and rate-limited.
-pub struct NodeEvents {
-    api: Api<KubeEvent>,
-    node: String,
-    instance: String,
-    limiter: Limiter,
-    backoff: Backoff,
-}
-
-impl NodeEvents {
-    /// Events about Node `node`, in [`EVENTS_NAMESPACE`].
-    pub fn new(client: kube::Client, node: &str, instance: &str) -> NodeEvents {
-        NodeEvents {
-            api: Api::namespaced(client, EVENTS_NAMESPACE),
-            node: node.into(),
-            instance: instance.into(),
-            limiter: Limiter::default(),
-            backoff: Backoff::default(),
-        }
-    }
-
-    /// Sets how hard one Event retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeEvents {
-        self.backoff = backoff;
-        self
-    }
-
-    /// Sends one Event (`Warning` or `Normal`) about the Node; a repeat or one over the rate is
-    /// dropped (and logged at debug).
-    pub async fn send(
-        &mut self,
-        kind: &str,
-        reason: &str,
-        note: &str,
-        uid: Option<&str>,
-    ) -> Result<(), ApiFailure> {
-        if !self.limiter.admit(&format!("{kind}/{reason}/{note}"), Instant::now()) {
-            tracing::debug!(reason, note, "health event suppressed (repeat or rate limit)");
-            return Ok(());
-        }
-        let mut note = note.to_string();
-        if note.len() > NOTE_LIMIT {
-            let mut cut = NOTE_LIMIT - 3;
-            while !note.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            note.truncate(cut);
-            note.push_str("...");
-        }
-        let event = KubeEvent {
-            metadata: ObjectMeta {
-                // A trailing dash: the server appends a random suffix to a valid prefix.
-                generate_name: Some(format!("{}.gpu-health-", self.node.get(..200).unwrap_or(&self.node))),
-                namespace: Some(EVENTS_NAMESPACE.into()),
-                ..ObjectMeta::default()
-            },
-            event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
-            type_: Some(kind.into()),
-            reason: Some(reason.into()),
-            action: Some("GpuHealthCheck".into()),
-            note: Some(note),
-            reporting_controller: Some("nvidia.com/nvlabel".into()),
-            reporting_instance: Some(self.instance.clone()),
-            regarding: Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(self.node.clone()),
-                uid: uid.map(String::from),
-                ..ObjectReference::default()
-            }),
-            ..KubeEvent::default()
-        };
-        let params = PostParams::default();
-        retry("creating a health Event", self.backoff, || self.api.create(&params, &event)).await.map_err(
-            |source| ApiFailure {
-                action: "create",
-                object: format!("an Event in namespace {EVENTS_NAMESPACE} about Node {}", self.node),
-                verb: "create",
-                resource: "events.events.k8s.io",
-                source,
-            },
-        )?;
-        Ok(())
     }
 }
 
@@ -344,19 +267,5 @@ mod tests {
             }]},
         });
         assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&before).unwrap());
-    }
-
-    #[test]
-    fn events_are_deduplicated_and_rate_limited() {
-        let mut l = Limiter::default();
-        let t0 = Instant::now();
-        assert!(l.admit("Warning/Xid/GPU 0", t0));
-        assert!(!l.admit("Warning/Xid/GPU 0", t0 + Duration::from_secs(5)), "a repeat is dropped");
-        assert!(l.admit("Warning/Xid/GPU 0", t0 + DEDUP_WINDOW), "after the window it may go again");
-        for i in 0..RATE_LIMIT - 1 {
-            assert!(l.admit(&format!("k{i}"), t0 + DEDUP_WINDOW));
-        }
-        assert!(!l.admit("one too many", t0 + DEDUP_WINDOW), "over the rate");
-        assert!(l.admit("one too many", t0 + DEDUP_WINDOW + RATE_WINDOW));
     }
 }

@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 
 /// The Node annotation that holds the record.
 pub const ANNOTATION: &str = "nvidia.com/gpu-health-record";
-/// The record's schema version; a reader refuses any other (a new schema gets a new number).
-pub const VERSION: u64 = 1;
+/// The record's schema version; a reader refuses any it does not know (a new schema gets a new
+/// number). Version 2 gave the Xid's and the driver's own actions keys of their own
+/// (`xidAction`, `driverAction`): version 1 wrote `action` twice for those faults.
+pub const VERSION: u64 = 2;
 /// The most faults one record keeps; the rest are counted in [`Record::omitted`] (an annotation
 /// counts towards the Node's 256 KiB of annotations; a fault takes about 120 bytes).
 pub const MAX_RECORDED: usize = 256;
@@ -67,7 +69,7 @@ pub enum RecordError {
     #[error("annotation {ANNOTATION} is not a GPU health record: {0}")]
     Malformed(serde_json::Error),
     /// Another schema version (a newer nvlabel's, after a downgrade).
-    #[error("annotation {ANNOTATION} has record version {0}; this nvlabel reads version {VERSION}")]
+    #[error("annotation {ANNOTATION} has record version {0}; this nvlabel reads versions 1 and {VERSION}")]
     Version(String),
 }
 
@@ -88,16 +90,36 @@ impl Record {
         serde_json::to_string(self).expect("a record always serializes")
     }
 
-    /// Reads an annotation's value; the version is checked before anything else is.
+    /// Reads an annotation's value; the version is checked before anything else is. Of a key
+    /// written twice the last counts (as a JSON object's duplicate keys are commonly read).
     pub fn parse(text: &str) -> Result<Record, RecordError> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(RecordError::Malformed)?;
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(RecordError::Malformed)?;
         match value.get("version") {
             Some(v) if v.as_u64() == Some(VERSION) => {}
+            Some(v) if v.as_u64() == Some(1) => upgrade_v1(&mut value),
             Some(v) => return Err(RecordError::Version(v.to_string())),
             None => return Err(RecordError::Version("(none)".into())),
         }
         serde_json::from_value(value).map_err(RecordError::Malformed)
     }
+}
+
+/// A version 1 record as version 2: an Xid's and a recovery action's fault wrote its own action
+/// and the recorded one under the one key `action` (the same value, the recorded one last), so
+/// that value is the fault's own action too.
+fn upgrade_v1(value: &mut serde_json::Value) {
+    let faults = value.get_mut("faults").and_then(serde_json::Value::as_array_mut);
+    for fault in faults.into_iter().flatten() {
+        let own = match fault.get("kind").and_then(serde_json::Value::as_str) {
+            Some("XidCriticalError") => "xidAction",
+            Some("GpuRecoveryActionRequired") => "driverAction",
+            _ => continue,
+        };
+        if let Some(action) = fault.get("action").cloned() {
+            fault[own] = action;
+        }
+    }
+    value["version"] = VERSION.into();
 }
 
 #[cfg(test)]
@@ -125,12 +147,18 @@ mod tests {
                 fault: Fault::NvlinkInactive { link: 2 },
                 action: Action::ResetGpu,
             },
+            RecordedFault {
+                gpu: Some(2),
+                uuid: None,
+                fault: Fault::Recovery { action: Action::Reboot },
+                action: Action::Reboot,
+            },
         ];
         let record = Record::new("boot-a", faults.into_iter());
         let text = record.to_annotation();
         assert_eq!(
             text,
-            r#"{"version":1,"bootId":"boot-a","faults":[{"gpu":1,"uuid":"GPU-b","kind":"XidCriticalError","xid":48,"mig":{"gpuInstance":9,"computeInstance":0},"action":"ResetGpu"},{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"},{"gpu":0,"kind":"NvlinkInactive","link":2,"action":"ResetGpu"}]}"#
+            r#"{"version":2,"bootId":"boot-a","faults":[{"gpu":1,"uuid":"GPU-b","kind":"XidCriticalError","xid":48,"mig":{"gpuInstance":9,"computeInstance":0},"action":"ResetGpu"},{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"},{"gpu":0,"kind":"NvlinkInactive","link":2,"action":"ResetGpu"},{"gpu":2,"kind":"GpuRecoveryActionRequired","driverAction":"RebootNode","action":"RebootNode"}]}"#
         );
         assert_eq!(Record::parse(&text).unwrap(), record);
     }
@@ -161,10 +189,10 @@ mod tests {
 
     #[test]
     fn another_version_or_garbage_is_refused_with_the_reason() {
-        let e = Record::parse(r#"{"version":2,"bootId":"b","faults":[],"new":true}"#).unwrap_err();
+        let e = Record::parse(r#"{"version":3,"bootId":"b","faults":[],"new":true}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "annotation nvidia.com/gpu-health-record has record version 2; this nvlabel reads version 1"
+            "annotation nvidia.com/gpu-health-record has record version 3; this nvlabel reads versions 1 and 2"
         );
         let e = Record::parse("GPU 0 is broken").unwrap_err();
         assert!(
@@ -172,9 +200,138 @@ mod tests {
             "{e}"
         );
         let e =
-            Record::parse(r#"{"version":1,"bootId":"b","faults":[{"kind":"Melted","action":"ResetGpu"}]}"#)
+            Record::parse(r#"{"version":2,"bootId":"b","faults":[{"kind":"Melted","action":"ResetGpu"}]}"#)
                 .unwrap_err();
         assert!(e.to_string().contains("Melted"), "{e}");
+    }
+
+    /// Every fault kind, with an action of its own where it has one.
+    fn every_fault() -> Vec<Fault> {
+        let mut faults = vec![
+            Fault::Lost,
+            Fault::Missing { nvml: 1, pci: 2 },
+            Fault::BelowExpected { nvml: 2, expected: 8 },
+            Fault::RemappedRowsFailure,
+            Fault::DoubleBitEcc,
+            Fault::UncorrectedEcc { count: 3 },
+            Fault::Xid { xid: 79, mig: None, action: None },
+            Fault::Xid { xid: 31, mig: Some((1, 2)), action: None },
+            Fault::Inforom,
+            Fault::RemappedRowsPending,
+            Fault::RetiredPagesPending,
+            Fault::NvlinkInactive { link: 1 },
+        ];
+        for action in ALL_ACTIONS {
+            faults.push(Fault::Recovery { action });
+            faults.push(Fault::Xid { xid: 48, mig: None, action: Some(action) });
+        }
+        faults
+    }
+
+    const ALL_ACTIONS: [Action; 8] = [
+        Action::CheckWorkload,
+        Action::Investigate,
+        Action::DrainP2p,
+        Action::ResetGpu,
+        Action::DrainAndReset,
+        Action::RecoverImexDomain,
+        Action::Reboot,
+        Action::Replace,
+    ];
+
+    /// Refuses an object that names a key twice, as a strict JSON reader does.
+    fn strict(text: &str) -> Result<(), String> {
+        // serde_json keeps the last of a duplicate key: count the keys of each object as written.
+        struct Keys(Result<(), String>);
+        impl<'de> serde::Deserialize<'de> for Keys {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Keys;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("JSON")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Keys, A::Error> {
+                        let mut seen = std::collections::BTreeSet::new();
+                        let mut out = Ok(());
+                        while let Some(k) = m.next_key::<String>()? {
+                            let inner: Keys = m.next_value()?;
+                            if !seen.insert(k.clone()) {
+                                out = Err(format!("duplicate key {k:?}"));
+                            }
+                            out = out.and(inner.0);
+                        }
+                        Ok(Keys(out))
+                    }
+                    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Keys, A::Error> {
+                        let mut out = Ok(());
+                        while let Some(inner) = s.next_element::<Keys>()? {
+                            out = out.and(inner.0);
+                        }
+                        Ok(Keys(out))
+                    }
+                    fn visit_str<E>(self, _: &str) -> Result<Keys, E> {
+                        Ok(Keys(Ok(())))
+                    }
+                    fn visit_u64<E>(self, _: u64) -> Result<Keys, E> {
+                        Ok(Keys(Ok(())))
+                    }
+                    fn visit_i64<E>(self, _: i64) -> Result<Keys, E> {
+                        Ok(Keys(Ok(())))
+                    }
+                    fn visit_bool<E>(self, _: bool) -> Result<Keys, E> {
+                        Ok(Keys(Ok(())))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+        serde_json::from_str::<Keys>(text).map_err(|e| e.to_string())?.0
+    }
+
+    #[test]
+    fn every_fault_and_action_reads_back_with_one_key_per_field() {
+        let faults: Vec<RecordedFault> = every_fault()
+            .into_iter()
+            .enumerate()
+            .map(|(i, fault)| RecordedFault {
+                gpu: Some(i as u32),
+                uuid: Some(format!("GPU-{i}")),
+                action: fault.action(),
+                fault,
+            })
+            .collect();
+        let record = Record::new("boot-a", faults.into_iter());
+        let text = record.to_annotation();
+        strict(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(Record::parse(&text).unwrap(), record, "{text}");
+        assert!(strict(r#"{"a":1,"a":2}"#).is_err(), "the strict reader refuses a duplicate key");
+    }
+
+    #[test]
+    fn a_version_1_record_reads_as_it_was_written() {
+        // Exactly what version 1 wrote: `action` twice for an Xid and a recovery action.
+        let v1 = concat!(
+            r#"{"version":1,"bootId":"b","faults":["#,
+            r#"{"gpu":0,"uuid":"GPU-a","kind":"GpuRecoveryActionRequired","action":"RebootNode","action":"RebootNode"},"#,
+            r#"{"gpu":1,"kind":"XidCriticalError","xid":48,"action":"ResetGpu","action":"ResetGpu"},"#,
+            r#"{"gpu":1,"kind":"XidCriticalError","xid":13,"action":"CheckWorkload"},"#,
+            r#"{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"}]}"#
+        );
+        let record = Record::parse(v1).unwrap();
+        let kept: Vec<(Fault, Action)> = record.faults.into_iter().map(|f| (f.fault, f.action)).collect();
+        assert_eq!(
+            kept,
+            [
+                (Fault::Recovery { action: Action::Reboot }, Action::Reboot),
+                (Fault::Xid { xid: 48, mig: None, action: Some(Action::ResetGpu) }, Action::ResetGpu),
+                (
+                    Fault::Xid { xid: 13, mig: None, action: Some(Action::CheckWorkload) },
+                    Action::CheckWorkload
+                ),
+                (Fault::Missing { nvml: 3, pci: 4 }, Action::Reboot),
+            ]
+        );
     }
 
     #[test]

@@ -51,14 +51,16 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Option::is_none", with = "mig_device")]
         mig: Option<(u32, u32)>,
         /// What the catalog (or the operator) says to do; a record from before the catalog has
-        /// none and is read with the old rule.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// none and is read with the old rule. Its own key: the recorded fault's `action` is
+        /// beside it in the record.
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "xidAction")]
         action: Option<Action>,
     },
     /// The driver says the GPU needs a recovery action (NVML field 230).
     #[serde(rename = "GpuRecoveryActionRequired")]
     Recovery {
-        /// The driver's action.
+        /// The driver's action (its own key, as the Xid's).
+        #[serde(rename = "driverAction")]
         action: Action,
     },
     /// The GPU's InfoROM (its configuration and error-record store) fails its checksum.

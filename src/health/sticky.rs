@@ -121,26 +121,34 @@ impl Tracker {
     /// The faults recorded earlier in this boot, from the condition on the Node. Only a `False`
     /// condition keeps faults (a person clears them by setting it `True`); they come from its
     /// record when it has one for `boot_id`, else (an earlier nvlabel's, or a record this version
-    /// cannot read) from the message's old form. Anything else starts clean.
-    pub fn recover(boot_id: &str, existing: &Existing) -> Tracker {
+    /// cannot read) from the message's old form. Anything else starts clean. Also returns the
+    /// faults of an earlier boot this clears (the node rebooted while nvlabel was not running),
+    /// as the message worded them.
+    pub fn recover(boot_id: &str, existing: &Existing) -> (Tracker, Vec<String>) {
         let mut t = Tracker::new(boot_id);
         if existing.status != "False" {
-            return t;
+            return (t, Vec::new());
         }
         let faults = match existing.record.as_deref().map(Record::parse) {
             Some(Ok(record)) if record.boot_id == boot_id => record.faults,
-            Some(Ok(_)) => return t,
+            Some(Ok(record)) => {
+                return (t, record.faults.into_iter().map(|f| Entry::new(f).text).collect());
+            }
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "reading the faults from the condition's message instead");
                 old_message::faults(boot_id, &existing.message)
             }
             None => old_message::faults(boot_id, &existing.message),
         };
+        if faults.is_empty() {
+            // An old message of another boot: what it listed is cleared.
+            return (t, old_message::earlier_boot(boot_id, &existing.message).into_iter().collect());
+        }
         for recorded in faults {
             let entry = Entry::new(recorded);
             t.entries.insert(entry.key(), entry);
         }
-        t
+        (t, Vec::new())
     }
 
     /// The boot the record belongs to.
@@ -148,12 +156,10 @@ impl Tracker {
         &self.boot_id
     }
 
-    /// A new boot: every fault is forgotten. Returns whether any was known.
-    pub fn new_boot(&mut self, boot_id: &str) -> bool {
+    /// A new boot: every fault is forgotten. Returns those that were known, as worded.
+    pub fn new_boot(&mut self, boot_id: &str) -> Vec<String> {
         self.boot_id = boot_id.into();
-        let had = !self.entries.is_empty();
-        self.entries.clear();
-        had
+        std::mem::take(&mut self.entries).into_values().map(|e| e.text).collect()
     }
 
     /// NVML answered this pass (`gpus` GPUs), or could not (`Err`).

@@ -54,19 +54,27 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     t.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None);
     t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None);
     let v = t.verdict();
-    let back = Tracker::recover("boot-a", &on_node(&v));
+    let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
     assert_eq!(back.verdict(), v);
+    assert!(cleared.is_empty(), "a restart in the same boot clears nothing");
     assert_eq!(on_node(&v).published(), v, "what was published is recognised: no write");
     let mut again = back.clone();
     assert!(again
         .record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None)
         .is_none());
     assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c")).is_none());
-    assert!(!Tracker::recover("boot-b", &on_node(&v)).faulty(), "another boot");
-    let cleared = Existing { status: "True".into(), ..on_node(&v) };
-    assert!(!Tracker::recover("boot-a", &cleared).faulty(), "a person set it True: cleared");
+    let (other, cleared) = Tracker::recover("boot-b", &on_node(&v));
+    assert!(!other.faulty(), "another boot");
+    assert_eq!(cleared, back.clone().new_boot("boot-b"), "the earlier boot's faults are named as cleared");
+    let by_hand = Existing { status: "True".into(), ..on_node(&v) };
+    assert_eq!(
+        Tracker::recover("boot-a", &by_hand),
+        (Tracker::new("boot-a"), vec![]),
+        "a person set it True"
+    );
+    assert_eq!(Tracker::recover("boot-b", &by_hand).1, Vec::<String>::new(), "nothing to clear");
     let foreign = Existing { message: "written by someone else".into(), record: None, ..on_node(&v) };
-    assert!(!Tracker::recover("boot-a", &foreign).faulty());
+    assert_eq!(Tracker::recover("boot-a", &foreign), (Tracker::new("boot-a"), vec![]));
 }
 
 #[test]
@@ -77,7 +85,7 @@ fn a_new_wording_of_the_message_forgets_no_fault() {
     let v = t.verdict();
     // Written by a version that words the message differently (or in another language).
     let reworded = Existing { message: "Zwei GPUs haben Fehler; siehe die Annotation".into(), ..on_node(&v) };
-    let back = Tracker::recover("boot-a", &reworded);
+    let (back, _) = Tracker::recover("boot-a", &reworded);
     assert_eq!(back.verdict(), v, "every fault, worded as this version words it");
     assert_ne!(reworded.published(), v, "the new wording is written once");
 }
@@ -93,7 +101,7 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
             .into(),
         record: None,
     };
-    let back = Tracker::recover("boot-a", &old);
+    let (back, _) = Tracker::recover("boot-a", &old);
     let v = back.verdict();
     assert_eq!(
         (v.status, v.reason.as_str(), v.message.as_str()),
@@ -111,27 +119,69 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     assert_ne!(old.published(), v, "the record is missing on the Node: the next write adds it");
     // A record this version cannot read: the message, as for an upgrade.
     let newer = Existing { record: Some(r#"{"version":9}"#.into()), ..old.clone() };
-    assert_eq!(Tracker::recover("boot-a", &newer).verdict(), v);
+    assert_eq!(Tracker::recover("boot-a", &newer).0.verdict(), v);
+    let (after_reboot, cleared) = Tracker::recover("boot-b", &old);
+    assert!(!after_reboot.faulty());
+    assert_eq!(
+        cleared,
+        [old.message.rsplit_once(" [boot ").unwrap().0],
+        "the old message's faults are cleared"
+    );
+}
+
+#[test]
+fn a_restart_keeps_every_fault_kind_byte_for_byte() {
+    use crate::health::rules::Action;
+    let mut t = Tracker::new("boot-a");
+    let mut kinds = vec![
+        Fault::Lost,
+        Fault::Missing { nvml: 3, pci: 4 },
+        Fault::BelowExpected { nvml: 3, expected: 8 },
+        Fault::RemappedRowsFailure,
+        Fault::DoubleBitEcc,
+        Fault::UncorrectedEcc { count: 2 },
+        Fault::Xid { xid: 79, mig: None, action: None },
+        Fault::Xid { xid: 94, mig: Some((1, 0)), action: Some(Action::CheckWorkload) },
+        Fault::Inforom,
+        Fault::RemappedRowsPending,
+        Fault::RetiredPagesPending,
+        Fault::NvlinkInactive { link: 5 },
+    ];
+    for action in [Action::Investigate, Action::DrainP2p, Action::DrainAndReset, Action::RecoverImexDomain] {
+        kinds.push(Fault::Recovery { action });
+    }
+    for (gpu, fault) in kinds.into_iter().enumerate() {
+        let gpu =
+            (!matches!(fault, Fault::Missing { .. } | Fault::BelowExpected { .. })).then_some(gpu as u32);
+        t.record(&(gpu, fault), gpu.map(|g| format!("GPU-{g}")).as_deref());
+    }
+    let v = t.verdict();
+    let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
+    assert_eq!((back.verdict(), cleared), (v.clone(), vec![]));
+    assert_eq!(on_node(&v).published(), v, "nothing to write after the restart");
 }
 
 #[test]
 fn a_new_boot_clears_everything() {
     let mut t = Tracker::new("a");
     t.record(&(Some(0), Fault::Lost), None);
-    assert!(t.new_boot("b"));
+    assert_eq!(t.new_boot("b"), ["GPU 0: GpuLost, GPU is lost, action: reboot the node"]);
     assert!(!t.faulty());
     assert_eq!(t.boot_id(), "b");
-    assert!(!t.new_boot("c"));
+    assert!(t.new_boot("c").is_empty());
 }
 
 #[test]
 fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
     let mut t = Tracker::new("a");
     t.nvml(Ok(2));
-    t.unresponsive(Some("the labelling pass has waited 31s".into()));
+    t.unresponsive(Some("a call of the labelling pass has not returned since 2026-01-02T03:04:05Z".into()));
     let v = t.verdict();
     assert_eq!((v.status, v.reason.as_str()), ("Unknown", "NvmlUnresponsive"));
-    assert_eq!(v.message, "NVML does not answer: the labelling pass has waited 31s");
+    assert_eq!(
+        v.message,
+        "NVML does not answer: a call of the labelling pass has not returned since 2026-01-02T03:04:05Z"
+    );
     t.record(&(Some(1), Fault::Inforom), None);
     assert_eq!(t.verdict().status, "False", "a known fault says more than a hung call");
     t.new_boot("b");

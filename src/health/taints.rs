@@ -12,6 +12,7 @@
 //! every ten minutes; the Node condition works either way.
 
 use super::metrics::HealthMetrics;
+pub use super::taint_names::{owned, previous_name, rule_name};
 use crate::config::health::TaintEffect;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::Short;
@@ -38,6 +39,9 @@ const fn call(verb: &'static str) -> crate::publish::ApiCall {
         verb,
     }
 }
+
+/// The requests of [`prune_all`]: every rule nvlabel wrote listed, and deleted.
+pub const PRUNE_CALLS: &[crate::publish::ApiCall] = &[call("list"), call("delete")];
 
 /// The taint key nvlabel writes (never the DRA driver's own `gpu.nvidia.com/...` keys).
 pub const KEY: &str = "nvidia.com/gpu-health";
@@ -68,30 +72,6 @@ pub enum TaintError {
         /// The error, one line.
         error: String,
     },
-}
-
-/// The name of the rule on `device` of `pool` (the node's): a device name is a DNS label (no
-/// dot) and a pool a DNS subdomain, so everything after the first dot is the pool, and no node's
-/// name can be read as another's (`nvlabel-<node>-<device>` could: node `a`, device `b-gpu-0`
-/// against node `a-b`, device `gpu-0`). The admission policy requires exactly this name.
-pub fn rule_name(device: &str, pool: &str) -> String {
-    format!("nvlabel-{device}.{pool}")
-}
-
-/// The name the released version gave the rule on `device` of `node`: still found (and replaced
-/// by [`rule_name`]'s) after an upgrade; the admission policy admits only its deletion.
-pub fn previous_name(node: &str, device: &str) -> String {
-    format!("nvlabel-{node}-{device}")
-}
-
-/// Whether the listed rule `name` with `spec` is `node`'s: its pool is the node and its name is
-/// derived from its pool and device, as named now or by the released version. A rule another
-/// node made under the released version's looser policy (a name that reads as this node's, even
-/// this node's label, but another pool) is not, so it is never deleted in vain.
-pub fn owned(node: &str, name: &str, spec: &Spec) -> bool {
-    let field = |f: &str| spec.pointer(&format!("/deviceSelector/{f}")).and_then(Value::as_str);
-    let (Some(pool), Some(device)) = (field("pool"), field("device")) else { return false };
-    pool == node && (name == rule_name(device, pool) || name == previous_name(node, device))
 }
 
 /// The rules `faulty` (GPU UUID → reason) asks for on the devices of `slices`, by name. Only
@@ -191,6 +171,30 @@ pub async fn prune(client: &kube::Client, node: &str) -> Result<usize, TaintErro
         delete(&api, name).await?;
     }
     Ok(rules.len())
+}
+
+/// Deletes every rule nvlabel wrote, of every node (`nvlabel prune --health-only --all-nodes`);
+/// returns how many. Nothing to do where DeviceTaintRule is not served or may not be listed.
+pub async fn prune_all(client: &kube::Client) -> Result<usize, TaintError> {
+    let Some(resource) = discover(client).await else { return Ok(0) };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let selector = format!("{}={}", MANAGED.0, MANAGED.1);
+    let list = match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => return Ok(0),
+        Err(e) => {
+            return Err(TaintError::Api {
+                what: "list",
+                name: "nvlabel-*".into(),
+                error: Short(&e).to_string(),
+            })
+        }
+    };
+    let names: Vec<String> = list.items.into_iter().filter_map(|o| o.metadata.name).collect();
+    for name in &names {
+        delete(&api, name).await?;
+    }
+    Ok(names.len())
 }
 
 /// `nvlabel prune`'s part: where it talks to the API, this node's rules go too.

@@ -119,7 +119,7 @@ impl ProbeError {
 /// node-level facts.
 pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
     let mut snapshot = Snapshot::default();
-    let nvml = session.nvml(opts)?;
+    let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
     nvml::collect(&nvml, session, opts, &mut snapshot)?;
     let files = probe_files(session, opts);
     snapshot.machine_type = files.machine_type;

@@ -1,6 +1,7 @@
 //! The NVML walk: every fact is read once per pass.
 
 // Re-exported for `ProbeError`'s messages in mod.rs, which name it `nvml::describe`.
+use super::calls::nvml as mark;
 pub(super) use super::nvml_error::describe;
 use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
@@ -22,6 +23,15 @@ fn fail(function: &'static str) -> impl Fn(NvmlError) -> Failure {
     move |e| Failure(function, e)
 }
 
+/// The NVML call `function` of GPU `index`, marked for the watchdog; its failure names it.
+fn call<T>(
+    function: &'static str,
+    index: u32,
+    f: impl FnOnce() -> Result<T, NvmlError>,
+) -> Result<T, Failure> {
+    mark(function, Some(index), f).map_err(fail(function))
+}
+
 /// Fills the NVML parts of `snap` from `session`'s open `nvml`.
 pub(super) fn collect(
     nvml: &Nvml,
@@ -30,26 +40,29 @@ pub(super) fn collect(
     snap: &mut Snapshot,
 ) -> Result<(), ProbeError> {
     let mut issues = Vec::new();
-    snap.driver_version = match nvml.sys_driver_version() {
+    snap.driver_version = match mark("nvmlSystemGetDriverVersion", None, || nvml.sys_driver_version()) {
         Ok(v) => Some(v),
         Err(e) => {
             issues.push(node_issue("nvmlSystemGetDriverVersion", &e, "driver version labels omitted"));
             None
         }
     };
-    snap.cuda_driver_version = match nvml.sys_cuda_driver_version() {
+    snap.cuda_driver_version = match mark("nvmlSystemGetCudaDriverVersion_v2", None, || {
+        nvml.sys_cuda_driver_version()
+    }) {
         Ok(v) => Some(v),
         Err(e) => {
             issues.push(node_issue("nvmlSystemGetCudaDriverVersion_v2", &e, "CUDA version labels omitted"));
             None
         }
     };
-    let count = nvml.device_count().map_err(|e| {
+    let count = mark("nvmlDeviceGetCount_v2", None, || nvml.device_count()).map_err(|e| {
         session.check(&e);
         ProbeError::DeviceCount(e)
     })?;
     if opts.topology {
-        snap.confidential_compute = topology::conf_compute(nvml, &mut issues);
+        let conf = || topology::conf_compute(nvml, &mut issues);
+        snap.confidential_compute = mark("nvmlSystemGetConfComputeState and its neighbours", None, conf);
     }
     for index in 0..count {
         match probe_gpu(nvml, session, index, opts, &mut issues) {
@@ -99,39 +112,47 @@ fn probe_gpu(
     opts: &ProbeOptions,
     issues: &mut Vec<Issue>,
 ) -> Result<Option<Gpu>, Failure> {
-    let dev = nvml.device_by_index(index).map_err(fail("nvmlDeviceGetHandleByIndex_v2"))?;
-    let name = dev.name().map_err(fail("nvmlDeviceGetName"))?;
+    let dev = call("nvmlDeviceGetHandleByIndex_v2", index, || nvml.device_by_index(index))?;
+    let name = call("nvmlDeviceGetName", index, || dev.name())?;
     if DISPLAY_DEVICES.contains(&name.as_str()) {
         tracing::debug!(device = index, %name, "skipping display device");
         return Ok(None);
     }
     let id = index.to_string();
-    let uuid = soft(dev.uuid(), id.clone(), "nvmlDeviceGetUUID", "UUID unknown", issues);
-    let pci = soft(dev.pci_info(), id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues);
+    let uuid = soft(
+        mark("nvmlDeviceGetUUID", Some(index), || dev.uuid()),
+        id.clone(),
+        "nvmlDeviceGetUUID",
+        "UUID unknown",
+        issues,
+    );
+    let pci_info = mark("nvmlDeviceGetPciInfo_v3", Some(index), || dev.pci_info());
+    let pci = soft(pci_info, id.clone(), "nvmlDeviceGetPciInfo_v3", "gpu.mode is unknown", issues);
     // NVML packs the device id above the vendor id; 0 means it does not know.
     let pci_device_id = pci.as_ref().map(|p| (p.pci_device_id >> 16) as u16).filter(|d| *d != 0);
     let pci_bus_id = pci.map(|p| p.bus_id);
     // Fatal for the device, not tolerated as GFD does: a GPU without memory would make the node
     // lose gpu.memory whenever it happens to be the model's representative.
-    let memory_bytes = Some(dev.memory_info().map_err(fail("nvmlDeviceGetMemoryInfo_v2"))?.total);
-    let cc = dev.cuda_compute_capability().map_err(fail("nvmlDeviceGetCudaComputeCapability"))?;
-    let mig = match dev.mig_mode() {
+    let memory_bytes = Some(call("nvmlDeviceGetMemoryInfo_v2", index, || dev.memory_info())?.total);
+    let cc = call("nvmlDeviceGetCudaComputeCapability", index, || dev.cuda_compute_capability())?;
+    let mig = match mark("nvmlDeviceGetMigMode", Some(index), || dev.mig_mode()) {
         Ok(mode) => {
             let enabled = mode.current == nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
-            let devices =
-                if enabled { probe_migs(nvml, &dev, index, memory_bytes, issues)? } else { Vec::new() };
+            let migs = || probe_migs(nvml, &dev, index, memory_bytes, issues);
+            let devices = if enabled { mark("the MIG device reads", Some(index), migs)? } else { Vec::new() };
             Some(Mig { enabled, devices })
         }
         // go-nvlib: no symbol or NOT_SUPPORTED both mean "not MIG capable".
         Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => None,
         Err(e) => return Err(Failure("nvmlDeviceGetMigMode", e)),
     };
-    let fabric = raw::fabric_info(nvml, &dev).map_err(fail("nvmlDeviceGetGpuFabricInfo"))?.map(|f| Fabric {
-        cluster_uuid: format_uuid(&f.cluster_uuid),
-        clique_id: f.clique_id,
-        state: f.state,
-        status: f.status,
-    });
+    let fabric =
+        call("nvmlDeviceGetGpuFabricInfo", index, || raw::fabric_info(nvml, &dev))?.map(|f| Fabric {
+            cluster_uuid: format_uuid(&f.cluster_uuid),
+            clique_id: f.clique_id,
+            state: f.state,
+            status: f.status,
+        });
     // The class was read with the bus; the file again only when that read could not tell.
     let cached = |bus: &str| session.pci_class(&opts.sysfs_root, bus).ok_or(());
     let pci_class = pci_bus_id.as_deref().and_then(|bus| {
@@ -148,7 +169,9 @@ fn probe_gpu(
             }
         }
     });
-    let topo = if opts.topology { topology::gpu(nvml, &dev, index, issues) } else { Default::default() };
+    let topology = || topology::gpu(nvml, &dev, index, issues);
+    let topo =
+        if opts.topology { mark("the topology reads", Some(index), topology) } else { Default::default() };
     Ok(Some(Gpu {
         index,
         name,

@@ -175,6 +175,11 @@ impl Session {
         self.calls.longest()
     }
 
+    /// The NVML work in flight longest: what, for how long, since when, in which call.
+    pub fn oldest_call(&self) -> Option<super::calls::Oldest> {
+        self.calls.oldest()
+    }
+
     /// How many times NVML was initialised.
     pub fn opens(&self) -> u64 {
         self.opens.load(Ordering::Relaxed)

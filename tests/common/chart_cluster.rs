@@ -150,3 +150,77 @@ pub async fn nodefeatures_are_orphans(admin: &Client, ns: &str) {
         );
     }
 }
+
+/// `helm uninstall` of `release` as a cluster runs it: the pre-delete hook Job's pod created
+/// (so Pod Security admits it), its command run with a token bound to that pod, and the Job
+/// marked complete, as the job controller and a kubelet would (the test server runs neither).
+/// Returns what the hook logged (empty when the release has no hook).
+pub async fn uninstall_running_hooks(
+    helm: &Path,
+    server: &'static Server,
+    admin: &Client,
+    release: &str,
+    ns: &str,
+) -> String {
+    use std::time::{Duration, Instant};
+    let (h, r) = (helm.to_path_buf(), release.to_string());
+    let uninstall = std::thread::spawn(move || helm_run(&h, server, &["uninstall", &r]));
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), ns);
+    let selector = format!("app.kubernetes.io/instance={release},app.kubernetes.io/component=uninstall");
+    let start = Instant::now();
+    let mut said = String::new();
+    while !uninstall.is_finished() {
+        assert!(start.elapsed() < Duration::from_secs(120), "{release}: helm uninstall never ended");
+        let found = jobs.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+        if let (Some(job), true) = (found.into_iter().next(), said.is_empty()) {
+            said = run_job(server, admin, ns, &job).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    uninstall.join().unwrap();
+    said
+}
+
+/// Runs `job`'s one container as its pod would, then marks the Job complete.
+async fn run_job(
+    server: &Server,
+    admin: &Client,
+    ns: &str,
+    job: &k8s_openapi::api::batch::v1::Job,
+) -> String {
+    let name = job.metadata.name.clone().unwrap();
+    let template = job.spec.clone().unwrap().template;
+    let mut pod =
+        Pod { metadata: template.metadata.unwrap_or_default(), spec: template.spec, ..Default::default() };
+    pod.metadata.name = Some(format!("{name}-run"));
+    pod.metadata.namespace = Some(ns.into());
+    let pod = Api::<Pod>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: the hook's pod is refused: {e}"));
+    let spec = pod.spec.clone().unwrap();
+    let sa = spec.service_account_name.clone().unwrap();
+    let token = apiserver::pod_token(admin, ns, &sa, &pod).await;
+    let kubeconfig = server.kubeconfig_for(&sa, &token);
+    let out = super::nvlabel(None)
+        .args(spec.containers[0].args.clone().unwrap_or_default())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{name}: the hook failed: {said}");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let condition = |kind: &str| {
+        json!({"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
+               "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"})
+    };
+    let status = json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1, "active": 0,
+        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}});
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), ns)
+        .patch_status(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: marking the hook complete: {e}"));
+    said
+}

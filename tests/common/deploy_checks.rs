@@ -50,12 +50,18 @@ pub struct Rendered {
     pub config_maps: Vec<ConfigMap>,
     /// Kinds without a k8s-openapi type (the Prometheus Operator's ServiceMonitor).
     pub others: Vec<Value>,
+    /// Helm hooks (`helm.sh/hook`), not part of the release: the uninstall Job and its RBAC.
+    pub hooks: Vec<Value>,
 }
 
 /// Types every document of `docs` (`label` names the rendering in messages).
 pub fn typed(label: &str, docs: &[Value]) -> Rendered {
     let mut r = Rendered::default();
     for doc in docs {
+        if doc["metadata"]["annotations"].get("helm.sh/hook").is_some() {
+            r.hooks.push(doc.clone());
+            continue;
+        }
         let kind = doc["kind"].as_str().unwrap().to_string();
         let what = format!("{label}: {kind} {}", doc["metadata"]["name"]);
         let subjects = |subs: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
@@ -276,7 +282,8 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
     }
     if settings.health.enabled {
-        use nvlabel::health::publish::{API_CALLS, EVENTS_NAMESPACE};
+        use nvlabel::health::events::EVENTS_NAMESPACE;
+        use nvlabel::health::publish::API_CALLS;
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
     }
     if nvlabel::daemon::slices_wanted(&settings) {
@@ -318,4 +325,60 @@ pub fn check_rbac_exact(label: &str, r: &Rendered) {
         needed_calls(r),
         "{label}: RBAC must grant exactly the calls the code makes, in their scope"
     );
+}
+
+/// The uninstall hook: there exactly where health is on, a pre-delete Job run as its own
+/// service account, locked down as the workload is, whose arguments nvlabel accepts and whose
+/// RBAC grants exactly what `nvlabel prune --health-only --all-nodes` calls.
+pub fn check_uninstall_hook(label: &str, r: &Rendered) {
+    let (what, namespace, pod) = &r.pods[0];
+    let settings = settings_of(what, namespace, &pod.containers[0]);
+    let pruned = !label.contains("pruneOnUninstall=false");
+    assert_eq!(!r.hooks.is_empty(), settings.health.enabled && pruned, "{label}: {:?}", r.hooks);
+    if r.hooks.is_empty() {
+        return;
+    }
+    for doc in &r.hooks {
+        assert_eq!(doc["metadata"]["annotations"]["helm.sh/hook"], "pre-delete", "{label}: {doc}");
+    }
+    let hooks = typed(label, &r.hooks.iter().map(without_hook).collect::<Vec<_>>());
+    assert_eq!(hooks.pods.len(), 1, "{label}: one hook Job");
+    let (what, namespace, job) = &hooks.pods[0];
+    assert_ne!(job.service_account_name, pod.service_account_name, "{label}: not the DaemonSet's account");
+    let psc = job.security_context.clone().expect("a pod securityContext");
+    assert_eq!(
+        (psc.run_as_non_root, psc.seccomp_profile.map(|s| s.type_)),
+        (Some(true), Some("RuntimeDefault".into()))
+    );
+    let c = &job.containers[0];
+    let sc = c.security_context.clone().expect("a container securityContext");
+    assert_eq!(
+        (sc.allow_privilege_escalation, sc.read_only_root_filesystem),
+        (Some(false), Some(true)),
+        "{what}"
+    );
+    assert!(sc.capabilities.and_then(|c| c.drop).unwrap_or_default().contains(&"ALL".to_string()), "{what}");
+    assert_eq!(c.args.clone().unwrap_or_default(), ["prune", "--health-only", "--all-nodes"], "{what}");
+    settings_of(what, namespace, c);
+    let sa = format!("ServiceAccount/{namespace}/{}", job.service_account_name.as_deref().unwrap());
+    let mut granted = BTreeSet::new();
+    for (role, _, _, subjects) in &hooks.bindings {
+        assert_eq!(subjects, &vec![sa.clone()], "{label}");
+        let (_, _, rules) = hooks.rules.iter().find(|(n, _, _)| n == role).expect("the bound role");
+        granted.extend(grants("cluster", rules));
+    }
+    let mut needed = calls(nvlabel::health::prune::API_CALLS, namespace);
+    if settings.allocation_mode != nvlabel::labels::AllocationMode::DevicePlugin {
+        needed.extend(calls(nvlabel::health::taints::PRUNE_CALLS, namespace));
+    }
+    assert_eq!(granted, needed, "{label}: the uninstall hook's grants");
+}
+
+/// `doc` without its hook annotations, typed as any object.
+fn without_hook(doc: &Value) -> Value {
+    let mut doc = doc.clone();
+    if let Some(a) = doc["metadata"]["annotations"].as_object_mut() {
+        a.retain(|k, _| !k.starts_with("helm.sh/hook"));
+    }
+    doc
 }

@@ -48,15 +48,12 @@ pub fn start(dir: &Path, kubeconfig: &Path) -> Daemon {
 
 pub fn start_with(dir: &Path, kubeconfig: &Path, fixture: &Path, extra: &[&str]) -> Daemon {
     let mut cmd = nvlabel(None);
+    // Passes a second apart unless `extra` says otherwise.
+    if !extra.iter().any(|a| a.starts_with("--sleep-interval")) {
+        cmd.arg("--sleep-interval=1s");
+    }
     cmd.args(extra)
-        .args([
-            "--sink=node",
-            "--node-name=gpu-a",
-            "--health",
-            "--sleep-interval=1s",
-            "--no-timestamp",
-            "--kubeconfig",
-        ])
+        .args(["--sink=node", "--node-name=gpu-a", "--health", "--no-timestamp", "--kubeconfig"])
         .arg(kubeconfig)
         .arg("--boot-id-file")
         .arg(dir.join("boot_id"))

@@ -90,6 +90,10 @@ and health in dra mode taints their devices. */}}
 {{- end -}}
 
 {{/* The pod: shared by the DaemonSet and the Job. */}}
+{{- define "nvlabel.image" -}}
+{{- printf "%s%s" .Values.image.repository (ternary (printf "@%s" .Values.image.digest) (printf ":%s" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest "")) -}}
+{{- end }}
+
 {{- define "nvlabel.podSpec" -}}
 {{- $fileMode := eq .Values.mode "nfd-file" -}}
 {{- $configMap := include "nvlabel.configMap" . -}}
@@ -136,7 +140,7 @@ tolerations:
 {{- end }}
 containers:
   - name: nvlabel
-    image: {{ printf "%s%s" .Values.image.repository (ternary (printf "@%s" .Values.image.digest) (printf ":%s" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest "")) }}
+    image: {{ include "nvlabel.image" . }}
     imagePullPolicy: {{ .Values.image.pullPolicy }}
     args:
       {{- if eq .Values.mode "job" }}

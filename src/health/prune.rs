@@ -1,0 +1,98 @@
+//! `nvlabel prune`'s part for health: what `--health` left on the Node goes, so that no
+//! remediation tool acts on a condition nothing watches any more. The condition is removed, not
+//! set `Unknown`: NodeHealthCheck and Karpenter's node repair act on a condition of a type and
+//! status they are configured with (NodeHealthCheck's own defaults treat `Ready=Unknown` as
+//! unhealthy, and its users copy that for other conditions), while a condition that is absent
+//! matches no rule of either. `--health-only --all-nodes` is what the chart's uninstall runs.
+
+use super::publish::{health_wrote, NodeCondition};
+use super::taints::{self, TaintError};
+use crate::config::Settings;
+use crate::kubeapi::errors::{ApiFailure, Short};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+
+/// Every API request `--health-only --all-nodes` makes (the uninstall hook's RBAC grants exactly
+/// these, and the device taints' [`taints::PRUNE_CALLS`] where they are written): the nodes
+/// listed, nvlabel's status fields removed.
+pub const API_CALLS: &[crate::publish::ApiCall] = &[
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
+    crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes/status", verb: "patch" },
+];
+
+/// Nodes listed per request with `--all-nodes`.
+const PAGE: u32 = 500;
+
+/// Why health's traces could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    /// `--all-nodes` without `--health-only` (labels are pruned one node at a time).
+    #[error("nvlabel prune --all-nodes goes with --health-only: labels are pruned one node at a time, with --node-name")]
+    AllNodesAlone,
+    /// Neither `--node-name` nor `--all-nodes`: no node to prune.
+    #[error("nvlabel prune --health-only needs --node-name (or NODE_NAME) or --all-nodes")]
+    NoNodes,
+    /// No API client.
+    #[error(transparent)]
+    Client(#[from] crate::kubeapi::ClientError),
+    /// The nodes could not be listed.
+    #[error("cannot list the nodes: {0}")]
+    List(String),
+    /// The condition and record could not be removed.
+    #[error(transparent)]
+    Condition(#[from] ApiFailure),
+    /// The device taints could not be removed.
+    #[error(transparent)]
+    Taints(#[from] TaintError),
+}
+
+/// Removes this node's GPU health condition, its fault record and its device taints, where the
+/// command talks to the API.
+pub async fn prune(settings: &Settings, client: Option<&kube::Client>) -> Result<(), PruneError> {
+    let (Some(client), Some(node)) = (client, &settings.node_name) else { return Ok(()) };
+    let mut condition = NodeCondition::new(client.clone(), node, &settings.health.condition_type);
+    if condition.remove().await? {
+        tracing::info!(node = %node, "this node's GPU health condition and fault record removed");
+    }
+    taints::prune_for(settings, Some(client)).await?;
+    Ok(())
+}
+
+/// `nvlabel prune --health-only`: health's traces only (the labels stay), on `--node-name` or,
+/// with `all_nodes`, on every node nvlabel's health wrote to.
+pub async fn health_only(settings: &Settings, all_nodes: bool) -> Result<(), PruneError> {
+    if !all_nodes && settings.node_name.is_none() {
+        return Err(PruneError::NoNodes);
+    }
+    let client = crate::kubeapi::client(
+        settings.kubeconfig.as_deref(),
+        settings.kube_api_qps,
+        settings.kube_api_burst,
+    )
+    .await?;
+    if !all_nodes {
+        return prune(settings, Some(&client)).await;
+    }
+    let api: Api<Node> = Api::all(client.clone());
+    let (mut nodes, mut cleared) = (0, 0);
+    let mut page = ListParams::default().limit(PAGE);
+    loop {
+        let list = api.list(&page).await.map_err(|e| PruneError::List(Short(&e).to_string()))?;
+        for node in list.items.iter().filter(|n| health_wrote(n)) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let mut condition = NodeCondition::new(client.clone(), &name, &settings.health.condition_type);
+            if condition.remove_from(node).await? {
+                tracing::info!(node = %name, "GPU health condition and fault record removed");
+                cleared += 1;
+            }
+        }
+        nodes += list.items.len();
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => break,
+        }
+    }
+    let rules = taints::prune_all(&client).await?;
+    tracing::info!(nodes, cleared, device_taints = rules, "GPU health's traces removed from every node");
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! A driver that stops answering: NVML work (labelling's or health's own) that runs past
+//! `--health-nvml-timeout` makes the condition `Unknown`, with a message that names the hung NVML
+//! call (where the work marked it, [`crate::probe::calls::nvml`]), since when and what to do. It holds no growing wait, so the condition is written once while
+//! the call hangs, not every pass.
+
+use super::metrics::HealthMetrics;
+use crate::probe::Session;
+use std::time::Duration;
+
+/// The NVML deadline, and whether a hung call was seen at the last pass.
+#[derive(Debug)]
+pub struct Watchdog {
+    /// How long NVML work may run before health says `Unknown`.
+    pub timeout: Duration,
+    stalled: bool,
+}
+
+impl Watchdog {
+    /// A watchdog with `timeout`, nothing hung yet.
+    pub fn new(timeout: Duration) -> Watchdog {
+        Watchdog { timeout, stalled: false }
+    }
+
+    /// What hangs in `session` longer than the timeout; said once in the log when it starts and
+    /// once when it ends, and as `nvlabel_nvml_call_stalled`.
+    pub fn check(&mut self, session: &Session, metrics: &HealthMetrics) -> Option<String> {
+        let stall = session.oldest_call().filter(|o| o.waited >= self.timeout).map(|o| {
+            let call = match o.step {
+                Some((function, Some(gpu))) => format!("{function} on GPU {gpu}, in the {},", o.what),
+                Some((function, None)) => format!("{function}, in the {},", o.what),
+                None => format!("a call of the {}", o.what),
+            };
+            message(&call, humantime::format_rfc3339_seconds(o.since), self.timeout)
+        });
+        metrics.nvml_stalled.set(i64::from(stall.is_some()));
+        match (&stall, self.stalled) {
+            (Some(what), false) => {
+                tracing::warn!(stall = %what, "an NVML call hangs: GPU health is Unknown until it returns; labels stay published")
+            }
+            (None, true) => tracing::info!("the hung NVML call returned"),
+            _ => {}
+        }
+        self.stalled = stall.is_some();
+        stall
+    }
+}
+
+/// The condition's words for the NVML `call` hung since `since`.
+fn message(call: &str, since: impl std::fmt::Display, timeout: Duration) -> String {
+    let limit = humantime::format_duration(timeout);
+    format!(
+        "{call} has not returned since {since} (longer than --health-nvml-timeout \
+         {limit}); labels stay published. Check the driver on the node (nvidia-smi, and the kernel \
+         log for Xid or NVRM errors); if it does not answer either, drain the node and reboot it"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_work_its_start_and_what_to_do() {
+        assert_eq!(
+            message("a call of the health reading", "2026-01-02T03:04:05Z", Duration::from_secs(30)),
+            "a call of the health reading has not returned since 2026-01-02T03:04:05Z (longer than \
+             --health-nvml-timeout 30s); labels stay published. Check the driver on the node \
+             (nvidia-smi, and the kernel log for Xid or NVRM errors); if it does not answer either, \
+             drain the node and reboot it"
+        );
+    }
+}

@@ -118,25 +118,32 @@ fn node_writers_are_fenced_by_the_admission_policy() {
         let fenced = !r.policies.is_empty();
         assert_eq!(fenced, mode == "node" || mode == "job", "{mode}");
     }
-    // With health, nodes/status is fenced too: its own policy, beside the label policy in node
-    // mode.
+    // With health, nodes/status and Events are fenced too: a policy each, beside the label
+    // policy in node mode.
     for (name, mode) in HEALTH {
         let r = overlay(name);
         check_policy(name, &r);
-        assert_eq!(r.policies.len(), if mode == "node" { 2 } else { 1 }, "{name}");
+        assert_eq!(r.policies.len(), if mode == "node" { 3 } else { 2 }, "{name}");
     }
-    // On a DRA node, the device taints are fenced too: a third policy, on devicetaintrules.
+    // On a DRA node, the device taints are fenced too: a fourth policy, on devicetaintrules.
     for (name, _) in DRA {
         let r = overlay(name);
         check_policy(name, &r);
-        assert_eq!(r.policies.len(), 3, "{name}");
+        assert_eq!(r.policies.len(), 4, "{name}");
         let taints = r.policies.iter().find(|p| p.metadata.name.as_deref() == Some("nvlabel-device-taints"));
         let spec =
             taints.and_then(|p| p.spec.as_ref()).unwrap_or_else(|| panic!("{name}: no device-taint policy"));
         let text = serde_json::to_string(spec).unwrap();
-        for fence in
-            ["authentication.kubernetes.io/node-name", "gpu.nvidia.com", "nvidia.com/gpu-health", "DELETE"]
-        {
+        let fences = [
+            "authentication.kubernetes.io/node-name",
+            "gpu.nvidia.com",
+            "nvidia.com/gpu-health",
+            "DELETE",
+            "oldObject",
+            nvlabel::health::taints::NODE_LABEL,
+            "'nvlabel-' + r.spec.?deviceSelector.?device.orValue('') + '.' + r.spec.?deviceSelector.?pool.orValue('')",
+        ];
+        for fence in fences {
             assert!(text.contains(fence), "{name}: the device-taint policy checks {fence}: {text}");
         }
         let settings =

@@ -65,7 +65,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     let selector =
         "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dnvlabel%2Cnvidia.com%2Fgpu-health-node%3Dn1";
     expect(&mut handle, Method::GET, &format!("{RULES}?&{selector}"), 200, list).await;
-    let path = format!("{RULES}/nvlabel-n1-gpu-5?&force=true&fieldManager=nvlabel");
+    let path = format!("{RULES}/nvlabel-gpu-5.n1?&force=true&fieldManager=nvlabel");
     let (request, send) = handle.next_request().await.expect("the write");
     assert_eq!(
         (request.method(), request.uri().path_and_query().unwrap().as_str()),
@@ -85,7 +85,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
         json!({"key": "nvidia.com/gpu-health", "value": "GpuLost", "effect": "NoExecute"})
     );
     send.send_response(Response::new(Body::from(
-        serde_json::to_vec(&rule_object("nvlabel-n1-gpu-5", &body)).unwrap(),
+        serde_json::to_vec(&rule_object("nvlabel-gpu-5.n1", &body)).unwrap(),
     )));
     let (mut taints, faulty) = sync.await.unwrap();
     assert_eq!(metrics.device_taints.get(), 1);
@@ -101,7 +101,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     expect(
         &mut handle,
         Method::DELETE,
-        &format!("{RULES}/nvlabel-n1-gpu-5?"),
+        &format!("{RULES}/nvlabel-gpu-5.n1?"),
         200,
         json!({"kind": "Status", "status": "Success"}),
     )
@@ -115,7 +115,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
         taints.sync(&slices(), &faulty).await;
         (taints, faulty)
     });
-    let path = format!("{RULES}/nvlabel-n1-gpu-4?&force=true&fieldManager=nvlabel");
+    let path = format!("{RULES}/nvlabel-gpu-4.n1?&force=true&fieldManager=nvlabel");
     expect(&mut handle, Method::PATCH, &path, 403, status(403, "Forbidden")).await;
     let (mut taints, faulty) = sync.await.unwrap();
     assert_eq!(metrics.device_taint_failures.get(), 1);
@@ -132,11 +132,89 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
         &path,
         200,
         rule_object(
-            "nvlabel-n1-gpu-4",
+            "nvlabel-gpu-4.n1",
             &json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule"}),
         ),
     )
     .await;
     sync.await.unwrap();
     assert_eq!(metrics.device_taints.get(), 1);
+}
+
+/// Answers discovery of resource.k8s.io v1 and v1beta2: neither serves DeviceTaintRule (404, as
+/// a server without the group version answers).
+async fn not_served(handle: &mut common::mock_api::Handle) {
+    for version in ["v1", "v1beta2"] {
+        let (request, send) = handle.next_request().await.expect("discovery");
+        assert_eq!(request.uri().path(), format!("/apis/resource.k8s.io/{version}"));
+        let mut answer = Response::new(Body::from(serde_json::to_vec(&status(404, "NotFound")).unwrap()));
+        *answer.status_mut() = http::StatusCode::NOT_FOUND;
+        send.send_response(answer);
+    }
+}
+
+/// Where DeviceTaintRule is not served, passes (one a minute here, the daemon's are often
+/// seconds) send no request at all until ten minutes have passed; then discovery is asked again.
+#[tokio::test(start_paused = true)]
+async fn where_device_taint_rules_are_not_served_discovery_waits_ten_minutes() {
+    let (client, mut handle) = mock();
+    let metrics = Arc::new(HealthMetrics::default());
+    let mut taints = DeviceTaints::new(client, "n1", TaintEffect::NoSchedule, metrics);
+    let faulty = BTreeMap::from([("GPU-2".to_string(), "GpuLost")]);
+    let sync = tokio::spawn(async move {
+        taints.sync(&slices(), &faulty).await;
+        (taints, faulty)
+    });
+    not_served(&mut handle).await;
+    let (mut taints, faulty) = sync.await.unwrap();
+    for minute in 1..10 {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        // A request would never be answered: the pass would not end.
+        let pass = tokio::time::timeout(Duration::from_secs(1), taints.sync(&slices(), &faulty)).await;
+        assert!(pass.is_ok(), "minute {minute}: a pass asked discovery again");
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let sync = tokio::spawn(async move { taints.sync(&slices(), &faulty).await });
+    not_served(&mut handle).await;
+    sync.await.unwrap();
+}
+
+/// After an upgrade from the version that named rules `nvlabel-<node>-<device>`: the node's rule
+/// of that naming is replaced by one named `nvlabel-<device>.<node>` (written first, so the device
+/// stays tainted), and a rule another node made to look like this node's is left alone: node
+/// `n1-gpu` could create `nvlabel-n1-gpu-4` under that version's policy (its name prefix
+/// `nvlabel-n1-gpu-`), on its own pool, with n1's label and device name.
+#[tokio::test(start_paused = true)]
+async fn after_an_upgrade_the_previous_naming_is_replaced() {
+    let (client, mut handle) = mock();
+    let metrics = Arc::new(HealthMetrics::default());
+    let mut taints = DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone());
+    let faulty = BTreeMap::from([("GPU-2".to_string(), "GpuLost")]);
+    let sync = tokio::spawn(async move {
+        taints.sync(&slices(), &faulty).await;
+        (taints, faulty)
+    });
+    discovery(&mut handle).await;
+    let labels = json!({"app.kubernetes.io/managed-by": "nvlabel", "nvidia.com/gpu-health-node": "n1"});
+    let old = |name: &str, pool: &str, device: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+               "metadata": {"name": name, "labels": labels, "resourceVersion": "3"},
+               "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": pool, "device": device},
+                        "taint": {"key": "nvidia.com/gpu-health", "value": "GpuLost", "effect": "NoExecute"}}})
+    };
+    let list = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": "5"},
+        "items": [old("nvlabel-n1-gpu-5", "n1", "gpu-5"), old("nvlabel-n1-gpu-4", "n1-gpu", "gpu-4")]});
+    let selector =
+        "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dnvlabel%2Cnvidia.com%2Fgpu-health-node%3Dn1";
+    expect(&mut handle, Method::GET, &format!("{RULES}?&{selector}"), 200, list).await;
+    let path = format!("{RULES}/nvlabel-gpu-5.n1?&force=true&fieldManager=nvlabel");
+    let body = expect(&mut handle, Method::PATCH, &path, 200, json!({})).await;
+    assert_eq!(body["spec"]["deviceSelector"]["device"], "gpu-5");
+    let gone = json!({"kind": "Status", "status": "Success"});
+    expect(&mut handle, Method::DELETE, &format!("{RULES}/nvlabel-n1-gpu-5?"), 200, gone).await;
+    let (mut taints, faulty) = sync.await.unwrap();
+    assert_eq!(metrics.device_taints.get(), 1, "the new rule only");
+    assert_eq!(metrics.device_taint_failures.get(), 0);
+    let idle = tokio::time::timeout(Duration::from_secs(60), taints.sync(&slices(), &faulty)).await;
+    assert!(idle.is_ok(), "the other pool's rule is not this node's to touch");
 }

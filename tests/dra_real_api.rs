@@ -31,16 +31,29 @@ async fn until_rules(
 ) -> BTreeMap<String, (String, serde_json::Value)> {
     let start = Instant::now();
     loop {
-        let mine: BTreeMap<_, _> = rules(admin)
-            .await
-            .into_iter()
-            .filter(|(n, _)| n.starts_with("nvlabel-dra-a-") && !n.starts_with("nvlabel-dra-a-x-"))
-            .collect();
+        let mine: BTreeMap<_, _> =
+            rules(admin).await.into_iter().filter(|(n, _)| n.ends_with(".dra-a")).collect();
         if f(&mine) {
             return mine;
         }
         assert!(start.elapsed() < Duration::from_secs(30), "{what} never happened: {mine:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Polls (bounded, 10 s) until dra-a's log in `d` counts `n` rule writes, never more: the line
+/// is logged after the apply returns, so it may come a moment after the rule is seen.
+async fn until_writes(d: &Path, n: usize) {
+    let start = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(d.join("log")).unwrap_or_default();
+        let count = log.matches("GPU device taint written").count();
+        assert!(count <= n, "{count} writes, {n} expected: {log}");
+        if count == n {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{count} writes, {n} expected: {log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -100,10 +113,8 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
         taint_rules(&admin).delete(&name, &DeleteParams::default()).await.unwrap();
     }
     driver_slices(&admin).await;
-    // Node dra-a-x's rule: its name starts like dra-a's, and it is not dra-a's to remove.
-    let mut theirs =
-        rule("nvlabel-dra-a-x-gpu-1", "gpu.nvidia.com", "dra-a-x", "gpu-1", "nvidia.com/gpu-health");
-    theirs["metadata"]["labels"] = serde_json::json!({"app.kubernetes.io/managed-by": "nvlabel", "nvidia.com/gpu-health-node": "dra-a-x"});
+    // Node dra-a-x's rule: its node's name starts like dra-a's, and it is not dra-a's to remove.
+    let theirs = rule("nvlabel-gpu-1.dra-a-x", "gpu.nvidia.com", "dra-a-x", "gpu-1", "nvidia.com/gpu-health");
     apiserver::apply(&admin, &theirs).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -126,7 +137,7 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
 
     // A fault on the MIG-enabled GPU: its MIG devices, found by parentUUID, and nothing else.
     event_line(d, "1 xid 79");
-    let want = ["nvlabel-dra-a-gpu-18-mig-19-0-1", "nvlabel-dra-a-gpu-18-mig-19-1-1"];
+    let want = ["nvlabel-gpu-18-mig-19-0-1.dra-a", "nvlabel-gpu-18-mig-19-1-1.dra-a"];
     let got = until_rules(&admin, "the MIG devices' taints", |r| r.len() == 2).await;
     assert_eq!(got.keys().map(String::as_str).collect::<Vec<_>>(), want, "{}", log());
     let spec = &got[want[0]].1;
@@ -139,7 +150,7 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
     assert!(rules(&admin).await.keys().all(|n| !n.contains("dra-b")), "dra-b is untouched");
 
     // Idle passes write nothing (three passes).
-    assert_eq!(writes(), 2, "{}", log());
+    until_writes(d, 2).await;
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert_eq!(until_rules(&admin, "the same rules", |_| true).await, got, "idle passes wrote");
     assert_eq!(writes(), 2, "idle passes wrote: {}", log());
@@ -152,8 +163,8 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
     migs.push(mig("gpu-18-mig-14-4-2", "MIG-0001-c", UUID1, "2g.20gb"));
     put_slice(&admin, "dra-a", "dra-a-gpu.nvidia.com-mig", migs).await;
     let got = until_rules(&admin, "the late device's taint", |r| r.len() == 3).await;
-    assert!(got.contains_key("nvlabel-dra-a-gpu-18-mig-14-4-2"), "{got:?}");
-    assert_eq!(writes(), 3, "only the new device's rule was written: {}", log());
+    assert!(got.contains_key("nvlabel-gpu-18-mig-14-4-2.dra-a"), "{got:?}");
+    until_writes(d, 3).await;
 
     // A restart finds its rules and writes nothing.
     drop(daemon);
@@ -169,14 +180,14 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
     // A fault on the full GPU taints its one device; `nvlabel prune` removes it.
     event_line(d, "0 xid 79");
     let got = until_rules(&admin, "the full GPU's taint", |r| !r.is_empty()).await;
-    assert_eq!(got.keys().collect::<Vec<_>>(), ["nvlabel-dra-a-gpu-17"]);
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["nvlabel-gpu-17.dra-a"]);
     drop(daemon);
     let mut prune = nvlabel(None);
     prune.args(["prune", "--sink=node", "--node-name=dra-a", "--kubeconfig"]);
     ok(prune.arg(&kubeconfig));
     assert!(until_rules(&admin, "prune", |r| r.is_empty()).await.is_empty());
-    assert!(rules(&admin).await.contains_key("nvlabel-dra-a-x-gpu-1"), "another node's rule stays");
-    taint_rules(&admin).delete("nvlabel-dra-a-x-gpu-1", &DeleteParams::default()).await.unwrap();
+    assert!(rules(&admin).await.contains_key("nvlabel-gpu-1.dra-a-x"), "another node's rule stays");
+    taint_rules(&admin).delete("nvlabel-gpu-1.dra-a-x", &DeleteParams::default()).await.unwrap();
     let warnings = log().lines().filter(|l| l.contains("WARN")).map(String::from).collect::<Vec<_>>();
     assert!(warnings.iter().all(|l| !l.contains("DeviceTaintRule")), "{warnings:?}");
 }
@@ -197,30 +208,30 @@ async fn a_pods_token_may_taint_only_its_own_nodes_pool() {
         async move { api.patch(&name, &PatchParams::apply("nvlabel").force(), &Patch::Apply(&body)).await }
     };
     // Its own pool, nvlabel's key, driver and name: allowed.
-    write("nvlabel-dra-a-gpu-17", rule("nvlabel-dra-a-gpu-17", "gpu.nvidia.com", "dra-a", "gpu-17", key))
+    write("nvlabel-gpu-17.dra-a", rule("nvlabel-gpu-17.dra-a", "gpu.nvidia.com", "dra-a", "gpu-17", key))
         .await
         .expect("its own pool");
-    api.delete("nvlabel-dra-a-gpu-17", &DeleteParams::default()).await.expect("deleting its own rule");
+    api.delete("nvlabel-gpu-17.dra-a", &DeleteParams::default()).await.expect("deleting its own rule");
     // Another node's pool, another key, another driver, another name: refused.
     for (name, body) in [
-        ("nvlabel-dra-b-gpu-3", rule("nvlabel-dra-b-gpu-3", "gpu.nvidia.com", "dra-b", "gpu-3", key)),
-        ("nvlabel-dra-a-gpu-17", rule("nvlabel-dra-a-gpu-17", "gpu.nvidia.com", "dra-b", "gpu-3", key)),
+        ("nvlabel-gpu-3.dra-b", rule("nvlabel-gpu-3.dra-b", "gpu.nvidia.com", "dra-b", "gpu-3", key)),
+        ("nvlabel-gpu-17.dra-a", rule("nvlabel-gpu-17.dra-a", "gpu.nvidia.com", "dra-b", "gpu-3", key)),
         (
-            "nvlabel-dra-a-gpu-17",
-            rule("nvlabel-dra-a-gpu-17", "gpu.nvidia.com", "dra-a", "gpu-17", "gpu.nvidia.com/xid"),
+            "nvlabel-gpu-17.dra-a",
+            rule("nvlabel-gpu-17.dra-a", "gpu.nvidia.com", "dra-a", "gpu-17", "gpu.nvidia.com/xid"),
         ),
-        ("nvlabel-dra-a-gpu-17", rule("nvlabel-dra-a-gpu-17", "other.example.com", "dra-a", "gpu-17", key)),
-        ("someone-dra-a-gpu-17", rule("someone-dra-a-gpu-17", "gpu.nvidia.com", "dra-a", "gpu-17", key)),
+        ("nvlabel-gpu-17.dra-a", rule("nvlabel-gpu-17.dra-a", "other.example.com", "dra-a", "gpu-17", key)),
+        ("someone-gpu-17.dra-a", rule("someone-gpu-17.dra-a", "gpu.nvidia.com", "dra-a", "gpu-17", key)),
     ] {
         let status = apiserver::refused(write(name, body.clone()).await);
         assert!(matches!(status.code, 403 | 422), "{body}: {status:?}");
     }
     // Deleting another node's rule: refused.
-    let theirs = rule("nvlabel-dra-b-gpu-3", "gpu.nvidia.com", "dra-b", "gpu-3", key);
+    let theirs = rule("nvlabel-gpu-3.dra-b", "gpu.nvidia.com", "dra-b", "gpu-3", key);
     apiserver::apply(&admin, &theirs).await;
-    let status = apiserver::refused(api.delete("nvlabel-dra-b-gpu-3", &DeleteParams::default()).await);
+    let status = apiserver::refused(api.delete("nvlabel-gpu-3.dra-b", &DeleteParams::default()).await);
     assert!(matches!(status.code, 403 | 422), "{status:?}");
-    taint_rules(&admin).delete("nvlabel-dra-b-gpu-3", &DeleteParams::default()).await.unwrap();
+    taint_rules(&admin).delete("nvlabel-gpu-3.dra-b", &DeleteParams::default()).await.unwrap();
     // Reading this node's slices: allowed.
     let slices: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(sa.clone());
     let fields = "spec.nodeName=dra-a,spec.driver=gpu.nvidia.com";
@@ -232,7 +243,7 @@ async fn a_pods_token_may_taint_only_its_own_nodes_pool() {
     }))
     .unwrap();
     assert_eq!(apiserver::refused(slices.create(&Default::default(), &slice).await).code, 403);
-    assert_eq!(apiserver::refused(api.get("nvlabel-dra-a-gpu-17").await).code, 403);
+    assert_eq!(apiserver::refused(api.get("nvlabel-gpu-17.dra-a").await).code, 403);
 }
 
 #[tokio::test]

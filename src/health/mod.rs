@@ -21,6 +21,7 @@ pub mod record;
 pub mod rules;
 pub mod signals;
 pub mod sticky;
+pub mod taint_names;
 pub mod taints;
 pub mod task;
 pub mod watchdog;

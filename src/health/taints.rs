@@ -4,13 +4,15 @@
 //! taken from the slices, never derived: they differ between driver versions.
 //!
 //! The rules are nvlabel's (label `app.kubernetes.io/managed-by=nvlabel`) and this node's (name
-//! `nvlabel-<node>-<device>`, label [`NODE_LABEL`]), so a restart lists them and writes nothing
-//! when they are still right. A rule is written only when it changes and deleted when its GPU is
-//! healthy again (a new boot). The API version is asked of discovery (`v1`, else `v1beta2`);
+//! [`rule_name`], `nvlabel-<device>.<node>`, label [`NODE_LABEL`]), so a restart lists them and
+//! writes nothing when they are still right; one named as the released version named them
+//! ([`previous_name`]) is replaced. A rule is written only when it changes and deleted when its
+//! GPU is healthy again (a new boot). The API version is asked of discovery (`v1`, else `v1beta2`);
 //! where neither serves DeviceTaintRule, one warning says so and discovery is asked again at most
 //! every ten minutes; the Node condition works either way.
 
 use super::metrics::HealthMetrics;
+pub use super::taint_names::{owned, previous_name, rule_name};
 use crate::config::health::TaintEffect;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::Short;
@@ -25,48 +27,21 @@ use tokio::time::Instant;
 /// Every API request the device taints make (their RBAC must grant exactly these): a list at
 /// start, server-side apply (a create where the rule is new, else a patch) and deletes. Discovery
 /// needs no grant.
-pub const API_CALLS: &[crate::publish::ApiCall] = &[
+pub const API_CALLS: &[crate::publish::ApiCall] =
+    &[call("list"), call("create"), call("patch"), call("delete")];
+
+/// One call on DeviceTaintRules (cluster-scoped).
+const fn call(verb: &'static str) -> crate::publish::ApiCall {
     crate::publish::ApiCall {
         namespaced: false,
         group: "resource.k8s.io",
         resource: "devicetaintrules",
-        verb: "list",
-    },
-    crate::publish::ApiCall {
-        namespaced: false,
-        group: "resource.k8s.io",
-        resource: "devicetaintrules",
-        verb: "create",
-    },
-    crate::publish::ApiCall {
-        namespaced: false,
-        group: "resource.k8s.io",
-        resource: "devicetaintrules",
-        verb: "patch",
-    },
-    crate::publish::ApiCall {
-        namespaced: false,
-        group: "resource.k8s.io",
-        resource: "devicetaintrules",
-        verb: "delete",
-    },
-];
+        verb,
+    }
+}
 
 /// The requests of [`prune_all`]: every rule nvlabel wrote listed, and deleted.
-pub const PRUNE_CALLS: &[crate::publish::ApiCall] = &[
-    crate::publish::ApiCall {
-        namespaced: false,
-        group: "resource.k8s.io",
-        resource: "devicetaintrules",
-        verb: "list",
-    },
-    crate::publish::ApiCall {
-        namespaced: false,
-        group: "resource.k8s.io",
-        resource: "devicetaintrules",
-        verb: "delete",
-    },
-];
+pub const PRUNE_CALLS: &[crate::publish::ApiCall] = &[call("list"), call("delete")];
 
 /// The taint key nvlabel writes (never the DRA driver's own `gpu.nvidia.com/...` keys).
 pub const KEY: &str = "nvidia.com/gpu-health";
@@ -99,12 +74,9 @@ pub enum TaintError {
     },
 }
 
-/// The prefix of this node's rule names.
-pub fn prefix(node: &str) -> String {
-    format!("nvlabel-{node}-")
-}
-
-/// The rules `faulty` (GPU UUID → reason) asks for on the devices of `slices`, by name.
+/// The rules `faulty` (GPU UUID → reason) asks for on the devices of `slices`, by name. Only
+/// devices of the pool named after `node` (as NVIDIA's driver names it): the admission policy
+/// admits no other, and a restart could not tell another pool's rules for this node's.
 pub fn desired(
     node: &str,
     slices: &SliceState,
@@ -112,14 +84,14 @@ pub fn desired(
     effect: TaintEffect,
 ) -> BTreeMap<String, Spec> {
     let mut rules = BTreeMap::new();
-    for d in slices.devices() {
+    for d in slices.devices().into_iter().filter(|d| d.pool == node) {
         let gpu = [&d.uuid, &d.parent_uuid].into_iter().flatten().find(|u| faulty.contains_key(*u));
         let Some(reason) = gpu.and_then(|u| faulty.get(u)) else { continue };
         let spec = json!({
             "deviceSelector": {"driver": DRIVER, "pool": d.pool, "device": d.device},
             "taint": {"key": KEY, "value": reason, "effect": effect.as_str()},
         });
-        rules.insert(format!("{}{}", prefix(node), d.device), spec);
+        rules.insert(rule_name(&d.device, &d.pool), spec);
     }
     rules
 }
@@ -158,25 +130,22 @@ async fn discover(client: &kube::Client) -> Option<ApiResource> {
     None
 }
 
-/// This node's rules as the API has them, by name.
-/// A name prefix alone does not tell node `a`'s rules from node `a-b`'s: the node label does (or,
-/// for a node name too long for a label value, the pool).
+/// This node's rules as the API has them, by name: those [`owned`] among nvlabel's, listed by
+/// the node label where the node name fits a label value.
 async fn list(api: &Api<DynamicObject>, node: &str) -> Result<BTreeMap<String, Spec>, TaintError> {
-    let labelled = node_label(node).is_some();
-    let selector = match labelled {
-        true => format!("{}={},{NODE_LABEL}={node}", MANAGED.0, MANAGED.1),
-        false => format!("{}={}", MANAGED.0, MANAGED.1),
+    let selector = match node_label(node) {
+        Some(value) => format!("{}={},{NODE_LABEL}={value}", MANAGED.0, MANAGED.1),
+        None => format!("{}={}", MANAGED.0, MANAGED.1),
     };
     let list = api.list(&ListParams::default().labels(&selector)).await.map_err(|e| TaintError::Api {
         what: "list",
-        name: format!("{}*", prefix(node)),
+        name: rule_name("*", node),
         error: Short(&e).to_string(),
     })?;
     let mine = list.items.into_iter().filter_map(|o| {
         let name = o.metadata.name.clone()?;
         let spec = o.data.get("spec").cloned().unwrap_or(Value::Null);
-        let pool = spec.pointer("/deviceSelector/pool").and_then(Value::as_str) == Some(node);
-        (name.starts_with(&prefix(node)) && (labelled || pool)).then_some((name, spec))
+        owned(node, &name, &spec).then_some((name, spec))
     });
     Ok(mine.collect())
 }

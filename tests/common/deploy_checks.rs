@@ -16,6 +16,9 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use nvlabel::config::{Cli, Settings};
 use nvlabel::publish::ApiCall;
 use serde_json::Value;
+
+#[allow(unused_imports)]
+pub use super::policy_checks::check_policy;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Read by the NVIDIA container runtime, not by nvlabel.
@@ -322,78 +325,4 @@ pub fn check_rbac_exact(label: &str, r: &Rendered) {
         needed_calls(r),
         "{label}: RBAC must grant exactly the calls the code makes, in their scope"
     );
-}
-
-/// The admission policies of a rendering that match `resource` updates.
-fn policies_on<'a>(r: &'a Rendered, resource: &str) -> Vec<&'a ValidatingAdmissionPolicy> {
-    r.policies
-        .iter()
-        .filter(|p| {
-            let rules = p.spec.as_ref().and_then(|s| s.match_constraints.as_ref()?.resource_rules.clone());
-            rules.iter().flatten().any(|rule| rule.resources.iter().flatten().any(|x| x == resource))
-        })
-        .collect()
-}
-
-/// A workload that patches nodes is fenced by the admission policy for its service account (own
-/// node, nvidia.com/ labels only); one that patches nodes/status (health) by the health policy
-/// (own node, its one condition type); one that cannot has neither. Every policy is bound, with
-/// Deny.
-pub fn check_policy(label: &str, r: &Rendered) {
-    let needed = needed_calls(r);
-    let patches = |resource: &str| needed.iter().any(|(_, _, res, verb)| res == resource && verb == "patch");
-    let (what, namespace, pod) = &r.pods[0];
-    let user = format!("system:serviceaccount:{namespace}:{}", pod.service_account_name.as_deref().unwrap());
-    let scoped = |policy: &ValidatingAdmissionPolicy| {
-        let spec = policy.spec.as_ref().unwrap();
-        let condition = &spec.match_conditions.as_ref().unwrap()[0].expression;
-        assert!(condition.contains(&format!("'{user}'")), "{label}: scoped to {user}: {condition}");
-        let validations: Vec<String> =
-            spec.validations.iter().flatten().map(|v| v.expression.clone()).collect();
-        assert!(validations.iter().any(|v| v.contains("authentication.kubernetes.io/node-name")), "{label}");
-        validations
-    };
-    let labels = policies_on(r, "nodes");
-    if patches("nodes") {
-        assert_eq!(labels.len(), 1, "{label}: one label policy");
-        assert!(scoped(labels[0]).iter().any(|v| v.contains("nvidia.com/")), "{label}");
-    } else {
-        assert!(labels.is_empty(), "{label} cannot write nodes at all");
-    }
-    let health = policies_on(r, "nodes/status");
-    if patches("nodes/status") {
-        assert_eq!(health.len(), 1, "{label}: one health policy");
-        let validations = scoped(health[0]);
-        assert!(validations.iter().any(|v| v.contains("variables.others == variables.oldOthers")), "{label}");
-        // The policy's condition is the one the pod writes.
-        let condition_type = &settings_of(what, namespace, &pod.containers[0]).health.condition_type;
-        let vars = health[0].spec.as_ref().unwrap().variables.clone().unwrap_or_default();
-        let var = vars.iter().find(|v| v.name == "conditionType").expect("a conditionType variable");
-        assert_eq!(var.expression, format!("'{condition_type}'"), "{label}: the policy follows the flag");
-        // The one annotation it lets change is the one the code writes its fault record to.
-        let var = vars.iter().find(|v| v.name == "recordKey").expect("a recordKey variable");
-        let key = nvlabel::health::record::ANNOTATION;
-        assert_eq!(var.expression, format!("'{key}'"), "{label}: the policy lets the record through");
-    } else {
-        assert!(health.is_empty(), "{label} cannot write node status at all");
-    }
-    // A workload that writes DeviceTaintRules (cluster-scoped) is fenced to its node's pool.
-    let taints = policies_on(r, "devicetaintrules");
-    if patches("devicetaintrules") {
-        assert_eq!(taints.len(), 1, "{label}: one device-taint policy");
-        let validations = scoped(taints[0]);
-        let key = nvlabel::health::taints::KEY;
-        assert!(validations.iter().any(|v| v.contains(&format!("'{key}'"))), "{label}: the code's taint key");
-        assert!(validations.iter().any(|v| v.contains("variables.pool")), "{label}: the pool");
-    } else {
-        assert!(taints.is_empty(), "{label} cannot write device taints at all");
-    }
-    assert_eq!(labels.len() + health.len() + taints.len(), r.policies.len(), "{label}: no other policy");
-    assert_eq!(r.policy_bindings.len(), r.policies.len(), "{label}: every policy is bound");
-    for policy in &r.policies {
-        let name = policy.metadata.name.as_deref();
-        let b = r.policy_bindings.iter().find(|b| Some(b.spec.policy_name.as_str()) == name);
-        let b = b.unwrap_or_else(|| panic!("{label}: {name:?} is not bound"));
-        assert_eq!(b.spec.validation_actions, vec!["Deny".to_string()], "{label}");
-    }
 }

@@ -50,9 +50,10 @@ pub async fn rules(admin: &Client) -> BTreeMap<String, (String, Value)> {
         .collect()
 }
 
-/// A rule as a test writes it.
+/// A rule as a test writes it, labelled as nvlabel labels its rules for node `pool`.
 pub fn rule(name: &str, driver: &str, pool: &str, device: &str, key: &str) -> Value {
-    json!({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": name},
+    let labels = json!({"app.kubernetes.io/managed-by": "nvlabel", "nvidia.com/gpu-health-node": pool});
+    json!({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": name, "labels": labels},
            "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": device},
                     "taint": {"key": key, "value": "Test", "effect": "NoSchedule"}}})
 }
@@ -110,28 +111,7 @@ pub async fn setup(server: &Server, admin: &Client, nodes: &[&str]) -> (Client, 
         let status = kubelet_status(&format!("10.0.1.{}", i + 1));
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
     }
-    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
-    let mut spec = ds["spec"]["template"]["spec"].clone();
-    spec["nodeName"] = json!(nodes[0]);
-    let pod_name = format!("nvlabel-{}", nodes[0]);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": pod_name, "namespace": "nvlabel", "labels": ds["spec"]["template"]["metadata"]["labels"]},
-        "spec": spec,
-    }))
-    .unwrap();
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), "nvlabel");
-    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-    let _ = pods.delete(&pod_name, &now).await;
-    for _ in 0..50 {
-        if pods.get_opt(&pod_name).await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let pod = pods.create(&PostParams::default(), &pod).await.expect("the pod is admitted");
-    let token = pod_token(admin, "nvlabel", "nvlabel", &pod).await;
-    let kubeconfig = server.kubeconfig_for(&pod_name, &token);
-    let sa = apiserver::client_from(&kubeconfig).await;
+    let (sa, kubeconfig) = pod_client(server, admin, nodes[0]).await;
     // The policy takes effect a moment after it is created: wait until it refuses a dry run.
     let other = nodes.get(1).copied().unwrap_or("elsewhere");
     let body =
@@ -149,4 +129,33 @@ pub async fn setup(server: &Server, admin: &Client, nodes: &[&str]) -> (Client, 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (sa, kubeconfig)
+}
+
+/// nvlabel's pod on `node` (its DaemonSet's pod spec as deploy/node-health-dra has it, replaced
+/// if it exists): the client and kubeconfig of a token bound to it, which carries `node` as its
+/// node-name claim.
+pub async fn pod_client(server: &Server, admin: &Client, node: &str) -> (Client, std::path::PathBuf) {
+    let docs = render(&deploy().join("node-health-dra"));
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    let mut spec = ds["spec"]["template"]["spec"].clone();
+    spec["nodeName"] = json!(node);
+    let pod_name = format!("nvlabel-{node}");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod_name, "namespace": "nvlabel", "labels": ds["spec"]["template"]["metadata"]["labels"]},
+        "spec": spec,
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "nvlabel");
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    let _ = pods.delete(&pod_name, &now).await;
+    for _ in 0..50 {
+        if pods.get_opt(&pod_name).await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pod = pods.create(&PostParams::default(), &pod).await.expect("the pod is admitted");
+    let token = pod_token(admin, "nvlabel", "nvlabel", &pod).await;
+    let kubeconfig = server.kubeconfig_for(&pod_name, &token);
+    (apiserver::client_from(&kubeconfig).await, kubeconfig)
 }

@@ -219,6 +219,7 @@ pub mod label_rules;
 pub mod manifests;
 pub mod mock_api;
 pub mod outage;
+pub mod policy_checks;
 pub mod proxy;
 pub mod raw_http;
 pub mod real_cluster;

@@ -187,7 +187,11 @@ async fn a_faulty_gpu_taints_exactly_its_devices_until_a_new_boot() {
     ok(prune.arg(&kubeconfig));
     assert!(until_rules(&admin, "prune", |r| r.is_empty()).await.is_empty());
     assert!(rules(&admin).await.contains_key("nvlabel-gpu-1.dra-a-x"), "another node's rule stays");
-    taint_rules(&admin).delete("nvlabel-gpu-1.dra-a-x", &DeleteParams::default()).await.unwrap();
+    // What the chart's uninstall runs: every node's rules go (an admin's kubeconfig).
+    let mut all = nvlabel(None);
+    all.args(["prune", "--health-only", "--all-nodes", "--kubeconfig"]).arg(server.kubeconfig());
+    ok(&mut all);
+    assert!(rules(&admin).await.is_empty(), "{:?}", rules(&admin).await);
     let warnings = log().lines().filter(|l| l.contains("WARN")).map(String::from).collect::<Vec<_>>();
     assert!(warnings.iter().all(|l| !l.contains("DeviceTaintRule")), "{warnings:?}");
 }

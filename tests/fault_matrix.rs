@@ -22,6 +22,9 @@ enum Effect {
     GpuExcluded,
     /// GPU 1 is labelled, but its MIG devices are not (unknown MIG state or MIG data).
     GpuMigLost,
+    /// GPU 1 is labelled without memory (the model's representative: no `gpu.memory`), its MIG
+    /// devices are not.
+    MemoryUnknown,
     /// MIG device 0:1 is left out.
     MigSkipped,
     /// `gpu.mode=unknown`.
@@ -83,6 +86,9 @@ fn expected(function: &str, at: At, error: &str) -> Effect {
         // NOT_SUPPORTED is how NVML says "not MIG capable" / "no fabric": not a failure.
         ("nvmlDeviceGetMigMode", _) if error == "not_supported" => GpuMigLost,
         ("nvmlDeviceGetGpuFabricInfo", _) if error == "not_supported" => None,
+        // Unified memory (DGX Spark's GB10): the GPU is labelled without memory; its MIG devices
+        // cannot be named without the parent's memory.
+        ("nvmlDeviceGetMemoryInfo_v2", _) if error == "not_supported" => MemoryUnknown,
         // NOT_FOUND and INVALID_ARGUMENT are how NVML says "empty slot".
         ("nvmlDeviceGetMigDeviceHandleByIndex", _) if matches!(error, "not_found" | "invalid_argument") => {
             GpuMigLost
@@ -129,6 +135,7 @@ fn signature(effect: Effect) -> Vec<(&'static str, Option<&'static str>)> {
         Fatal => vec![],
         GpuExcluded => set(base, &[("gpu.count", Some("1")), ("mig-1g.5gb.count", Some("1"))]),
         GpuMigLost => set(base, &[("mig-1g.5gb.count", Some("1"))]),
+        MemoryUnknown => set(base, &[("mig-1g.5gb.count", Some("1")), ("gpu.memory", Option::None)]),
         MigSkipped => set(base, &[("mig-2g.10gb.count", Option::None)]),
         ModeUnknown => set(base, &[("gpu.mode", Some("unknown"))]),
         DriverLabelsLost => set(base, &[("cuda.driver-version.major", Option::None)]),
@@ -223,4 +230,29 @@ fn every_error_in_every_function() {
         FUNCTIONS.len() * ERRORS.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn a_gpu_whose_nvml_reports_no_memory_keeps_every_label_but_memory() {
+    // As on a DGX Spark (GB10, unified memory): both memory calls answer NOT_SUPPORTED.
+    let dir = tempfile::tempdir().unwrap();
+    let machine = std::fs::read_to_string(repo().join("testdata/machines/t4.yaml")).unwrap();
+    let run = |faults: &str| {
+        let fixture = dir.path().join("machine.yaml");
+        std::fs::write(&fixture, format!("{machine}{faults}")).unwrap();
+        let out = nvlabel(None).env("FAKE_NVML_FIXTURE", &fixture).args(PRINT).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (labels(&String::from_utf8_lossy(&out.stdout)), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (mut all, _) = run("");
+    let unsupported = |f: &str| format!("  - function: {f}\n    device: \"0\"\n    error: not_supported\n");
+    let faults = format!(
+        "faults:\n{}{}",
+        unsupported("nvmlDeviceGetMemoryInfo"),
+        unsupported("nvmlDeviceGetMemoryInfo_v2")
+    );
+    let (without, log) = run(&faults);
+    assert_eq!(all.remove("gpu.memory").as_deref(), Some("15360"));
+    assert_eq!(without, all, "every label but gpu.memory, the GPU counted");
+    assert!(log.contains("gpu.memory omitted"), "{log}");
 }

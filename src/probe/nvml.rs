@@ -131,9 +131,23 @@ fn probe_gpu(
     // NVML packs the device id above the vendor id; 0 means it does not know.
     let pci_device_id = pci.as_ref().map(|p| (p.pci_device_id >> 16) as u16).filter(|d| *d != 0);
     let pci_bus_id = pci.map(|p| p.bus_id);
-    // Fatal for the device, not tolerated as GFD does: a GPU without memory would make the node
-    // lose gpu.memory whenever it happens to be the model's representative.
-    let memory_bytes = Some(call("nvmlDeviceGetMemoryInfo_v2", index, || dev.memory_info())?.total);
+    // A GPU whose NVML does not report memory (unified memory: DGX Spark's GB10) has none to
+    // label, and is labelled without it, as GFD does. Any other failure excludes the device, not
+    // tolerated as GFD does: a GPU without memory would make the node lose gpu.memory whenever it
+    // happens to be the model's representative.
+    let memory_bytes = match call("nvmlDeviceGetMemoryInfo_v2", index, || dev.memory_info()) {
+        Ok(info) => Some(info.total),
+        Err(Failure(function, e @ NvmlError::NotSupported)) => {
+            issues.push(Issue {
+                device: Some(id.clone()),
+                function: function.into(),
+                error: describe(&e),
+                effect: "gpu.memory omitted (NVML reports no memory: unified memory)".into(),
+            });
+            None
+        }
+        Err(failure) => return Err(failure),
+    };
     let cc = call("nvmlDeviceGetCudaComputeCapability", index, || dev.cuda_compute_capability())?;
     let mig = match mark("nvmlDeviceGetMigMode", Some(index), || dev.mig_mode()) {
         Ok(mode) => {

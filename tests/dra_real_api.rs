@@ -8,9 +8,11 @@
 
 mod common;
 
-use common::dra_cluster::{begin, delete_slice, gpu, mig, put_slice, rule, rules, setup, taint_rules};
+use common::dra_cluster::{
+    begin, delete_slice, dra_daemon, gpu, mig, put_slice, rule, rules, setup, taint_rules,
+};
 use common::health_cluster::get_condition;
-use common::health_daemon::node_files;
+use common::health_daemon::{node_files, Daemon};
 use common::real_cluster::{node_labels, t4_config};
 use common::*;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -57,31 +59,9 @@ async fn until_writes(d: &Path, n: usize) {
     }
 }
 
-struct Daemon(std::process::Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// nvlabel on node dra-a as the DaemonSet runs it (DRA mode, health), with the fake NVML's two
-/// H100s (GPU 1 runs MIG) and its event file.
+/// nvlabel on node dra-a (DRA mode, health).
 fn start(d: &Path, kubeconfig: &Path) -> Daemon {
-    let mut cmd = nvlabel(None);
-    cmd.args(["--sink=node", "--node-name=dra-a", "--health", "--allocation-mode=dra"])
-        .args(["--sleep-interval=1s", "--no-timestamp", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg("--boot-id-file")
-        .arg(d.join("boot_id"))
-        .env("NVLABEL_SYSFS_ROOT", d.join("sys"))
-        .env("FAKE_NVML_FIXTURE", repo().join("testdata/health/h100x2.yaml"))
-        .env("FAKE_NVML_EVENTS", d.join("events"))
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
-    Daemon(cmd.spawn().unwrap())
+    dra_daemon(d, "dra-a", kubeconfig, &[])
 }
 
 fn event_line(d: &Path, line: &str) {

@@ -9,7 +9,6 @@ use common::apiserver;
 use common::dra_cluster::{delete_slice, gpu, put_slice};
 use common::health_cluster::{get_condition, setup};
 use common::health_daemon::node_files;
-use common::*;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,15 +33,6 @@ fn event_line(d: &Path, line: &str) {
     writeln!(f, "{line}").unwrap();
 }
 
-struct Daemon(std::process::Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn without_device_taint_rules_served_the_condition_still_works() {
     let Some(server) = apiserver::server("without_device_taint_rules_served_the_condition_still_works")
@@ -56,19 +46,7 @@ async fn without_device_taint_rules_served_the_condition_still_works() {
     let d = dir.path();
     node_files(d);
     // The administrator's kubeconfig: the slices can be read, only the taint API is missing.
-    let mut cmd = nvlabel(None);
-    cmd.args(["--sink=node", "--node-name=gpu-a", "--health", "--allocation-mode=dra"])
-        .args(["--sleep-interval=1s", "--no-timestamp", "--kubeconfig"])
-        .arg(server.kubeconfig())
-        .arg("--boot-id-file")
-        .arg(d.join("boot_id"))
-        .env("NVLABEL_SYSFS_ROOT", d.join("sys"))
-        .env("FAKE_NVML_FIXTURE", repo().join("testdata/health/h100x2.yaml"))
-        .env("FAKE_NVML_EVENTS", d.join("events"))
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(d.join("log")).unwrap());
-    let _daemon = Daemon(cmd.spawn().unwrap());
+    let _daemon = common::dra_cluster::dra_daemon(d, "gpu-a", &server.kubeconfig(), &[]);
     until(&admin, "the first condition", |c| c.0 == "True", d).await;
     event_line(d, "0 xid 79");
     until(&admin, "xid 79", |c| c.0 == "False", d).await;

@@ -8,7 +8,6 @@ mod common;
 use common::dra_cluster::{begin, gpu, mig, put_slice, rules, setup, taint_rules};
 use common::health_cluster::get_condition;
 use common::health_daemon::{event_line, node_files, Daemon};
-use common::*;
 use kube::api::DeleteParams;
 use kube::Client;
 use serde_json::Value;
@@ -20,20 +19,7 @@ const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";
 
 /// nvlabel on node dra-w (DRA mode, health) with `extra` flags, its log appended to `d`/log.
 fn start(d: &Path, kubeconfig: &Path, extra: &[&str]) -> Daemon {
-    let mut cmd = nvlabel(None);
-    cmd.args(["--sink=node", "--node-name=dra-w", "--health", "--allocation-mode=dra"])
-        .args(extra)
-        .args(["--no-timestamp", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg("--boot-id-file")
-        .arg(d.join("boot_id"))
-        .env("NVLABEL_SYSFS_ROOT", d.join("sys"))
-        .env("FAKE_NVML_FIXTURE", repo().join("testdata/health/h100x2.yaml"))
-        .env("FAKE_NVML_EVENTS", d.join("events"))
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
-    Daemon { child: cmd.spawn().unwrap() }
+    common::dra_cluster::dra_daemon(d, "dra-w", kubeconfig, extra)
 }
 
 /// Polls (bounded, `within`) until dra-w's rules (name → effect) are `want`.

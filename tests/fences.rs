@@ -239,21 +239,9 @@ async fn a_node_reports_events_about_itself_only() {
     assert_eq!(seen.series.map(|s| s.count), Some(2));
 }
 
-/// nvlabel on node gpu-1-a with the fake NVML's two H100s, through gpu-1-a's pod token.
+/// nvlabel on node gpu-1-a, through gpu-1-a's pod token.
 fn start(d: &Path, kubeconfig: &Path) -> common::health_daemon::Daemon {
-    let mut cmd = nvlabel(None);
-    cmd.args(["--sink=node", "--node-name=gpu-1-a", "--health", "--allocation-mode=dra"])
-        .args(["--sleep-interval=1s", "--no-timestamp", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg("--boot-id-file")
-        .arg(d.join("boot_id"))
-        .env("NVLABEL_SYSFS_ROOT", d.join("sys"))
-        .env("FAKE_NVML_FIXTURE", repo().join("testdata/health/h100x2.yaml"))
-        .env("FAKE_NVML_EVENTS", d.join("events"))
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
-    common::health_daemon::Daemon { child: cmd.spawn().unwrap() }
+    common::dra_cluster::dra_daemon(d, "gpu-1-a", kubeconfig, &[])
 }
 
 /// Polls (bounded, `within`) until gpu-1-a's rules (by the admin's list) satisfy `f`.

@@ -159,3 +159,31 @@ pub async fn pod_client(server: &Server, admin: &Client, node: &str) -> (Client,
     let kubeconfig = server.kubeconfig_for(&pod_name, &token);
     (apiserver::client_from(&kubeconfig).await, kubeconfig)
 }
+
+/// nvlabel as the DaemonSet runs it on a DRA node (`--allocation-mode=dra`, health) for `node`,
+/// with the fake NVML's two H100s and the event file of the node's files in `d` (passes a second
+/// apart unless `extra` says otherwise); its log is appended to `d`/log.
+pub fn dra_daemon(
+    d: &std::path::Path,
+    node: &str,
+    kubeconfig: &std::path::Path,
+    extra: &[&str],
+) -> super::health_daemon::Daemon {
+    let mut cmd = super::nvlabel(None);
+    cmd.args(["--sink=node", &format!("--node-name={node}"), "--health", "--allocation-mode=dra"]);
+    if !extra.iter().any(|a| a.starts_with("--sleep-interval")) {
+        cmd.arg("--sleep-interval=1s");
+    }
+    cmd.args(extra)
+        .args(["--no-timestamp", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg("--boot-id-file")
+        .arg(d.join("boot_id"))
+        .env("NVLABEL_SYSFS_ROOT", d.join("sys"))
+        .env("FAKE_NVML_FIXTURE", super::repo().join("testdata/health/h100x2.yaml"))
+        .env("FAKE_NVML_EVENTS", d.join("events"))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
+    super::health_daemon::Daemon { child: cmd.spawn().unwrap() }
+}

@@ -15,6 +15,7 @@ use crate::config::source::ReloadError;
 use crate::config::{CliError, ConfigError};
 use crate::daemon::DaemonError;
 use crate::health::prune::PruneError;
+use crate::health::task::HealthError;
 use crate::publish::SetupError;
 
 /// The status of a bad configuration (the same as a usage error's).
@@ -48,6 +49,9 @@ pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
         || e.downcast_ref::<ConfigError>().is_some()
         || e.downcast_ref::<NoEffectError>().is_some()
         || matches!(daemon, Some(DaemonError::ListenAddr(_)))
+        // --health where labels go nowhere health could write its condition.
+        || matches!(daemon, Some(DaemonError::Health(HealthError::NoApi)))
+        || matches!(e.downcast_ref::<HealthError>(), Some(HealthError::NoApi))
         || matches!(e.downcast_ref::<PruneError>(), Some(PruneError::NoNodes | PruneError::AllNodesAlone))
         // A writer that lacks a required flag; a client that cannot be built is the node's.
         || matches!(setup, Some(SetupError::NodeName | SetupError::NodeNameToPrint | SetupError::Namespace))
@@ -76,6 +80,9 @@ mod tests {
             ("required flag", DaemonError::Setup(SetupError::NodeName).into()),
             ("required flag alone", SetupError::Namespace.into()),
             ("required flag, stdout meant", SetupError::NodeNameToPrint.into()),
+            ("health without the API", DaemonError::Health(HealthError::NoApi).into()),
+            ("prune without nodes", PruneError::NoNodes.into()),
+            ("all nodes alone", PruneError::AllNodesAlone.into()),
         ];
         for (name, e) in cases {
             assert_eq!(code(&e), BAD_CONFIGURATION, "{name}: {e}");

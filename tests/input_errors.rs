@@ -165,6 +165,17 @@ fn a_bad_configuration_exits_2_with_one_line_wherever_it_came_from() {
     }
     let (code, _, stderr) = run(nvlabel(Some("t4")).args(["--oneshot", "--use-node-feature-api"]));
     assert_eq!(code, 2, "a writer without its required --node-name: {stderr}");
+    // --health where labels go to a file: nowhere to write the condition.
+    let file = dir.path().join("features");
+    let (code, _, stderr) = run(nvlabel(Some("t4"))
+        .args(["--health", "--use-node-feature-api=false", "--node-name=n1", "-o"])
+        .arg(&file));
+    assert_eq!(code, 2, "--health without API access: {stderr}");
+    assert!(stderr.contains("--health publishes a Node condition, which needs API access"), "{stderr}");
+    for prune in [&["prune", "--health-only"][..], &["prune", "--all-nodes"]] {
+        let (code, _, stderr) = run(nvlabel(None).args(prune));
+        assert_eq!(code, 2, "{prune:?}: {stderr}");
+    }
 }
 
 #[test]

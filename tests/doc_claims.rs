@@ -16,6 +16,7 @@ const FOREIGN_FLAGS: &[(&str, &[&str])] = &[
     ("cargo", &["--release", "--workspace", "--all", "--check", "--all-targets", "--no-deps", "--locked"]),
     ("cargo test and bench", &["--bench", "--test", "--soak", "--lib"]),
     ("helm", &["--set", "--set-json", "--create-namespace", "--namespace", "--version", "--strict"]),
+    ("helm uninstall", &["--no-hooks"]),
     ("helm upgrade", &["--reuse-values"]),
     ("kubectl", &["--subresource", "--type", "--field-selector", "--ignore-daemonsets", "--timeout"]),
     ("kubectl drain", &["--delete-emptydir-data"]),

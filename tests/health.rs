@@ -137,7 +137,7 @@ fn without_nvml_the_state_is_unknown_exit_2() {
 fn health_needs_api_publishing_and_says_so() {
     let (code, _, err) =
         run(nvlabel(Some("t4")).args(["--health", "--output-file", "", "--use-node-feature-api=false"]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a bad configuration, as every one: {err}");
     assert!(err.contains("--health publishes a Node condition"), "{err}");
     // A bad flag value is a usage error: exit 2, as for every flag.
     let (code, _, err) = run(nvlabel(Some("t4")).args(["--health", "--health-ignore-xids=13,abc"]));

@@ -9,7 +9,7 @@
 mod common;
 
 use common::dra_cluster::{
-    begin, delete_slice, dra_daemon, gpu, mig, put_slice, rule, rules, setup, taint_rules,
+    self, begin, delete_slice, dra_daemon, gpu, mig, put_slice, rule, rules, setup, taint_rules, Rules,
 };
 use common::health_cluster::get_condition;
 use common::health_daemon::{node_files, Daemon};
@@ -17,7 +17,6 @@ use common::real_cluster::{node_labels, t4_config};
 use common::*;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::Client;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,21 +25,13 @@ const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";
 const UUID1: &str = "GPU-a1b2c3d4-0001-4000-8000-000000000001";
 
 /// Polls (bounded, 30 s) until `f` holds of this node's rules; returns them.
-async fn until_rules(
-    admin: &Client,
-    what: &str,
-    f: impl Fn(&BTreeMap<String, (String, serde_json::Value)>) -> bool,
-) -> BTreeMap<String, (String, serde_json::Value)> {
-    let start = Instant::now();
-    loop {
-        let mine: BTreeMap<_, _> =
-            rules(admin).await.into_iter().filter(|(n, _)| n.ends_with(".dra-a")).collect();
-        if f(&mine) {
-            return mine;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{what} never happened: {mine:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+async fn until_rules(admin: &Client, what: &str, f: impl Fn(&Rules) -> bool) -> Rules {
+    let mine = |all: &Rules| -> Rules {
+        all.iter().filter(|(n, _)| n.ends_with(".dra-a")).map(|(n, r)| (n.clone(), r.clone())).collect()
+    };
+    let (all, _) =
+        dra_cluster::until_rules(admin, what, Duration::from_secs(30), None, |all| f(&mine(all))).await;
+    mine(&all)
 }
 
 /// Polls (bounded, 10 s) until dra-a's log in `d` counts `n` rule writes, never more: the line

@@ -25,21 +25,14 @@ fn start(d: &Path, kubeconfig: &Path, extra: &[&str]) -> Daemon {
 /// Polls (bounded, `within`) until dra-w's rules (name → effect) are `want`.
 async fn until_effects(admin: &Client, d: &Path, within: Duration, want: &[(&str, &str)]) -> Duration {
     let want: BTreeMap<String, String> = want.iter().map(|(n, e)| (n.to_string(), e.to_string())).collect();
-    let start = Instant::now();
-    loop {
-        let got: BTreeMap<String, String> = rules(admin)
-            .await
-            .into_iter()
-            .filter(|(n, _)| n.ends_with(".dra-w"))
-            .map(|(n, (_, spec))| (n, spec["taint"]["effect"].as_str().unwrap_or_default().to_string()))
-            .collect();
-        if got == want {
-            return start.elapsed();
-        }
-        let log = std::fs::read_to_string(d.join("log")).unwrap_or_default();
-        assert!(start.elapsed() < within, "{got:?}, want {want:?}\n{log}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let effects = |all: &common::dra_cluster::Rules| -> BTreeMap<String, String> {
+        let dra_w = all.iter().filter(|(n, _)| n.ends_with(".dra-w"));
+        dra_w
+            .map(|(n, (_, spec))| (n.clone(), spec["taint"]["effect"].as_str().unwrap_or_default().into()))
+            .collect()
+    };
+    let what = format!("the effects {want:?}");
+    common::dra_cluster::until_rules(admin, &what, within, Some(d), |all| effects(all) == want).await.1
 }
 
 #[tokio::test]

@@ -244,18 +244,10 @@ fn start(d: &Path, kubeconfig: &Path) -> common::health_daemon::Daemon {
     common::dra_cluster::dra_daemon(d, "gpu-1-a", kubeconfig, &[])
 }
 
-/// Polls (bounded, `within`) until gpu-1-a's rules (by the admin's list) satisfy `f`.
+/// Polls (bounded, `within`) until the rule names (by the admin's list) satisfy `f`.
 async fn until(admin: &Client, d: &Path, within: Duration, f: impl Fn(&[String]) -> bool) -> Duration {
-    let start = Instant::now();
-    loop {
-        let names: Vec<String> = rules(admin).await.into_keys().collect();
-        if f(&names) {
-            return start.elapsed();
-        }
-        let log = std::fs::read_to_string(d.join("log")).unwrap_or_default();
-        assert!(start.elapsed() < within, "{names:?}\n{log}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let names = |all: &common::dra_cluster::Rules| all.keys().cloned().collect::<Vec<_>>();
+    common::dra_cluster::until_rules(admin, "the rules", within, Some(d), |all| f(&names(all))).await.1
 }
 
 #[tokio::test]

@@ -187,3 +187,27 @@ pub fn dra_daemon(
         .stderr(std::fs::OpenOptions::new().create(true).append(true).open(d.join("log")).unwrap());
     super::health_daemon::Daemon { child: cmd.spawn().unwrap() }
 }
+
+/// The rules as the admin lists them, by name: (name of the selected pool, spec).
+pub type Rules = BTreeMap<String, (String, Value)>;
+
+/// Polls (bounded, `within`) until `f` holds of every rule the admin lists; returns them and how
+/// long it took. A timeout names `what`, shows the rules and the daemon's `log`, if any.
+pub async fn until_rules(
+    admin: &Client,
+    what: &str,
+    within: Duration,
+    log: Option<&std::path::Path>,
+    f: impl Fn(&Rules) -> bool,
+) -> (Rules, Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let all = rules(admin).await;
+        if f(&all) {
+            return (all, start.elapsed());
+        }
+        let log = log.map(|d| std::fs::read_to_string(d.join("log")).unwrap_or_default()).unwrap_or_default();
+        assert!(start.elapsed() < within, "{what} never happened: {all:?}\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

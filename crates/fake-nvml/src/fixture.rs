@@ -21,6 +21,8 @@ pub struct Fixture {
     pub faults: Vec<Fault>,
     /// System-wide confidential-computing facts; absent means NOT_SUPPORTED.
     pub confidential_compute: Option<ConfCompute>,
+    /// The CUDA driver's machine, for the fake `libcuda.so.1` that reads the same file.
+    pub cuda: Option<serde::de::IgnoredAny>,
 }
 
 /// One injected failure.
@@ -188,6 +190,10 @@ impl Fixture {
             }
         }
         for (i, fault) in self.faults.iter().enumerate() {
+            // The fake libcuda.so.1 reads this list too; its entries use CUDA's names and errors.
+            if fault.is_cuda() {
+                continue;
+            }
             if !limits.symbols.iter().any(|s| s.contains(&fault.function.as_str())) {
                 return Err(format!(
                     "faults[{i}].function: {:?} is not an exported NVML symbol",
@@ -203,6 +209,11 @@ impl Fixture {
 }
 
 impl Fault {
+    /// Whether the fault is for the fake CUDA driver (a `cu*` function), which NVML ignores.
+    pub fn is_cuda(&self) -> bool {
+        self.function.starts_with("cu")
+    }
+
     /// Parses `device`.
     pub fn target(&self) -> Result<FaultTarget, String> {
         let Some(d) = &self.device else {
@@ -269,6 +280,30 @@ mod tests {
         let gpu = "gpus: [{name: x, memory_mib: 1, compute_capability: [8, 0], mig: {enabled: true, max_devices: 1, devices: [{gi_profile: 0, ci_profile: 0, memory_mib: 1}, {gi_profile: 0, ci_profile: 0, memory_mib: 1}]}}]";
         let e = Fixture::parse(&format!("{base}{gpu}\n"), &TEST_LIMITS).unwrap_err();
         assert!(e.contains("gpus[0].mig.devices"), "{e}");
+    }
+
+    #[test]
+    fn the_cuda_block_is_left_to_the_cuda_fake() {
+        let base = "driver_version: \"1.2\"\ncuda_driver_version: 1\n";
+        let cuda = "cuda:\n  driver_version: 12060\n  devices: [{name: Orin, whatever: 1}]\n";
+        let f = Fixture::parse(&format!("{base}{cuda}"), &TEST_LIMITS).unwrap();
+        assert!(f.cuda.is_some());
+        let e = Fixture::parse(&format!("{base}cudaa: {{}}\n"), &TEST_LIMITS).unwrap_err();
+        assert!(e.contains("cudaa"), "other unknown keys stay errors: {e}");
+    }
+
+    #[test]
+    fn cuda_faults_are_left_to_the_cuda_fake() {
+        let base = "driver_version: \"1.2\"\ncuda_driver_version: 1\n";
+        let faults = "faults:\n  - {function: cuDeviceGetName, device: \"0\", error: invalid_value}\n";
+        let f = Fixture::parse(&format!("{base}{faults}"), &TEST_LIMITS).unwrap();
+        assert!(f.faults[0].is_cuda());
+        let e = Fixture::parse(
+            &format!("{base}faults: [{{function: nvmlInit_v2, error: invalid_value}}]\n"),
+            &TEST_LIMITS,
+        )
+        .unwrap_err();
+        assert!(e.contains("faults[0].error"), "NVML faults are still checked: {e}");
     }
 
     proptest! {

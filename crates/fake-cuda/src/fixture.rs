@@ -229,6 +229,20 @@ mod tests {
         assert_eq!(f.unwrap().faults[0].error, codes::NO_DEVICE);
     }
 
+    /// The users' docs show one whole machine; it must be a fixture this library reads as shown.
+    #[test]
+    fn the_documented_example_is_a_fixture() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fake-nvml.md")).unwrap();
+        let section = &doc[doc.find("## The fake CUDA driver").expect("the section")..];
+        let yaml =
+            section.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).expect("its example");
+        let f = Fixture::parse(yaml, SYMBOLS).unwrap();
+        let d = &f.cuda.unwrap().devices[0];
+        assert_eq!((d.name.as_str(), d.multiprocessors, d.uuid_bytes[0]), ("Orin", 16, 0x0a));
+        assert_eq!(f.faults.len(), 1, "only the cu* fault is ours: {:?}", f.faults);
+    }
+
     #[test]
     fn uuids_parse_with_or_without_prefix_and_dashes() {
         let bytes = parse_uuid("GPU-00112233-4455-6677-8899-aabbccddeeff").unwrap();

@@ -67,6 +67,7 @@ fn main() {
         sysfs_root: root().join("testdata/sysfs"),
         machine_type_file: "".into(),
         topology: false,
+        ..ProbeOptions::default()
     };
     let rss_before = rss_kib();
     let session = Session::new();

@@ -28,8 +28,8 @@ fn main() {
     }
 }
 
-/// What to do about an error that ended the process, when there is a usual fix: NVML that does
-/// not start is the commonest first-run failure.
+/// What to do about an error that ended the process, when there is a usual fix: a driver that
+/// does not start is the commonest first-run failure.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     use nvlabel::daemon::DaemonError;
     use nvlabel::pass::PassError;
@@ -37,9 +37,7 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
         (Some(DaemonError::Pass(PassError::Probe(p))), _) | (_, Some(PassError::Probe(p))) => p,
         _ => return None,
     };
-    probe.is_init().then_some(
-        "install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs",
-    )
+    probe.hint()
 }
 
 async fn real_main(

@@ -41,11 +41,14 @@ pub fn snapshot(settings: &Settings, session: &Session) -> Result<Snapshot, Pass
         Ok(s) => Ok(s),
         Err(e) if e.is_init() && !settings.fail_on_init_error => {
             let mut snapshot = probe::probe_files(session, &opts);
+            let driver = if e.function() == CUDA_INIT { "CUDA" } else { "NVML" };
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
-                function: NVML_INIT.into(),
+                function: e.function().into(),
                 error: e.to_string(),
-                effect: "Failed to initialize NVML; labelling without GPUs, NVML is tried again".into(),
+                effect: format!(
+                    "Failed to initialize {driver}; labelling without GPUs, {driver} is tried again"
+                ),
             });
             Ok(snapshot)
         }
@@ -68,6 +71,8 @@ pub use crate::clock::now;
 
 /// The issue function recorded when NVML could not be initialised.
 pub const NVML_INIT: &str = "nvmlInit";
+/// The issue function recorded when the CUDA driver could not be initialised.
+pub const CUDA_INIT: &str = "cuInit";
 
 /// What one pass found.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,9 +88,10 @@ pub struct Pass {
 }
 
 impl Pass {
-    /// Whether NVML could not be initialised (and the labels lack every GPU label).
+    /// Whether the driver (NVML, or CUDA on integrated GPUs) could not be initialised, and the
+    /// labels lack every GPU label.
     pub fn nvml_down(&self) -> bool {
-        self.issues.iter().any(|i| i.function == NVML_INIT)
+        self.issues.iter().any(|i| i.function == NVML_INIT || i.function == CUDA_INIT)
     }
 
     /// Everything that went wrong, for [`crate::troubles::Troubles`].

@@ -12,10 +12,14 @@ pub use topology::{ConfCompute, GpuDirect, NvLink, NvLinkLink, NvLinkRemote};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
-    /// `nvmlSystemGetDriverVersion`; `None` when the call failed.
+    /// The device source that found the GPUs (NVML unless said).
+    #[serde(default, skip_serializing_if = "Source::is_nvml")]
+    pub source: Source,
+    /// `nvmlSystemGetDriverVersion`; `None` when the call failed (or, off NVML, NVML is absent).
     #[serde(default)]
     pub driver_version: Option<String>,
-    /// `nvmlSystemGetCudaDriverVersion` in NVML's integer form (12040 is 12.4).
+    /// `nvmlSystemGetCudaDriverVersion` in NVML's integer form (12040 is 12.4); from CUDA,
+    /// `cuDriverGetVersion`.
     #[serde(default)]
     pub cuda_driver_version: Option<i32>,
     /// The GPUs that answered every call the labels need, in NVML index order.
@@ -36,6 +40,26 @@ pub struct Snapshot {
     /// GPUDirect kernel modules; `None` when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpudirect: Option<GpuDirect>,
+}
+
+/// Where the GPUs of a snapshot were found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// NVML (WSL included).
+    #[default]
+    Nvml,
+    /// The CUDA driver API: integrated GPUs (Jetson, IGX, Thor).
+    Cuda,
+    /// sysfs: GPUs bound to `vfio-pci`, with no driver to ask.
+    Vfio,
+}
+
+impl Source {
+    /// Whether this is NVML (the default, left out of a snapshot file).
+    pub fn is_nvml(&self) -> bool {
+        *self == Source::Nvml
+    }
 }
 
 /// One physical GPU.

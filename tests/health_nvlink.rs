@@ -23,6 +23,7 @@ fn an_active_nvlink_that_goes_down_is_a_fault_naming_the_gpu_and_link() {
         sysfs_root: dir.path().join("sys"),
         machine_type_file: "".into(),
         topology: false,
+        ..ProbeOptions::default()
     };
     let session = Session::new();
     let rules = Rules::default();

@@ -20,6 +20,7 @@ fn options(dir: &std::path::Path) -> ProbeOptions {
         sysfs_root: dir.join("sys"),
         machine_type_file: "".into(),
         topology: false,
+        ..ProbeOptions::default()
     }
 }
 

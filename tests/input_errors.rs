@@ -268,7 +268,7 @@ fn usage_slips_get_a_hint_with_the_corrected_flag() {
         ),
         (
             &["--oneshot", "--device-discovery-strategy", "tgra"],
-            "nvlabel: error: invalid value \"tgra\" for flag --device-discovery-strategy: invalid --device-discovery-strategy option tgra; use auto or nvml\n",
+            "nvlabel: error: invalid value \"tgra\" for flag --device-discovery-strategy: invalid --device-discovery-strategy option tgra; use auto, nvml, tegra or vfio\n",
         ),
     ];
     for (args, want) in cases {

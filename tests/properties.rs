@@ -11,7 +11,7 @@ use nvlabel::probe::profile::profile_name;
 use nvlabel::sharing::Sharing;
 use nvlabel::snapshot::{
     ConfCompute, Fabric, Gpu, GpuDirect, MachineType, Mig, MigDevice, NvLink, NvLinkLink, NvLinkRemote,
-    Snapshot, VgpuDevice,
+    Snapshot, Source, VgpuDevice,
 };
 use proptest::prelude::*;
 
@@ -133,36 +133,40 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
         proptest::option::of(proptest::collection::vec((name(), name()), 0..3)),
         proptest::option::of((any::<u32>(), any::<bool>())),
         proptest::option::of(any::<(Option<bool>, Option<bool>, Option<bool>)>()),
-        any::<bool>(),
+        (any::<bool>(), 0..3u8),
     )
-        .prop_map(|(driver_version, cuda, mut gpus, machine, vgpu, cc, gpudirect, on_buses)| {
-            for (i, g) in gpus.iter_mut().enumerate() {
-                g.index = i as u32;
-                // Often at addresses the generated links point to, so peers are found.
-                if on_buses {
-                    g.pci_bus_id = Some(format!("00000000:{i:02X}:00.0"));
+        .prop_map(
+            |(driver_version, cuda, mut gpus, machine, vgpu, cc, gpudirect, (on_buses, source))| {
+                for (i, g) in gpus.iter_mut().enumerate() {
+                    g.index = i as u32;
+                    // Often at addresses the generated links point to, so peers are found.
+                    if on_buses {
+                        g.pci_bus_id = Some(format!("00000000:{i:02X}:00.0"));
+                    }
                 }
-            }
-            Snapshot {
-                driver_version,
-                cuda_driver_version: cuda,
-                gpus,
-                machine_type: MachineType { path: "/m".into(), content: machine, error: None },
-                vgpu: vgpu.map(|v| {
-                    v.into_iter()
-                        .map(|(a, b)| VgpuDevice {
-                            address: "0000:01:00.0".into(),
-                            host_driver_version: Some(a),
-                            host_driver_branch: Some(b),
-                        })
-                        .collect()
-                }),
-                issues: vec![],
-                confidential_compute: cc
-                    .map(|(cpu_caps, gpus_capable)| ConfCompute { cpu_caps, gpus_capable }),
-                gpudirect: gpudirect.map(|(rdma, storage, gdrcopy)| GpuDirect { rdma, storage, gdrcopy }),
-            }
-        })
+                Snapshot {
+                    // Every device source: CUDA and vfio label versions their own way.
+                    source: [Source::Nvml, Source::Cuda, Source::Vfio][source as usize],
+                    driver_version,
+                    cuda_driver_version: cuda,
+                    gpus,
+                    machine_type: MachineType { path: "/m".into(), content: machine, error: None },
+                    vgpu: vgpu.map(|v| {
+                        v.into_iter()
+                            .map(|(a, b)| VgpuDevice {
+                                address: "0000:01:00.0".into(),
+                                host_driver_version: Some(a),
+                                host_driver_branch: Some(b),
+                            })
+                            .collect()
+                    }),
+                    issues: vec![],
+                    confidential_compute: cc
+                        .map(|(cpu_caps, gpus_capable)| ConfCompute { cpu_caps, gpus_capable }),
+                    gpudirect: gpudirect.map(|(rdma, storage, gdrcopy)| GpuDirect { rdma, storage, gdrcopy }),
+                }
+            },
+        )
 }
 
 fn config() -> impl Strategy<Value = LabelConfig> {

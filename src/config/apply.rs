@@ -9,6 +9,10 @@ impl Settings {
     pub fn probe_options(&self) -> crate::probe::ProbeOptions {
         crate::probe::ProbeOptions {
             library: self.nvml_library.clone(),
+            strategy: self.device_discovery_strategy,
+            cuda_library: self.cuda_library.clone(),
+            host_root: self.host_root.clone(),
+            pci_ids: self.pci_ids.clone(),
             sysfs_root: self.sysfs_root.clone(),
             machine_type_file: self.machine_type_file.clone(),
             topology: self.extended_labels,

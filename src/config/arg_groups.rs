@@ -217,9 +217,18 @@ pub struct SourceArgs {
     /// NVML library name or path
     #[arg(long, default_value = crate::probe::DEFAULT_LIBRARY)]
     pub nvml_library: Option<PathBuf>,
+    /// CUDA driver library name or path (integrated GPUs: Jetson, IGX, Thor)
+    #[arg(long, default_value = crate::probe::DEFAULT_CUDA_LIBRARY)]
+    pub cuda_library: Option<PathBuf>,
     /// Root of sysfs, for PCI class and vGPU facts
     #[arg(long, default_value = "/sys")]
     pub sysfs_root: Option<PathBuf>,
+    /// The host's root directory, where /etc/nv_tegra_release marks a Tegra system
+    #[arg(long, default_value = "/")]
+    pub host_root: Option<PathBuf>,
+    /// A pci.ids file naming vfio GPUs (default: the system's copy, else a built-in one)
+    #[arg(long)]
+    pub pci_ids: Option<PathBuf>,
     /// Read this snapshot (from `nvlabel probe`) instead of NVML and sysfs
     #[arg(long)]
     pub snapshot: Option<PathBuf>,

@@ -178,6 +178,9 @@ pub const ROWS: &[Row] = &[
             .then_some("without --extended-labels, which alone checks the sharing labels against the Node")
     }),
     row("nvml-library", everywhere),
+    row("cuda-library", everywhere),
+    row("host-root", everywhere),
+    row("pci-ids", everywhere),
     row("sysfs-root", everywhere),
     row("snapshot", |r| in_health(r).then_some("in `nvlabel health`, which reads NVML, never a snapshot")),
     row("log-format", everywhere),

@@ -20,15 +20,6 @@ use std::path::{Path, PathBuf};
 /// Where the DMI product name lives under sysfs.
 const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
-/// `--device-discovery-strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiscoveryStrategy {
-    /// NVML when it loads.
-    Auto,
-    /// NVML.
-    Nvml,
-}
-
 /// Everything resolved: command line over env over defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -63,7 +54,7 @@ pub struct Settings {
     /// `--use-node-feature-api`.
     pub use_node_feature_api: bool,
     /// `--device-discovery-strategy`.
-    pub device_discovery_strategy: DiscoveryStrategy,
+    pub device_discovery_strategy: crate::probe::Strategy,
     /// `--namespace`.
     pub namespace: String,
     /// `--node-name`.
@@ -84,6 +75,12 @@ pub struct Settings {
     pub metrics_addr: String,
     /// `--nvml-library`.
     pub nvml_library: PathBuf,
+    /// `--cuda-library`.
+    pub cuda_library: PathBuf,
+    /// `--host-root`.
+    pub host_root: PathBuf,
+    /// `--pci-ids`; `None` for the system's copy, else the built-in one.
+    pub pci_ids: Option<PathBuf>,
     /// `--sysfs-root`.
     pub sysfs_root: PathBuf,
     /// `--snapshot`.
@@ -181,19 +178,15 @@ impl Settings {
             ff.device_discovery_strategy.as_deref().map(|v| in_file("flags.deviceDiscoveryStrategy", v))
         });
         let f = discovery.unwrap_or_else(|| defaulted("device-discovery-strategy"));
-        let device_discovery_strategy = match f.value.as_str() {
-            "auto" => DiscoveryStrategy::Auto,
-            "nvml" => DiscoveryStrategy::Nvml,
-            "tegra" | "vfio" => {
-                return Err(invalid(&f, "nvlabel reads GPUs through NVML only; use auto or nvml"));
-            }
-            _ => {
-                return Err(invalid(
-                    &f,
-                    format!("invalid --device-discovery-strategy option {}; use auto or nvml", f.value),
-                ))
-            }
-        };
+        let device_discovery_strategy = crate::probe::Strategy::parse(&f.value).ok_or_else(|| {
+            invalid(
+                &f,
+                format!(
+                    "invalid --device-discovery-strategy option {}; use auto, nvml, tegra or vfio",
+                    f.value
+                ),
+            )
+        })?;
 
         let sysfs_root =
             path_flag(s.sysfs_root.clone(), env, "sysfs-root").unwrap_or_else(|| default("sysfs-root"));
@@ -271,6 +264,11 @@ impl Settings {
                 .unwrap_or_else(|| default("metrics-addr")),
             nvml_library: path_flag(s.nvml_library.clone(), env, "nvml-library")
                 .unwrap_or_else(|| default("nvml-library")),
+            cuda_library: path_flag(s.cuda_library.clone(), env, "cuda-library")
+                .unwrap_or_else(|| default("cuda-library")),
+            host_root: path_flag(s.host_root.clone(), env, "host-root")
+                .unwrap_or_else(|| default("host-root")),
+            pci_ids: path_flag(s.pci_ids.clone(), env, "pci-ids").filter(|p| !p.as_os_str().is_empty()),
             sysfs_root,
             snapshot: path_flag(s.snapshot.clone(), env, "snapshot"),
             log_format,

@@ -101,6 +101,8 @@ fn invalid_values_never_leave_compute() {
     }
     assert!(!out.labels.contains_key("nvidia.com/gpu.product"));
     assert!(!out.labels.contains_key("nvidia.com/gpu.compute.major"));
+    assert!(!out.labels.contains_key("nvidia.com/gpu.compute.minor"));
+    assert_eq!(out.labels["nvidia.com/gpu.family"], "undefined", "GFD's family for -1/-1 is valid and stays");
     assert_eq!(out.labels["nvidia.com/gpu.machine"], "To-Be-Filled-By-O.E.M");
     assert_eq!(out.labels["nvidia.com/vgpu.host-driver-version"], "bad-version");
     assert!(!out.labels.contains_key("nvidia.com/vgpu.host-driver-branch"));

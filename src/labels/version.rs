@@ -1,7 +1,10 @@
 //! Driver and CUDA version labels, under both the deprecated and the current keys.
 
 use super::{key, Labels};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, Source};
+
+/// GFD's driver version off NVML (CUDA without NVML, vfio): every part reads `unknown`.
+const UNKNOWN_DRIVER: &str = "unknown.unknown.unknown";
 
 /// Splits a driver version: major, minor, and the rest (empty for `X.Y`, `Z.W` for 4 parts).
 pub fn split_driver(v: &str) -> Option<(&str, &str, String)> {
@@ -17,7 +20,12 @@ pub fn split_driver(v: &str) -> Option<(&str, &str, String)> {
 /// The version labels.
 pub fn labels(snap: &Snapshot, warnings: &mut Vec<String>) -> Labels {
     let mut l = Labels::new();
-    if let Some(driver) = &snap.driver_version {
+    let driver = match (&snap.driver_version, snap.source) {
+        (Some(driver), _) => Some(driver.as_str()),
+        (None, Source::Nvml) => None,
+        (None, Source::Cuda | Source::Vfio) => Some(UNKNOWN_DRIVER),
+    };
+    if let Some(driver) = driver {
         match split_driver(driver) {
             Some((major, minor, rev)) => {
                 for (k, v) in [
@@ -37,20 +45,25 @@ pub fn labels(snap: &Snapshot, warnings: &mut Vec<String>) -> Labels {
             )),
         }
     }
-    match snap.cuda_driver_version {
-        // NVML's integer is 1000 * major + 10 * minor; a negative one is no version at all.
+    // vfio has no driver to ask: GFD labels CUDA 0.0 there.
+    let cuda = if snap.source == Source::Vfio { Some(0) } else { snap.cuda_driver_version };
+    match cuda {
+        // The integer is 1000 * major + 10 * minor; a negative one is no version at all.
         Some(cuda) if cuda < 0 => {
-            warnings.push(format!("omitting CUDA version labels: NVML reported CUDA version {cuda}"));
+            warnings.push(format!("omitting CUDA version labels: the driver reported CUDA version {cuda}"));
         }
-        Some(cuda) => cuda_labels(cuda, &mut l),
+        Some(cuda) => cuda_labels(cuda, snap.source, &mut l),
         None => {}
     }
     l
 }
 
-fn cuda_labels(cuda: i32, l: &mut Labels) {
+fn cuda_labels(cuda: i32, source: Source, l: &mut Labels) {
     {
-        let (major, minor) = (cuda / 1000, (cuda % 1000) / 10);
+        // GFD's CUDA backend reads the minor as (v % 100) / 10, which differs from NVML's
+        // formula only for a minor of 10 or more; both are kept as GFD has them.
+        let minor = if source == Source::Cuda { (cuda % 100) / 10 } else { (cuda % 1000) / 10 };
+        let (major, minor) = (cuda / 1000, minor);
         for (k, v) in [
             ("cuda.runtime.major", major.to_string()),
             ("cuda.runtime.minor", minor.to_string()),

@@ -9,6 +9,7 @@
 //! the whole probe.
 
 pub mod calls;
+pub mod cuda;
 mod nvml;
 mod nvml_error;
 pub mod pci;
@@ -16,17 +17,22 @@ pub mod profile;
 mod raw;
 mod raw_topology;
 pub mod session;
+pub mod source;
 pub mod sysfs;
+mod tegra;
 mod topology;
 
 pub use raw::clocks_event_reasons;
 pub use session::Session;
+pub use source::{Backend, Strategy};
 
 use crate::snapshot::{Issue, Snapshot};
 use std::path::PathBuf;
 
 /// The library name the driver installs (what go-nvml loads too).
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+/// The CUDA driver's library name (what GFD loads on integrated GPUs).
+pub const DEFAULT_CUDA_LIBRARY: &str = "libcuda.so.1";
 
 /// Every NVML function whose failure the probe records (the `function` of the error metric).
 pub const NVML_FUNCTIONS: &[&str] = &[
@@ -67,8 +73,16 @@ pub const NVML_FUNCTIONS: &[&str] = &[
 /// Where the probe reads from.
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
+    /// Which device source (`--device-discovery-strategy`).
+    pub strategy: Strategy,
     /// The NVML library: a name searched like the driver's, or a path.
     pub library: PathBuf,
+    /// The CUDA driver library, for integrated GPUs.
+    pub cuda_library: PathBuf,
+    /// The host's root, where `/etc/nv_tegra_release` marks a Tegra system.
+    pub host_root: PathBuf,
+    /// A `pci.ids` file naming vfio GPUs; `None` for the system's, else the built-in copy.
+    pub pci_ids: Option<PathBuf>,
     /// The root of sysfs (`/sys`).
     pub sysfs_root: PathBuf,
     /// The machine-type file; empty for none.
@@ -76,6 +90,21 @@ pub struct ProbeOptions {
     /// Also read the topology facts (NVLink, PCIe, NUMA, confidential computing, GPUDirect):
     /// only the extended labels use them, so a GFD-equivalent pass does not pay their NVML calls.
     pub topology: bool,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> ProbeOptions {
+        ProbeOptions {
+            strategy: Strategy::Auto,
+            library: DEFAULT_LIBRARY.into(),
+            cuda_library: DEFAULT_CUDA_LIBRARY.into(),
+            host_root: "/".into(),
+            pci_ids: None,
+            sysfs_root: "/sys".into(),
+            machine_type_file: PathBuf::new(),
+            topology: false,
+        }
+    }
 }
 
 /// Why the probe produced no snapshot.
@@ -98,6 +127,12 @@ pub enum ProbeError {
     /// The number of GPUs is unknown, so nothing can be labelled.
     #[error("error getting devices: nvmlDeviceGetCount_v2: {}", nvml::describe(.0))]
     DeviceCount(nvml_wrapper::error::NvmlError),
+    /// The CUDA driver (integrated GPUs) did not load or start.
+    #[error("no CUDA driver found: {0}")]
+    Cuda(#[source] cuda::CudaOpenError),
+    /// CUDA could not count its GPUs.
+    #[error("error getting devices: {0}")]
+    CudaCount(#[source] cuda::CudaError),
 }
 
 impl ProbeError {
@@ -106,12 +141,27 @@ impl ProbeError {
         match self {
             ProbeError::NoDriver { .. } | ProbeError::Init { .. } => "nvmlInit",
             ProbeError::DeviceCount(_) => "nvmlDeviceGetCount_v2",
+            ProbeError::Cuda(_) => "cuInit",
+            ProbeError::CudaCount(e) => e.function,
         }
     }
 
     /// Whether this is an initialisation failure (what `--fail-on-init-error` is about).
     pub fn is_init(&self) -> bool {
-        matches!(self, ProbeError::NoDriver { .. } | ProbeError::Init { .. })
+        matches!(self, ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::Cuda(_))
+    }
+
+    /// What to do about an initialisation failure: the usual fix, for the source that failed.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ProbeError::NoDriver { .. } | ProbeError::Init { .. } => Some(
+                "install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs",
+            ),
+            ProbeError::Cuda(_) => Some(
+                "on Jetson, IGX and Thor the CUDA driver comes with JetPack: give the container the host's libcuda.so.1 (the NVIDIA container runtime mounts it) or point --cuda-library at it; --fail-on-init-error=false labels this node without GPUs",
+            ),
+            _ => None,
+        }
     }
 }
 
@@ -119,8 +169,21 @@ impl ProbeError {
 /// node-level facts.
 pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
     let mut snapshot = Snapshot::default();
-    let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
-    nvml::collect(&nvml, session, opts, &mut snapshot)?;
+    match session.backend(opts) {
+        Backend::Nvml | Backend::Wsl => {
+            let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
+            nvml::collect(&nvml, session, opts, &mut snapshot)?;
+        }
+        Backend::Tegra => {
+            let cuda = calls::nvml("cuInit", None, || session.cuda(opts)).map_err(ProbeError::Cuda)?;
+            // JetPack 6 and Thor answer NVML too, and it alone knows the driver's version.
+            let nvml = session.nvml(opts).ok();
+            tegra::collect(&cuda, nvml.as_deref(), &mut snapshot)?;
+        }
+        Backend::Vfio => {
+            return Err(ProbeError::NoDriver { detail: "the vfio device source is not built yet".into() })
+        }
+    }
     let files = probe_files(session, opts);
     snapshot.machine_type = files.machine_type;
     snapshot.vgpu = files.vgpu;

@@ -6,7 +6,9 @@
 //! GPUs on the PCI bus change (a hot-added or removed GPU), never merely because NVML's count
 //! differs from the bus's (sample trees, vGPU and passthrough differ for good).
 
+use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
+use super::source::{self, Backend, Strategy};
 use super::{ProbeError, ProbeOptions};
 use crate::snapshot::VgpuDevice;
 use nvml_wrapper::error::NvmlError;
@@ -26,6 +28,10 @@ pub struct Session {
 #[derive(Default)]
 struct State {
     open: Option<Open>,
+    /// The device source, once resolved (again after [`Session::reset`]).
+    backend: Option<(Strategy, Backend)>,
+    /// The CUDA driver, once initialised: kept for the process, as the driver is never unloaded.
+    cuda: Option<Arc<Cuda>>,
     bus: Option<PciBus>,
     /// Config-space reads of buses forgotten since (a new sysfs root, SIGHUP).
     earlier_reads: u64,
@@ -134,12 +140,74 @@ impl Session {
         gone
     }
 
-    /// Forgets the session and the bus (SIGHUP: look at everything again); the next user opens
-    /// NVML and reads the bus anew.
+    /// Forgets the session, the bus and the device source (SIGHUP: look at everything again);
+    /// the next user opens NVML, reads the bus and resolves the source anew. CUDA stays
+    /// initialised: one `cuInit` per process.
     pub fn reset(&self) {
         let mut state = self.lock();
         state.open = None;
+        state.backend = None;
         state.forget_bus();
+    }
+
+    /// The device source for `opts`, resolved as GFD resolves `auto` (once, until a reset or a
+    /// new strategy). A resolution that needed NVML and could not start it is not kept, so a
+    /// driver that appears later is looked at again.
+    pub fn backend(&self, opts: &ProbeOptions) -> Backend {
+        if let Some((strategy, backend)) = self.lock().backend {
+            if strategy == opts.strategy {
+                return backend;
+            }
+        }
+        let (backend, keep) = match opts.strategy {
+            Strategy::Nvml => (Backend::Nvml, true),
+            Strategy::Tegra => (Backend::Tegra, true),
+            Strategy::Vfio => (Backend::Vfio, true),
+            Strategy::Auto => self.resolve(opts),
+        };
+        if keep {
+            tracing::info!(backend = backend.as_str(), strategy = opts.strategy.as_str(), "device source");
+            self.lock().backend = Some((opts.strategy, backend));
+        }
+        backend
+    }
+
+    /// GFD's platform resolver: WSL, then Tegra files without NVML, then an integrated GPU
+    /// named by NVML, then NVML. With nothing at all it is NVML, whose failure to load is
+    /// the node's init error.
+    fn resolve(&self, opts: &ProbeOptions) -> (Backend, bool) {
+        if source::loadable(std::path::Path::new(source::DXCORE_LIBRARY)) {
+            return (Backend::Wsl, true);
+        }
+        let tegra = source::tegra_marker(&opts.host_root, &opts.sysfs_root);
+        if !source::loadable(&opts.library) {
+            return match tegra {
+                Some(marker) => {
+                    tracing::debug!(%marker, "a Tegra system without NVML");
+                    (Backend::Tegra, true)
+                }
+                None => (Backend::Nvml, false),
+            };
+        }
+        let Ok(nvml) = self.nvml(opts) else { return (Backend::Nvml, false) };
+        let count = nvml.device_count().unwrap_or(0);
+        let integrated = (0..count).any(|i| {
+            let name = nvml.device_by_index(i).and_then(|d| d.name());
+            name.is_ok_and(|n| source::is_integrated_name(&n))
+        });
+        (if integrated { Backend::Tegra } else { Backend::Nvml }, true)
+    }
+
+    /// The CUDA driver from `opts.cuda_library`, initialised on first use and kept; a failed
+    /// start is not remembered.
+    pub fn cuda(&self, opts: &ProbeOptions) -> Result<Arc<Cuda>, CudaOpenError> {
+        let mut state = self.lock();
+        if let Some(cuda) = state.cuda.as_ref().filter(|c| c.library() == opts.cuda_library) {
+            return Ok(cuda.clone());
+        }
+        let cuda = Arc::new(Cuda::open(&opts.cuda_library)?);
+        state.cuda = Some(cuda.clone());
+        Ok(cuda)
     }
 
     /// The vGPU devices under `sysfs_root` (config space read only when the NVIDIA functions

@@ -12,6 +12,7 @@ pub mod calls;
 mod nvml;
 mod nvml_error;
 pub mod pci;
+pub mod pci_ids;
 pub mod profile;
 mod raw;
 mod raw_topology;

@@ -7,6 +7,9 @@
 //! only drops the label it feeds; a MIG device that cannot be read or named is skipped.
 //! Each is recorded in [`Snapshot::issues`] (the caller logs it when it starts and ends). Only NVML init and the device count fail
 //! the whole probe.
+//!
+//! GPUs bound to `vfio-pci` have no driver to ask: [`vfio`] finds them in sysfs alone and names
+//! them from [`pci_ids`].
 
 pub mod calls;
 mod nvml;
@@ -19,6 +22,7 @@ mod raw_topology;
 pub mod session;
 pub mod sysfs;
 mod topology;
+pub mod vfio;
 
 pub use raw::clocks_event_reasons;
 pub use session::Session;

@@ -10,6 +10,8 @@ pub const CONFIG_FILE: u64 = 1 << 20;
 pub const SNAPSHOT_FILE: u64 = 64 << 20;
 /// A sysfs attribute or the DMI machine-type file (PCI config space is at most 4 KiB).
 pub const SYSFS_FILE: u64 = 64 << 10;
+/// A system `pci.ids` database (about 1.7 MiB in 2026, growing some 50 KiB a year).
+pub const PCI_IDS_FILE: u64 = 16 << 20;
 
 /// Reads at most `limit` bytes of `path`; a longer file is an `InvalidData` error that says so.
 pub fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {

@@ -11,6 +11,12 @@ sysfs-machines/<machine>/
              host bridge and exactly that machine's GPUs, so `nvlabel health` finds no GPU missing;
              every entry is a symlink into sysfs/ (as /sys/bus/pci/devices links into
              /sys/devices), so the labels equal sysfs/'s.
+sysfs-vfio/h100-vfio/
+             a host passing GPUs through to virtual machines, laid out as the kernel does
+             (bus/pci/devices links into devices/, driver links into bus/pci/drivers/): two H100
+             PCIe bound to vfio-pci on NUMA nodes 0 and 1, an SR-IOV virtual function of the first,
+             an RTX 4090 the host keeps (driver nvidia) with its audio function, a ConnectX-7 and
+             the host bridge. The vfio backend keeps the two H100s.
 Each NVIDIA device has 256 bytes of config space with a realistic capability list
 (PM -> MSI -> PCIe -> vendor-specific), so the vGPU walker runs on every golden test.
 """
@@ -21,9 +27,10 @@ import shutil
 import yaml
 
 
-def config(vendor_cap):
+def config(vendor_cap, device=0):
     c = bytearray(256)
     c[0:2] = (0x10DE).to_bytes(2, "little")
+    c[2:4] = device.to_bytes(2, "little")
     c[6] = 0x10  # status: capability list present
     c[0x34] = 0x60
     c[0x60:0x62] = bytes([0x01, 0x68])  # power management
@@ -88,7 +95,76 @@ def machine_tree(shared, fixture):
         link(device, os.path.join(root, "bus/pci/devices", address))
 
 
+def write(path, content):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb" if isinstance(content, bytes) else "w") as f:
+        f.write(content)
+
+
+def resource(bars):
+    """The kernel's `resource` file of an endpoint: 13 `start end flags` lines (6 BARs, the ROM,
+    6 SR-IOV BARs), a 64-bit BAR taking two slots; `bars` maps a slot to (start, size, flags)."""
+    lines = []
+    for i in range(13):
+        start, size, flags = bars.get(i, (0, 0, 0))
+        end = start + size - 1 if size else 0
+        lines.append(f"0x{start:016x} 0x{end:016x} 0x{flags:016x}\n")
+    return "".join(lines)
+
+
+MEM32 = 0x40200  # IORESOURCE_MEM | IORESOURCE_SIZEALIGN
+MEM64_PREFETCH = 0x14220C  # ... | IORESOURCE_MEM_64 | IORESOURCE_PREFETCH, 64-bit prefetchable
+
+
+def pci_function(root, address, vendor, device, cls, numa, driver=None, iommu=None, bars=None, extra=None):
+    """One function under devices/pci<domain>:<bus>/, linked from bus/pci/devices."""
+    bus = address[:5] + ("%02x" % (int(address[5:7], 16) & 0xE0))
+    real = os.path.join(root, "devices", "pci" + bus, address)
+    files = {"vendor": vendor, "device": device, "class": cls, "numa_node": str(numa)}
+    for name, value in {**files, **(extra or {})}.items():
+        write(os.path.join(real, name), value + "\n")
+    write(os.path.join(real, "resource"), resource(bars or {}))
+    if vendor == "0x10de":
+        write(os.path.join(real, "config"), config(PASSTHROUGH, int(device, 16)))
+    link(real, os.path.join(root, "bus/pci/devices", address))
+    if driver:
+        drivers = os.path.join(root, "bus/pci/drivers", driver)
+        link(drivers, os.path.join(real, "driver"))
+        link(real, os.path.join(drivers, address))
+    if iommu is not None:
+        group = os.path.join(root, "kernel/iommu_groups", str(iommu))
+        link(group, os.path.join(real, "iommu_group"))
+        link(real, os.path.join(group, "devices", address))
+    return real
+
+
+def vfio_tree(root):
+    h100 = {"subsystem_vendor": "0x10de", "subsystem_device": "0x1626"}
+    pci_function(root, "0000:00:00.0", "0x1022", "0x14a4", "0x060000", 0, iommu=0)  # Genoa root complex
+    pci_function(root, "0000:01:00.0", "0x10de", "0x2684", "0x030000", 0, "nvidia", 10,
+                 {0: (0xF0000000, 16 << 20, MEM32), 1: (0x38000000000, 32 << 30, MEM64_PREFETCH)})
+    pci_function(root, "0000:01:00.1", "0x10de", "0x22ba", "0x040300", 0, "snd_hda_intel", 10,
+                 {0: (0xF1080000, 16 << 10, MEM32)})
+    gpus = [("0000:41:00.0", 0, 20, 0xB8000000, 0x20000000000), ("0000:c1:00.0", 1, 40, 0xD8000000, 0x30000000000)]
+    for address, numa, iommu, bar0, bar1 in gpus:
+        pci_function(root, address, "0x10de", "0x2331", "0x030200", numa, "vfio-pci", iommu,
+                     {0: (bar0, 16 << 20, MEM32), 1: (bar1, 128 << 30, MEM64_PREFETCH),
+                      3: (bar1 + (128 << 30), 32 << 20, MEM64_PREFETCH)}, h100)
+    # The first H100's one enabled virtual function (vfio-pci enable_sriov), also on vfio-pci.
+    pf = os.path.join(root, "devices/pci0000:40/0000:41:00.0")
+    write(os.path.join(pf, "sriov_totalvfs"), "32\n")
+    write(os.path.join(pf, "sriov_numvfs"), "1\n")
+    vf = pci_function(root, "0000:41:00.4", "0x10de", "0x2331", "0x030200", 0, "vfio-pci", 21,
+                      {0: (0xB9000000, 16 << 20, MEM32)}, h100)
+    link(pf, os.path.join(vf, "physfn"))
+    link(vf, os.path.join(pf, "virtfn0"))
+    pci_function(root, "0000:a1:00.0", "0x15b3", "0x1021", "0x020000", 1, "mlx5_core", 30,
+                 {0: (0x3F000000000, 32 << 20, MEM64_PREFETCH)})  # ConnectX-7
+
+
 def main():
+    shutil.rmtree("testdata/sysfs-vfio", ignore_errors=True)
+    vfio_tree("testdata/sysfs-vfio/h100-vfio")
     for root in ("testdata/sysfs", "testdata/sysfs-vgpu", "testdata/sysfs-machines"):
         shutil.rmtree(root, ignore_errors=True)
     root = "testdata/sysfs"

@@ -7,12 +7,16 @@
 //! only drops the label it feeds; a MIG device that cannot be read or named is skipped.
 //! Each is recorded in [`Snapshot::issues`] (the caller logs it when it starts and ends). Only NVML init and the device count fail
 //! the whole probe.
+//!
+//! GPUs bound to `vfio-pci` have no driver to ask: [`vfio`] finds them in sysfs alone and names
+//! them from [`pci_ids`].
 
 pub mod calls;
 pub mod cuda;
 mod nvml;
 mod nvml_error;
 pub mod pci;
+pub mod pci_ids;
 pub mod profile;
 mod raw;
 mod raw_topology;
@@ -21,6 +25,7 @@ pub mod source;
 pub mod sysfs;
 mod tegra;
 mod topology;
+pub mod vfio;
 
 pub use raw::clocks_event_reasons;
 pub use session::Session;

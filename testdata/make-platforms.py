@@ -8,6 +8,7 @@ jetson-*      Tegra: soc0 reads "Tegra", /etc/nv_tegra_release exists; the PCI b
               SoC's own PCIe root port (an NVIDIA bridge, not a GPU), so the vGPU scan finds none.
 igx-orin-dgpu Tegra files too, and the discrete GPU at 0005:01:00.0 (a VGA controller).
 dgx-spark     the GB10 at 000f:01:00.0 (a 3D controller).
+h100-vfio     (its sys/ is made by testdata/make-sysfs.py) two H100 PCIe bound to vfio-pci.
 wsl-rtx4090   no PCI function of the GPU: WSL 2 shows Linux only Microsoft's virtual render device.
 """
 import os
@@ -53,7 +54,8 @@ def dmi(root, name):
 
 
 def main():
-    for name in sorted(os.listdir(PLATFORMS)):
+    # h100-vfio's tree is testdata/make-sysfs.py's (it shares that script's device layout).
+    for name in sorted(set(os.listdir(PLATFORMS)) - {"h100-vfio"}):
         for part in ("sys", "host"):
             shutil.rmtree(os.path.join(PLATFORMS, name, part), ignore_errors=True)
     p = lambda name: os.path.join(PLATFORMS, name)

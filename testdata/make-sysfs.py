@@ -11,7 +11,7 @@ sysfs-machines/<machine>/
              host bridge and exactly that machine's GPUs, so `nvlabel health` finds no GPU missing;
              every entry is a symlink into sysfs/ (as /sys/bus/pci/devices links into
              /sys/devices), so the labels equal sysfs/'s.
-sysfs-vfio/h100-vfio/
+platforms/h100-vfio/sys/
              a host passing GPUs through to virtual machines, laid out as the kernel does
              (bus/pci/devices links into devices/, driver links into bus/pci/drivers/): two H100
              PCIe bound to vfio-pci on NUMA nodes 0 and 1, an SR-IOV virtual function of the first,
@@ -139,6 +139,7 @@ def pci_function(root, address, vendor, device, cls, numa, driver=None, iommu=No
 
 
 def vfio_tree(root):
+    machine(root, "PowerEdge R760xa")
     h100 = {"subsystem_vendor": "0x10de", "subsystem_device": "0x1626"}
     pci_function(root, "0000:00:00.0", "0x1022", "0x14a4", "0x060000", 0, iommu=0)  # Genoa root complex
     pci_function(root, "0000:01:00.0", "0x10de", "0x2684", "0x030000", 0, "nvidia", 10,
@@ -163,8 +164,8 @@ def vfio_tree(root):
 
 
 def main():
-    shutil.rmtree("testdata/sysfs-vfio", ignore_errors=True)
-    vfio_tree("testdata/sysfs-vfio/h100-vfio")
+    shutil.rmtree("testdata/platforms/h100-vfio/sys", ignore_errors=True)
+    vfio_tree("testdata/platforms/h100-vfio/sys")
     for root in ("testdata/sysfs", "testdata/sysfs-vgpu", "testdata/sysfs-machines"):
         shutil.rmtree(root, ignore_errors=True)
     root = "testdata/sysfs"

@@ -138,6 +138,12 @@ pub enum ProbeError {
     /// CUDA could not count its GPUs.
     #[error("error getting devices: {0}")]
     CudaCount(#[source] cuda::CudaError),
+    /// The PCI devices could not be listed (vfio).
+    #[error("error getting devices: {0}")]
+    Vfio(#[source] vfio::VfioError),
+    /// The `--pci-ids` file could not be read (vfio).
+    #[error("{0}")]
+    PciIds(#[source] pci_ids::PciIdsError),
 }
 
 impl ProbeError {
@@ -148,6 +154,8 @@ impl ProbeError {
             ProbeError::DeviceCount(_) => "nvmlDeviceGetCount_v2",
             ProbeError::Cuda(_) => "cuInit",
             ProbeError::CudaCount(e) => e.function,
+            ProbeError::Vfio(_) => "sysfs PCI devices",
+            ProbeError::PciIds(_) => "pci.ids",
         }
     }
 
@@ -186,7 +194,11 @@ pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeEr
             tegra::collect(&cuda, nvml.as_deref(), &mut snapshot)?;
         }
         Backend::Vfio => {
-            return Err(ProbeError::NoDriver { detail: "the vfio device source is not built yet".into() })
+            let ids = session.pci_ids(opts).map_err(ProbeError::PciIds)?;
+            let (gpus, issues) = vfio::gpus(&opts.sysfs_root, &ids).map_err(ProbeError::Vfio)?;
+            snapshot.source = crate::snapshot::Source::Vfio;
+            snapshot.gpus = gpus;
+            snapshot.issues = issues;
         }
     }
     let files = probe_files(session, opts);

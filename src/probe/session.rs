@@ -8,6 +8,7 @@
 
 use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
+use super::pci_ids::{PciIds, PciIdsError};
 use super::source::{self, Backend, Strategy};
 use super::{ProbeError, ProbeOptions};
 use crate::snapshot::VgpuDevice;
@@ -32,6 +33,8 @@ struct State {
     backend: Option<(Strategy, Backend)>,
     /// The CUDA driver, once initialised: kept for the process, as the driver is never unloaded.
     cuda: Option<Arc<Cuda>>,
+    /// The pci.ids database vfio GPUs are named from, and the `--pci-ids` it was read for.
+    pci_ids: Option<(Option<PathBuf>, Arc<PciIds>)>,
     bus: Option<PciBus>,
     /// Config-space reads of buses forgotten since (a new sysfs root, SIGHUP).
     earlier_reads: u64,
@@ -147,6 +150,7 @@ impl Session {
         let mut state = self.lock();
         state.open = None;
         state.backend = None;
+        state.pci_ids = None;
         state.forget_bus();
     }
 
@@ -196,6 +200,23 @@ impl Session {
             name.is_ok_and(|n| source::is_integrated_name(&n))
         });
         (if integrated { Backend::Tegra } else { Backend::Nvml }, true)
+    }
+
+    /// The pci.ids database for `opts.pci_ids`, read once (GFD parses it for every device of
+    /// every pass); again after a reset.
+    pub fn pci_ids(&self, opts: &ProbeOptions) -> Result<Arc<PciIds>, PciIdsError> {
+        let mut state = self.lock();
+        if let Some((_, ids)) = state.pci_ids.as_ref().filter(|(path, _)| *path == opts.pci_ids) {
+            return Ok(ids.clone());
+        }
+        let ids = Arc::new(PciIds::load(opts.pci_ids.as_deref())?);
+        // Said once, where GFD publishes a BAR aperture as the memory (decisions.md).
+        tracing::info!(
+            pci_ids = %ids.source(),
+            "vfio: GPUs are named from pci.ids; gpu.memory is not labelled (no driver answers for a GPU bound to vfio-pci, and a BAR aperture is not its memory)"
+        );
+        state.pci_ids = Some((opts.pci_ids.clone(), ids.clone()));
+        Ok(ids)
     }
 
     /// The CUDA driver from `opts.cuda_library`, initialised on first use and kept; a failed

@@ -38,7 +38,7 @@ pub enum VfioError {
     },
 }
 
-/// Why one sysfs file of a device gave no value (the file itself is the issue's `function`).
+/// Why one sysfs file of a device gave no value.
 #[derive(Debug, thiserror::Error)]
 enum FileError {
     /// It could not be read or resolved.
@@ -191,10 +191,13 @@ impl Device {
     }
 
     fn issue(&self, path: &Path, error: FileError, effect: &str) -> Issue {
+        // The file's name is the "function" (a metric label: one series per kind of file, not per
+        // device); the path is in the error.
+        let file = path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned());
         Issue {
             device: Some(self.address.clone()),
-            function: path.display().to_string(),
-            error: error.to_string(),
+            function: format!("sysfs {file}"),
+            error: format!("{}: {error}", path.display()),
             effect: effect.into(),
         }
     }

@@ -3,7 +3,7 @@ use crate::probe::pci_ids::Source;
 
 /// The bundled tree of a host passing two H100 PCIe through (see `testdata/make-sysfs.py`).
 fn sample_tree() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/sysfs-vfio/h100-vfio")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/platforms/h100-vfio/sys")
 }
 
 /// A fake sysfs: plain device directories, drivers as directories the `driver` links lead to.
@@ -122,7 +122,8 @@ fn a_driver_link_that_leads_nowhere_is_no_driver() {
     let (gpus, issues) = tree.scan();
     assert_eq!(gpus, vec![]);
     assert_eq!(issues.len(), 1);
-    assert_eq!(issues[0].function, looped.join("driver").display().to_string());
+    assert_eq!(issues[0].function, "sysfs driver");
+    assert!(issues[0].error.starts_with(&looped.join("driver").display().to_string()), "{}", issues[0].error);
 }
 
 #[test]
@@ -144,14 +145,18 @@ fn an_unreadable_numa_node_excludes_only_that_gpu() {
         vec![
             Issue {
                 device: Some("0000:81:00.0".into()),
-                function: broken.join("numa_node").display().to_string(),
-                error: std::fs::read(broken.join("numa_node")).map_err(|e| e.to_string()).unwrap_err(),
+                function: "sysfs numa_node".into(),
+                error: format!(
+                    "{}: {}",
+                    broken.join("numa_node").display(),
+                    std::fs::read(broken.join("numa_node")).map_err(|e| e.to_string()).unwrap_err()
+                ),
                 effect: "GPU excluded from this pass".into(),
             },
             Issue {
                 device: Some("0000:c1:00.0".into()),
-                function: garbled.join("numa_node").display().to_string(),
-                error: "\"zero\" is not a 32-bit number".into(),
+                function: "sysfs numa_node".into(),
+                error: format!("{}: \"zero\" is not a 32-bit number", garbled.join("numa_node").display()),
                 effect: "GPU excluded from this pass".into(),
             },
         ]
@@ -170,7 +175,9 @@ fn an_unreadable_vendor_or_class_skips_the_device_with_an_issue() {
     assert_eq!(gpus, vec![]);
     let summary: Vec<(&str, &str, &str)> = issues
         .iter()
-        .map(|i| (i.device.as_deref().unwrap(), i.function.rsplit('/').next().unwrap(), i.effect.as_str()))
+        .map(|i| {
+            (i.device.as_deref().unwrap(), i.function.strip_prefix("sysfs ").unwrap(), i.effect.as_str())
+        })
         .collect();
     assert_eq!(
         summary,

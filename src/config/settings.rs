@@ -275,6 +275,13 @@ impl Settings {
             notes,
             health: super::health::resolve(&a.health, env, ff, &file_path)?,
         };
+        // vfio GPUs have no driver on this node: nothing could read their health.
+        if settings.health.enabled && settings.device_discovery_strategy == crate::probe::Strategy::Vfio {
+            return Err(invalid(
+                &f,
+                "--health reads GPU health through the driver, and GPUs bound to vfio-pci have none on this node: turn --health off here",
+            ));
+        }
         // From env it is one warning (`modes`): the GPU Operator's env serves every mode.
         let on_command_line = |f: &Found| !f.origin.starts_with("environment");
         match expiry_given.filter(|f| !settings.expiry_applies() && on_command_line(f)) {

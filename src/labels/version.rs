@@ -140,4 +140,32 @@ mod tests {
         assert_eq!(l.len(), 5);
         assert!(w[0].contains("\"550\""), "{w:?}");
     }
+
+    /// Off NVML, GFD's driver version is `unknown` in every part; NVML's answer wins where there
+    /// is one (JetPack 6, Thor). CUDA's minor is `(v % 100) / 10`; vfio's CUDA version is 0.0.
+    #[test]
+    fn each_source_versions_as_gfd_does() {
+        let label = |source, driver: Option<&str>, cuda, k: &str| {
+            let snap = Snapshot {
+                source,
+                driver_version: driver.map(String::from),
+                cuda_driver_version: cuda,
+                ..Default::default()
+            };
+            labels(&snap, &mut Vec::new()).get(&key(k)).cloned()
+        };
+        let full = "cuda.driver-version.full";
+        assert_eq!(label(Source::Cuda, None, Some(11040), full).as_deref(), Some("unknown.unknown.unknown"));
+        assert_eq!(label(Source::Cuda, None, None, "cuda.driver.rev").as_deref(), Some("unknown"));
+        assert_eq!(label(Source::Cuda, Some("540.4.0"), None, full).as_deref(), Some("540.4.0"));
+        assert_eq!(label(Source::Vfio, None, None, full).as_deref(), Some("unknown.unknown.unknown"));
+        assert_eq!(label(Source::Nvml, None, None, full), None, "NVML's failed call omits them");
+        let runtime = "cuda.runtime-version.full";
+        // 12.10 as the integer 12100: NVML's formula reads minor 10, CUDA's backend 0.
+        assert_eq!(label(Source::Nvml, None, Some(12100), runtime).as_deref(), Some("12.10"));
+        assert_eq!(label(Source::Cuda, None, Some(12100), runtime).as_deref(), Some("12.0"));
+        assert_eq!(label(Source::Cuda, None, Some(12060), runtime).as_deref(), Some("12.6"));
+        assert_eq!(label(Source::Vfio, None, Some(12060), runtime).as_deref(), Some("0.0"));
+        assert_eq!(label(Source::Vfio, None, None, runtime).as_deref(), Some("0.0"));
+    }
 }

@@ -201,6 +201,23 @@ async fn a_hundred_daemon_passes_call_cuinit_once() {
     assert_eq!(count("cuDeviceGetCount"), Some(100), "one count per pass:\n{counts}");
 }
 
+/// `nvlabel health` (node-problem-detector's check) on every platform whose NVML answers: healthy,
+/// so a WSL GPU without a PCI function in sysfs and an integrated GPU are never "missing"; where
+/// NVML is absent (JetPack 5, vfio) it exits 2, its "cannot check" status.
+#[test]
+fn health_counts_no_gpu_missing_where_sysfs_has_no_pci_function() {
+    for machine in platforms() {
+        let (code, out, stderr) = run(&mut platform_with(&machine, &["health"]));
+        let fixture = std::fs::read_to_string(platform_dir(&machine).join("machine.yaml")).unwrap();
+        if fixture.lines().any(|l| l.starts_with("driver_version:")) {
+            assert_eq!(code, 0, "{machine}: {out}{stderr}");
+            assert!(out.starts_with("GpusHealthy: 1 GPUs healthy\n"), "{machine}: {out}");
+        } else {
+            assert_eq!(code, 2, "{machine}: {out}{stderr}");
+        }
+    }
+}
+
 /// The bundled platform samples, sorted.
 fn platforms() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(repo().join("testdata/platforms"))

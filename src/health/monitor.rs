@@ -63,6 +63,8 @@ pub struct Monitor {
     expected: Expected,
     /// Slowdown and PCIe replay episodes.
     signals: Signals,
+    /// Says once which signals NVML does not answer here.
+    unreadable: super::reading::Unreadable,
     /// A reading that outlived its deadline, still running on the worker (never queued behind).
     in_flight: Option<Answer<Result<Reading, nvml::ReadError>>>,
     /// How long NVML work may run before health says Unknown, and whether some did.
@@ -104,6 +106,7 @@ impl Monitor {
             taints: None,
             expected: Expected::new(h.expected_gpus, None),
             signals: Signals::default(),
+            unreadable: Default::default(),
             in_flight: None,
             watchdog: Watchdog::new(h.nvml_timeout),
         })
@@ -224,6 +227,7 @@ impl Monitor {
                 self.metrics.observe(g, self.uuids.get(&g.index).map_or("", |u| u.as_str()));
             }
             began = self.signals.observe(r, std::time::Instant::now());
+            self.unreadable.note(r);
         }
         let stall = self.watchdog.check(&self.session, &self.metrics);
         if self.tracker().await.is_none() {

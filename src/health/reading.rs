@@ -81,3 +81,95 @@ pub enum Event {
 pub fn driver_answers(last: Option<&Reading>, index: u32) -> bool {
     last.and_then(|r| r.gpus.iter().find(|g| g.index == index)).is_some_and(|g| g.recovery_action.is_some())
 }
+
+impl Reading {
+    /// The signals no GPU of this reading answered: what health cannot read on this node (an
+    /// integrated GPU answers little of it; a GPU without ECC memory has no ECC counts).
+    pub fn unreadable(&self) -> Vec<&'static str> {
+        if self.gpus.is_empty() {
+            return Vec::new();
+        }
+        let none = |f: fn(&GpuReading) -> bool| self.gpus.iter().all(|g| !f(g));
+        let signals: [(&'static str, fn(&GpuReading) -> bool); 7] = [
+            ("ECC error counts", |g| g.uncorrected_volatile.is_some()),
+            ("row remapping", |g| g.remapped.is_some()),
+            ("retired pages", |g| g.retired_pages_pending.is_some()),
+            ("NVLink states", |g| g.nvlink_active.is_some()),
+            ("the driver's recovery action", |g| g.recovery_action.is_some()),
+            ("PCIe replays", |g| g.pcie_replays.is_some()),
+            ("clock event reasons", |g| g.clock_events.is_some()),
+        ];
+        signals.into_iter().filter(|(_, answered)| none(*answered)).map(|(name, _)| name).collect()
+    }
+}
+
+/// Says once, at the first reading with GPUs, which signals health cannot read on this node.
+#[derive(Debug, Default)]
+pub struct Unreadable {
+    said: bool,
+}
+
+impl Unreadable {
+    /// Logs the signals `reading` has none of, the first time a reading has GPUs; returns the
+    /// line when it logged one.
+    pub fn note(&mut self, reading: &Reading) -> Option<String> {
+        if self.said || reading.gpus.is_empty() {
+            return None;
+        }
+        self.said = true;
+        let missing = reading.unreadable();
+        if missing.is_empty() {
+            return None;
+        }
+        let line = format!(
+            "GPU health cannot read {} on this node (NVML does not answer them for its GPUs); every other signal is watched",
+            missing.join(", ")
+        );
+        tracing::info!("{line}");
+        Some(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_no_gpu_answers_is_said_once() {
+        let answered = GpuReading {
+            uncorrected_volatile: Some(0),
+            remapped: Some(Remapped::default()),
+            retired_pages_pending: Some(false),
+            nvlink_active: Some(vec![]),
+            recovery_action: Some(0),
+            pcie_replays: Some(0),
+            clock_events: Some(0),
+            ..GpuReading::default()
+        };
+        let full = Reading { gpus: vec![answered.clone()], pci_gpus: None };
+        assert!(full.unreadable().is_empty());
+        // One GPU answering is enough: the signal is watched.
+        let integrated = GpuReading { clock_events: Some(0), ..GpuReading::default() };
+        let mixed = Reading { gpus: vec![integrated.clone(), answered], pci_gpus: None };
+        assert!(mixed.unreadable().is_empty());
+        let orin = Reading { gpus: vec![integrated], pci_gpus: None };
+        assert_eq!(
+            orin.unreadable(),
+            [
+                "ECC error counts",
+                "row remapping",
+                "retired pages",
+                "NVLink states",
+                "the driver's recovery action",
+                "PCIe replays"
+            ]
+        );
+        let mut once = Unreadable::default();
+        assert_eq!(once.note(&Reading::default()), None, "no GPUs yet: nothing to say");
+        assert!(once
+            .note(&orin)
+            .unwrap()
+            .starts_with("GPU health cannot read ECC error counts, row remapping"));
+        assert_eq!(once.note(&orin), None, "said once");
+    }
+}

@@ -70,6 +70,17 @@ pub fn start(
         return Ok(None);
     }
     let client = client.ok_or(HealthError::NoApi)?;
+    let opts = settings.probe_options();
+    if session.backend(&opts) == crate::probe::Backend::Tegra
+        && !crate::probe::source::loadable(&opts.library)
+    {
+        // A condition that stays Unknown would read as unhealthy to remediation tools.
+        tracing::warn!(
+            nvml_library = %opts.library.display(),
+            "GPU health is off: this integrated-GPU node has no NVML (JetPack 5 and earlier), so no GPU health signal can be read; the GPU is labelled through CUDA and no health condition is published"
+        );
+        return Ok(None);
+    }
     let metrics = Arc::new(HealthMetrics::default());
     let mut monitor = Monitor::new(settings, client.clone(), session.clone(), metrics.clone())?;
     if let Some(node) = node {
@@ -212,5 +223,27 @@ mod tests {
         )
         .unwrap();
         assert!(start(&state.loaded().settings, None, Session::new(), Watches::default()).unwrap().is_none());
+    }
+
+    /// A Jetson without NVML (JetPack 5) has no health signal to read: no task, so no condition
+    /// that stays Unknown; the same node asked to use NVML starts health as any node does.
+    #[tokio::test]
+    async fn a_tegra_node_without_nvml_starts_no_health() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/platforms/jetson-agx-orin-jp5");
+        let (sys, host) = (format!("--sysfs-root={root}/sys"), format!("--host-root={root}/host"));
+        let jp5 = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1", &sys, &host]);
+        let url = "http://127.0.0.1:9".parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        assert!(start(&jp5, Some(client.clone()), Session::new(), Watches::default()).unwrap().is_none());
+        let nvml = settings(&[
+            "--nvml-library=/nonexistent/libnvidia-ml.so.1",
+            &sys,
+            &host,
+            "--device-discovery-strategy=nvml",
+        ]);
+        let mut task =
+            start(&nvml, Some(client), Session::new(), Watches::default()).unwrap().expect("NVML asked for");
+        let (_tx, rx) = watch::channel(Arc::new(nvml.clone()));
+        assert!(task.run(rx, tokio::time::sleep(Duration::from_millis(50))).await, "stopped");
     }
 }

@@ -172,6 +172,11 @@ fn probe_gpu(
     let pci_class = pci_bus_id.as_deref().and_then(|bus| {
         match cached(bus).or_else(|()| sysfs::pci_class(&opts.sysfs_root, bus)) {
             Ok(class) => Some(class),
+            // WSL shows Linux no PCI function for its GPUs: the class is absent, not a fault.
+            Err(error) if session.backend(opts) == super::Backend::Wsl => {
+                tracing::debug!(device = index, %error, "WSL: no PCI function, gpu.mode is unknown");
+                None
+            }
             Err(error) => {
                 issues.push(Issue {
                     device: Some(id.clone()),

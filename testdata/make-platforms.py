@@ -49,6 +49,12 @@ def tegra(root, release, family="Tegra"):
     write(os.path.join(root, "sys/devices/soc0/family"), family + "\n")
 
 
+def modules(root, names):
+    """Loaded modules are directories under module/ (`initstate` is what a live one has)."""
+    for name in names:
+        write(os.path.join(root, "sys/module", name, "initstate"), "live\n")
+
+
 def dmi(root, name):
     write(os.path.join(root, "sys/class/dmi/id/product_name"), name + "\n")
 
@@ -62,20 +68,26 @@ def main():
     tegra(p("jetson-agx-orin-jp5"), "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64")
     dmi(p("jetson-agx-orin-jp5"), "Jetson AGX Orin Developer Kit")
     device(p("jetson-agx-orin-jp5") + "/sys", "0001:00:00.0", 0x060400, 0x229E)
+    modules(p("jetson-agx-orin-jp5"), ["nvgpu"])
     tegra(p("jetson-orin-nano-jp6"), "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64")
     dmi(p("jetson-orin-nano-jp6"), "NVIDIA Jetson Orin Nano Developer Kit")
     device(p("jetson-orin-nano-jp6") + "/sys", "0001:00:00.0", 0x060400, 0x229E)
+    modules(p("jetson-orin-nano-jp6"), ["nvgpu"])
     tegra(p("jetson-agx-thor"), "# R38 (release), REVISION: 2.0, GCID: 41844464, BOARD: generic, EABI: aarch64")
     dmi(p("jetson-agx-thor"), "NVIDIA Jetson AGX Thor Developer Kit")
     device(p("jetson-agx-thor") + "/sys", "0001:00:00.0", 0x060400, 0x22D8)
+    modules(p("jetson-agx-thor"), ["nvidia"])
     tegra(p("igx-orin-dgpu"), "# R36 (release), REVISION: 3.0, GCID: 36923193, BOARD: generic, EABI: aarch64")
     dmi(p("igx-orin-dgpu"), "IGX Orin Developer Kit")
     device(p("igx-orin-dgpu") + "/sys", "0005:01:00.0", 0x030000, 0x26B1)
+    modules(p("igx-orin-dgpu"), ["nvidia"])
     dmi(p("dgx-spark"), "NVIDIA DGX Spark")
     device(p("dgx-spark") + "/sys", "000f:01:00.0", 0x030200, 0x2E12)
+    modules(p("dgx-spark"), ["nvidia"])
     dmi(p("wsl-rtx4090"), "Virtual Machine")
     # GPU paravirtualisation's own device (Microsoft's "Basic Render Driver"), not the GPU.
     device(p("wsl-rtx4090") + "/sys", "5c5e:00:00.0", 0x030200, 0x008E, vendor=0x1414)
+    modules(p("wsl-rtx4090"), ["dxgkrnl"])
 
 
 if __name__ == "__main__":

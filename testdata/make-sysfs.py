@@ -140,6 +140,7 @@ def pci_function(root, address, vendor, device, cls, numa, driver=None, iommu=No
 
 def vfio_tree(root):
     machine(root, "PowerEdge R760xa")
+    modules(root, ["vfio_pci"])
     h100 = {"subsystem_vendor": "0x10de", "subsystem_device": "0x1626"}
     pci_function(root, "0000:00:00.0", "0x1022", "0x14a4", "0x060000", 0, iommu=0)  # Genoa root complex
     pci_function(root, "0000:01:00.0", "0x10de", "0x2684", "0x030000", 0, "nvidia", 10,

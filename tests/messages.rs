@@ -285,7 +285,8 @@ fn a_missing_nvml_library_names_it_once_and_says_what_to_do() {
     assert_eq!(
         stderr,
         "nvlabel: error: no NVIDIA driver found: cannot load /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory \
-         (install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs)\n"
+         (install the driver or point --nvml-library at its libnvidia-ml.so.1 (on Jetson, IGX or Thor: --device-discovery-strategy=tegra, \
+         or let nvlabel see the host's /etc/nv_tegra_release through --host-root); --fail-on-init-error=false labels this node without GPUs)\n"
     );
 }
 

@@ -17,6 +17,12 @@ fn every_platform_labels_as_its_golden() {
     for machine in platforms() {
         let out = ok(platform(&machine).args(PRINT));
         failures.extend(golden(&format!("{machine}.platform.labels"), &out));
+        let (code, out, stderr) = run(platform(&machine).args(PRINT).arg("--extended-labels"));
+        assert_eq!(code, 0, "{machine}: {stderr}");
+        failures.extend(golden(&format!("{machine}.platform.extended.labels"), &out));
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(" WARN ")).collect();
+        let want = usize::from(machine == "dgx-spark");
+        assert_eq!(warnings.len(), want, "{machine} with --extended-labels: {warnings:#?}");
     }
     assert!(failures.is_empty(), "{} golden file(s) differ:\n{}", failures.len(), failures.join("\n"));
 }
@@ -116,6 +122,22 @@ fn cuda_faults_exclude_a_gpu_or_are_the_init_failure() {
         .arg("--fail-on-init-error=false"));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(out, "nvidia.com/vgpu.present=false\n", "node facts only, as GFD's null manager");
+}
+
+/// Sharing configs apply to an integrated GPU as to any (time-slicing is how a Jetson's one GPU
+/// is shared).
+#[test]
+fn sharing_applies_to_an_integrated_gpu() {
+    for (config, want) in [
+        ("time-slicing-gpu-4", ["gpu.replicas=4", "gpu.product=Orin-SHARED", "gpu.sharing-strategy=time-slicing"]),
+        ("mps-gpu-10", ["gpu.replicas=10", "mps.capable=true", "gpu.sharing-strategy=mps"]),
+    ] {
+        let path = repo().join("testdata/configs").join(format!("{config}.yaml"));
+        let out = ok(platform("jetson-agx-orin-jp5").args(PRINT).arg("--config-file").arg(path));
+        for label in want {
+            assert!(out.contains(&format!("nvidia.com/{label}\n")), "{config}: {label} in\n{out}");
+        }
+    }
 }
 
 /// A Jetson whose container lacks `libcuda.so.1` (and has no NVML) gets one line naming the

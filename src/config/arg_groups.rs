@@ -89,10 +89,11 @@ pub struct FactArgs {
     /// `<sysfs root>/class/dmi/id/product_name`)
     #[arg(long)]
     pub machine_type_file: Option<String>,
-    /// Fail when NVML cannot be initialised
+    /// Fail when the driver (NVML, or CUDA on integrated GPUs) cannot be initialised
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
-    /// auto or nvml (nvlabel reads GPUs through NVML only: GFD's tegra and vfio are refused)
+    /// Where GPUs are found: auto (as GFD decides: NVML, or CUDA on Jetson, IGX and Thor), nvml,
+    /// tegra (CUDA) or vfio (GPUs bound to vfio-pci, from sysfs)
     #[arg(long, default_value = "auto")]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)

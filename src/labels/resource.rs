@@ -76,12 +76,15 @@ fn gpu_labels(gpu: &Gpu, count: usize, sharing: Option<&Sharing>, warnings: &mut
     }
     let [major, minor] = gpu.compute_capability;
     if major < 0 || minor < 0 {
-        // vfio's -1/-1 (no driver to ask): a value cannot start with '-', so the numbers are
-        // left out; GFD's family for them, `undefined`, is a valid value and stays.
-        warnings.push(format!(
-            "omitting gpu.compute.major and .minor of GPU {}: compute capability {major}.{minor}",
-            gpu.index
-        ));
+        // A value cannot start with '-', so the numbers are left out; GFD's family for them,
+        // `undefined`, is a valid value and stays. -1/-1 is the vfio source's "no driver to
+        // ask" (said once where it starts), anything else negative a driver's oddity.
+        if [major, minor] != [-1, -1] {
+            warnings.push(format!(
+                "omitting gpu.compute.major and .minor of GPU {}: compute capability {major}.{minor}",
+                gpu.index
+            ));
+        }
         l.insert(key("gpu.family"), family(major, minor).to_string());
     } else if major != 0 {
         l.insert(key("gpu.compute.major"), major.to_string());

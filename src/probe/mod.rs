@@ -168,7 +168,7 @@ impl ProbeError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             ProbeError::NoDriver { .. } | ProbeError::Init { .. } => Some(
-                "install the driver or point --nvml-library at its libnvidia-ml.so.1; --fail-on-init-error=false labels this node without GPUs",
+                "install the driver or point --nvml-library at its libnvidia-ml.so.1 (on Jetson, IGX or Thor: --device-discovery-strategy=tegra, or let nvlabel see the host's /etc/nv_tegra_release through --host-root); --fail-on-init-error=false labels this node without GPUs",
             ),
             ProbeError::Cuda(_) => Some(
                 "on Jetson, IGX and Thor the CUDA driver comes with JetPack: give the container the host's libcuda.so.1 (the NVIDIA container runtime mounts it) or point --cuda-library at it; --fail-on-init-error=false labels this node without GPUs",

@@ -213,7 +213,7 @@ impl Session {
         // Said once, where GFD publishes a BAR aperture as the memory (decisions.md).
         tracing::info!(
             pci_ids = %ids.source(),
-            "vfio: GPUs are named from pci.ids; gpu.memory is not labelled (no driver answers for a GPU bound to vfio-pci, and a BAR aperture is not its memory)"
+            "vfio: GPUs are named from pci.ids; gpu.memory and gpu.compute.major/minor are not labelled (no driver answers for a GPU bound to vfio-pci, and a BAR aperture is not its memory)"
         );
         state.pci_ids = Some((opts.pci_ids.clone(), ids.clone()));
         Ok(ids)

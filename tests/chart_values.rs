@@ -8,7 +8,8 @@
 mod common;
 
 use common::deploy_checks::{
-    check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, typed, Rendered, FEATURES_D,
+    check_gpu_node_terms, check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, typed,
+    Rendered, FEATURES_D,
 };
 use common::helm::{helm, template, MODES};
 use common::hook_checks::check_uninstall_hook;
@@ -174,12 +175,8 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
     assert_eq!(ds["spec"]["updateStrategy"]["type"], "OnDelete");
     // Defaults: GPU nodes only, the GPU taints tolerated, no ServiceMonitor.
     let r = checked(&helm, "nvlabel", &[]);
-    let pod = &r.pods[0].2;
-    let terms = serde_json::to_string(&pod.affinity).unwrap();
-    assert!(
-        terms.contains("feature.node.kubernetes.io/pci-10de.present")
-            && terms.contains("nvidia.com/gpu.present")
-    );
+    let (what, _, pod) = &r.pods[0];
+    check_gpu_node_terms(what, pod);
     assert!(pod.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("CriticalAddonsOnly")));
     assert!(r.others.is_empty());
 }

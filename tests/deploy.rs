@@ -8,8 +8,8 @@
 mod common;
 
 use common::deploy_checks::{
-    check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, strict, typed, Rendered,
-    FEATURES_D,
+    check_gpu_node_terms, check_locked_down, check_policy, check_rbac_exact, host_paths, settings_of, strict,
+    typed, Rendered, FEATURES_D,
 };
 use common::manifests::{deploy, render, DRA, HEALTH, MODES};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -56,7 +56,7 @@ fn every_pod_is_locked_down() {
 
 #[test]
 fn daemonsets_probe_health_and_run_on_gpu_nodes_only() {
-    for mode in ["nfd-file", "nfd-nodefeature", "node"] {
+    for mode in all_overlays().filter(|m| *m != "job") {
         for (what, _, pod) in overlay(mode).pods {
             let c = &pod.containers[0];
             let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
@@ -64,19 +64,8 @@ fn daemonsets_probe_health_and_run_on_gpu_nodes_only() {
             };
             assert_eq!(path(&c.liveness_probe).as_deref(), Some("/healthz"), "{what}");
             assert_eq!(path(&c.readiness_probe).as_deref(), Some("/readyz"), "{what}");
-            let terms = pod
-                .affinity
-                .unwrap()
-                .node_affinity
-                .unwrap()
-                .required_during_scheduling_ignored_during_execution
-                .unwrap();
-            let keys: Vec<String> = terms
-                .node_selector_terms
-                .iter()
-                .flat_map(|t| t.match_expressions.iter().flatten().map(|e| e.key.clone()))
-                .collect();
-            assert!(keys.contains(&"feature.node.kubernetes.io/pci-10de.present".to_string()), "{what}");
+            // NVIDIA's PCI vendor, an NVIDIA SoC (Jetson, IGX, Thor: no PCI GPU), or by hand.
+            check_gpu_node_terms(&what, &pod);
             assert!(c.args.iter().flatten().any(|a| a == "--config-dir=/etc/nvlabel/configs"), "{what}");
             assert!(
                 c.volume_mounts.iter().flatten().any(|m| m.mount_path == "/etc/nvlabel/configs"),
@@ -96,6 +85,10 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
             let target = settings.target().unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(format!("{target:?}").starts_with(kind), "{what}: {target:?}");
             assert!(!settings.health.enabled, "{what}: health is opt-in");
+            // GFD's auto: NVML, the CUDA driver on Tegra, WSL; NVML only asked of the runtime.
+            assert_eq!(settings.device_discovery_strategy, nvlabel::probe::Strategy::Auto, "{what}");
+            let env = common::deploy_checks::container_env(&pod.containers[0], &ns);
+            assert_eq!(env["NVIDIA_DRIVER_CAPABILITIES"], "utility", "{what}");
             if mode == "nfd-nodefeature" {
                 assert_eq!(settings.namespace, "nvlabel", "{what}: the pod's own namespace");
             }

@@ -138,8 +138,8 @@ fn doc_commands() -> Vec<DocCommand> {
     doc_files().iter().flat_map(|d| extract(d, &std::fs::read_to_string(repo().join(d)).unwrap())).collect()
 }
 
-/// A directory that looks like the checkout after `cargo build [--release] --workspace`, with
-/// `nvlabel` on PATH and its own `/tmp`.
+/// A directory that looks like the checkout after `cargo build [--release] --workspace` (nvlabel,
+/// the fake NVML and the fake CUDA driver), with `nvlabel` on PATH and its own `/tmp`.
 fn sandbox(dir: &Path) {
     let bin = Path::new(env!("CARGO_BIN_EXE_nvlabel"));
     for profile in ["debug", "release"] {
@@ -147,6 +147,7 @@ fn sandbox(dir: &Path) {
         std::fs::create_dir_all(&d).unwrap();
         std::os::unix::fs::symlink(bin, d.join("nvlabel")).unwrap();
         std::os::unix::fs::symlink(fake_nvml(), d.join("libnvidia_ml.so")).unwrap();
+        std::os::unix::fs::symlink(fake_nvml().with_file_name("libcuda.so"), d.join("libcuda.so")).unwrap();
     }
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::create_dir_all(dir.join("tmp")).unwrap();

@@ -206,13 +206,50 @@ pub fn check_locked_down(label: &str, r: &Rendered) {
             for name in ["NODE_NAME", "POD_NAME", "POD_NAMESPACE"] {
                 assert!(env.contains_key(name), "{what}: {name} from the downward API");
             }
-            assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], "all", "{what}");
+            // Every GPU from the NVIDIA runtime; none on vfio nodes, which have no driver.
+            let vfio = c.args.iter().flatten().any(|a| a == "--device-discovery-strategy=vfio");
+            assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], if vfio { "void" } else { "all" }, "{what}");
         }
     }
 }
 
 fn adds_nothing(sc: &SecurityContext) -> bool {
     sc.capabilities.as_ref().and_then(|c| c.add.as_ref()).is_none_or(|a| a.is_empty())
+}
+
+/// GFD's three GPU-node labels, one node-affinity term each (any one admits a node): NFD's PCI
+/// label for NVIDIA, NFD's CPU vendor label of an NVIDIA SoC (Jetson, IGX, Thor), and the label
+/// set by hand.
+pub const GPU_NODE_TERMS: [(&str, &str); 3] = [
+    ("feature.node.kubernetes.io/pci-10de.present", "true"),
+    ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
+    ("nvidia.com/gpu.present", "true"),
+];
+
+/// The required node-affinity terms of a pod, each as its `In` expressions other than the arch
+/// (`key=value`, one value each); `[]` without a required node affinity.
+pub fn gpu_node_terms(pod: &PodSpec) -> Vec<Vec<String>> {
+    let na = pod.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+    let required = na.and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+    let terms = required.map(|r| r.node_selector_terms.as_slice()).unwrap_or_default();
+    terms
+        .iter()
+        .map(|t| {
+            let exprs = t.match_expressions.iter().flatten().filter(|e| e.key != "kubernetes.io/arch");
+            exprs
+                .map(|e| {
+                    assert_eq!(e.operator, "In", "{e:?}");
+                    format!("{}={}", e.key, e.values.as_deref().unwrap_or_default().join(","))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Asserts that the pod's node affinity is exactly GFD's three GPU-node terms, in GFD's order.
+pub fn check_gpu_node_terms(what: &str, pod: &PodSpec) {
+    let want: Vec<Vec<String>> = GPU_NODE_TERMS.iter().map(|(k, v)| vec![format!("{k}={v}")]).collect();
+    assert_eq!(gpu_node_terms(pod), want, "{what}: the node affinity admits GFD's GPU nodes");
 }
 
 /// The host paths a pod mounts.

@@ -46,6 +46,11 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if and .Values.health.enabled (has .Values.mode (list "node" "nfd-nodefeature")) }}true{{ end -}}
 {{- end -}}
 
+{{/* --device-discovery-strategy; a value removed with null is the binary's default, auto. */}}
+{{- define "nvlabel.strategy" -}}
+{{- .Values.deviceDiscoveryStrategy | default "auto" -}}
+{{- end -}}
+
 {{/* Whether nvlabel reads this node's ResourceSlices: --allocation-mode auto decides by them,
 and health in dra mode taints their devices. */}}
 {{- define "nvlabel.readsSlices" -}}
@@ -86,6 +91,10 @@ and health in dra mode taints their devices. */}}
      one-shot Job cannot keep a fault until the next boot, and nfd-file has no API access. */ -}}
 {{- if and .Values.health.enabled (not (include "nvlabel.health" .)) -}}
 {{- fail (printf "health.enabled: the GPU health Node condition needs a daemon with API access; mode=%s cannot publish it, use mode=node or mode=nfd-nodefeature" .Values.mode) -}}
+{{- end -}}
+{{- /* GPUs bound to vfio-pci have no driver to read health from; nvlabel refuses --health there. */ -}}
+{{- if and .Values.health.enabled (eq (include "nvlabel.strategy" .) "vfio") -}}
+{{- fail "health.enabled: with deviceDiscoveryStrategy=vfio the GPUs are bound to vfio-pci, with no driver to read their health from (nvlabel refuses --health there); set health.enabled=false" -}}
 {{- end -}}
 {{- end -}}
 
@@ -161,6 +170,12 @@ containers:
       {{- if not .Values.failOnInitError }}
       - --fail-on-init-error=false
       {{- end }}
+      {{- if ne (include "nvlabel.strategy" .) "auto" }}
+      - --device-discovery-strategy={{ include "nvlabel.strategy" . }}
+      {{- end }}
+      {{- with .Values.cudaLibrary }}
+      - --cuda-library={{ . }}
+      {{- end }}
       {{- if .Values.noTimestamp }}
       - --no-timestamp
       {{- end }}
@@ -214,11 +229,23 @@ containers:
         valueFrom:
           fieldRef:
             fieldPath: metadata.namespace
+      {{- if eq (include "nvlabel.strategy" .) "vfio" }}
+      # For the NVIDIA container runtime: nothing (a vfio node has no driver to inject).
+      - name: NVIDIA_VISIBLE_DEVICES
+        value: void
+      {{- else if eq (include "nvlabel.strategy" .) "tegra" }}
+      # For the NVIDIA container runtime: all GPUs, NVML (utility) and the CUDA driver (compute).
+      - name: NVIDIA_VISIBLE_DEVICES
+        value: all
+      - name: NVIDIA_DRIVER_CAPABILITIES
+        value: compute,utility
+      {{- else }}
       # For the NVIDIA container runtime: all GPUs, NVML only (the utility capability).
       - name: NVIDIA_VISIBLE_DEVICES
         value: all
       - name: NVIDIA_DRIVER_CAPABILITIES
         value: utility
+      {{- end }}
     {{- if ne .Values.mode "job" }}
     ports:
       - name: http

@@ -129,7 +129,10 @@ fn cuda_faults_exclude_a_gpu_or_are_the_init_failure() {
 #[test]
 fn sharing_applies_to_an_integrated_gpu() {
     for (config, want) in [
-        ("time-slicing-gpu-4", ["gpu.replicas=4", "gpu.product=Orin-SHARED", "gpu.sharing-strategy=time-slicing"]),
+        (
+            "time-slicing-gpu-4",
+            ["gpu.replicas=4", "gpu.product=Orin-SHARED", "gpu.sharing-strategy=time-slicing"],
+        ),
         ("mps-gpu-10", ["gpu.replicas=10", "mps.capable=true", "gpu.sharing-strategy=mps"]),
     ] {
         let path = repo().join("testdata/configs").join(format!("{config}.yaml"));

@@ -82,6 +82,9 @@ pub fn driver_answers(last: Option<&Reading>, index: u32) -> bool {
     last.and_then(|r| r.gpus.iter().find(|g| g.index == index)).is_some_and(|g| g.recovery_action.is_some())
 }
 
+/// Whether a GPU's reading has a value for one signal.
+type Answered = fn(&GpuReading) -> bool;
+
 impl Reading {
     /// The signals no GPU of this reading answered: what health cannot read on this node (an
     /// integrated GPU answers little of it; a GPU without ECC memory has no ECC counts).
@@ -89,8 +92,8 @@ impl Reading {
         if self.gpus.is_empty() {
             return Vec::new();
         }
-        let none = |f: fn(&GpuReading) -> bool| self.gpus.iter().all(|g| !f(g));
-        let signals: [(&'static str, fn(&GpuReading) -> bool); 7] = [
+        let none = |f: Answered| self.gpus.iter().all(|g| !f(g));
+        let signals: [(&'static str, Answered); 7] = [
             ("ECC error counts", |g| g.uncorrected_volatile.is_some()),
             ("row remapping", |g| g.remapped.is_some()),
             ("retired pages", |g| g.retired_pages_pending.is_some()),

@@ -66,6 +66,11 @@ pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
             return format!("{message}: `nvlabel {sub}` does not use {named} (see `nvlabel help {sub}`)");
         }
     }
+    if e.kind() == clap::error::ErrorKind::ArgumentConflict {
+        if let Some(line) = before_subcommand(&message, &text, top) {
+            return line;
+        }
+    }
     // Clap lists the accepted values on a line of their own; the one line keeps them.
     let mut message = message;
     if let Some(clap::error::ContextValue::Strings(values)) = e.get(clap::error::ContextKind::ValidValue) {
@@ -81,6 +86,45 @@ pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
         Some(tip) => format!("{message} ({tip})"),
         None => message,
     }
+}
+
+/// Flags given before a subcommand (`nvlabel --node-name n prune`): clap's conflict names them
+/// on lines of their own when there are several, and never says that a subcommand's flags go
+/// after it. The one line names them all, says where those the subcommand takes go, and which
+/// it does not take.
+fn before_subcommand(message: &str, text: &str, top: &clap::Command) -> Option<String> {
+    let sub_name = message.strip_prefix("the subcommand '")?.split('\'').next()?;
+    let sub = top.get_subcommands().find(|s| s.get_name() == sub_name)?;
+    let quoted = message.split_once("cannot be used with '").map(|(_, rest)| rest.trim_end_matches('\''));
+    let listed = text.lines().skip(1).map(str::trim).take_while(|l| l.starts_with('-'));
+    let flags: Vec<String> = quoted
+        .into_iter()
+        .chain(listed)
+        .filter_map(|f| f.split([' ', '[', '=']).next())
+        .filter(|f| f.starts_with("--"))
+        .map(String::from)
+        .collect();
+    if flags.is_empty() {
+        return None;
+    }
+    let takes = |f: &str| sub.get_arguments().any(|a| a.get_long() == f.strip_prefix("--"));
+    let (after, foreign): (Vec<&String>, Vec<&String>) = flags.iter().partition(|f| takes(f));
+    let list = |fs: &[&String]| fs.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" and ");
+    let mut line = format!(
+        "the subcommand '{sub_name}' cannot be used with {} given before it",
+        list(&flags.iter().collect::<Vec<_>>())
+    );
+    if !after.is_empty() {
+        let example: Vec<String> = after.iter().map(|f| format!("{f} ...")).collect();
+        line += &format!(": put {} after it (`nvlabel {sub_name} {}`)", list(&after), example.join(" "));
+    }
+    if !foreign.is_empty() {
+        line += &format!(
+            "; `nvlabel {sub_name}` does not use {} (see `nvlabel help {sub_name}`)",
+            list(&foreign)
+        );
+    }
+    Some(line)
 }
 
 #[cfg(test)]
@@ -131,6 +175,21 @@ mod tests {
                 "a near miss",
                 &["nvlabel", "--mig-strategy=singel"],
                 "invalid value 'singel' for '--mig-strategy <MIG_STRATEGY>': use none, single or mixed (tip: a similar value exists: 'single')",
+            ),
+            (
+                "two flags before a subcommand that takes them",
+                &["nvlabel", "--node-name", "n", "--kubeconfig", "k", "prune"],
+                "the subcommand 'prune' cannot be used with --node-name and --kubeconfig given before it: put --node-name and --kubeconfig after it (`nvlabel prune --node-name ... --kubeconfig ...`)",
+            ),
+            (
+                "a flag before a subcommand that does not take it",
+                &["nvlabel", "--oneshot", "health"],
+                "the subcommand 'health' cannot be used with --oneshot given before it; `nvlabel health` does not use --oneshot (see `nvlabel help health`)",
+            ),
+            (
+                "both",
+                &["nvlabel", "--node-name", "n", "--oneshot", "prune"],
+                "the subcommand 'prune' cannot be used with --node-name and --oneshot given before it: put --node-name after it (`nvlabel prune --node-name ...`); `nvlabel prune` does not use --oneshot (see `nvlabel help prune`)",
             ),
             (
                 "a typo",

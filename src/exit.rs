@@ -16,6 +16,7 @@ use crate::config::{CliError, ConfigError};
 use crate::daemon::DaemonError;
 use crate::health::prune::PruneError;
 use crate::health::task::HealthError;
+use crate::kubeapi::ClientError;
 use crate::publish::SetupError;
 
 /// The status of a bad configuration (the same as a usage error's).
@@ -44,7 +45,23 @@ pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
         Some(DaemonError::Setup(s)) => Some(s),
         _ => None,
     });
+    let client = e
+        .downcast_ref::<ClientError>()
+        .or(match daemon {
+            Some(DaemonError::Client(c)) => Some(c),
+            _ => None,
+        })
+        .or(match setup {
+            Some(SetupError::Client(c)) => Some(c),
+            _ => None,
+        })
+        .or(match e.downcast_ref::<PruneError>() {
+            Some(PruneError::Client(c)) => Some(c),
+            _ => None,
+        });
     reload.is_some()
+        // A --kubeconfig that cannot be read or used.
+        || client.is_some_and(ClientError::is_bad_configuration)
         || e.downcast_ref::<CliError>().is_some()
         || e.downcast_ref::<ConfigError>().is_some()
         || e.downcast_ref::<NoEffectError>().is_some()
@@ -78,6 +95,34 @@ mod tests {
             ),
             ("listen address", DaemonError::ListenAddr("bogus".into()).into()),
             ("required flag", DaemonError::Setup(SetupError::NodeName).into()),
+            (
+                "kubeconfig",
+                ClientError::Read { path: "/k".into(), source: std::io::ErrorKind::NotFound.into() }.into(),
+            ),
+            (
+                "kubeconfig in the daemon",
+                DaemonError::Client(ClientError::Kubeconfig {
+                    path: "/k".into(),
+                    reason: "no context".into(),
+                })
+                .into(),
+            ),
+            (
+                "kubeconfig for a writer",
+                SetupError::Client(ClientError::Read {
+                    path: "/k".into(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })
+                .into(),
+            ),
+            (
+                "kubeconfig for prune",
+                PruneError::Client(ClientError::Read {
+                    path: "/k".into(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })
+                .into(),
+            ),
             ("required flag alone", SetupError::Namespace.into()),
             ("required flag, stdout meant", SetupError::NodeNameToPrint.into()),
             ("health without the API", DaemonError::Health(HealthError::NoApi).into()),
@@ -94,5 +139,8 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
         assert_eq!(code(&anyhow::Error::from(io)), FAILURE);
         assert_eq!(code(&DaemonError::Setup(SetupError::NoClient("node")).into()), FAILURE);
+        // No API server to be found at all is the node's (not in a pod, no kubeconfig).
+        let infer = ClientError::Infer { reason: "not in a pod".into() };
+        assert_eq!(code(&DaemonError::Client(infer).into()), FAILURE);
     }
 }

@@ -176,6 +176,19 @@ fn a_bad_configuration_exits_2_with_one_line_wherever_it_came_from() {
         let (code, _, stderr) = run(nvlabel(None).args(prune));
         assert_eq!(code, 2, "{prune:?}: {stderr}");
     }
+    // A --kubeconfig that cannot be read or used names a file the operator chose: labelling
+    // once, as a daemon, and pruning.
+    let unusable = dir.path().join("kubeconfig");
+    std::fs::write(&unusable, "apiVersion: v1\nkind: Config\n").unwrap();
+    for kubeconfig in [dir.path().join("missing-kubeconfig"), unusable] {
+        let runs: [&[&str]; 3] =
+            [&["--oneshot", "--node-name=n1"], &["--node-name=n1"], &["prune", "--node-name=n1"]];
+        for args in runs {
+            let (code, _, stderr) = run(nvlabel(Some("t4")).args(args).arg("--kubeconfig").arg(&kubeconfig));
+            assert_eq!(code, 2, "{args:?} {kubeconfig:?}: {stderr}");
+            assert!(stderr.contains("the kubeconfig") && stderr.lines().count() == 1, "{stderr}");
+        }
+    }
 }
 
 #[test]

@@ -85,6 +85,15 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// Whether this is a configuration nvlabel cannot use: a `--kubeconfig` that cannot be read
+    /// or used names a file the operator chose (not finding an API server at all, or a client
+    /// that cannot be built from a good configuration, is the node's or the cluster's).
+    pub fn is_bad_configuration(&self) -> bool {
+        matches!(self, ClientError::Read { .. } | ClientError::Kubeconfig { .. })
+    }
+}
+
 /// The User-Agent every request carries, so audit logs and priority-and-fairness can tell
 /// nvlabel apart.
 pub fn user_agent() -> String {

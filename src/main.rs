@@ -82,7 +82,7 @@ async fn real_main(
             std::process::exit(code);
         }
         (Some(CommandKind::Prune), _) => {
-            settings.target()?.build(client.as_ref()).await?.prune().await?;
+            settings.target()?.build_to_prune(client.as_ref()).await?.prune().await?;
             nvlabel::health::prune::prune(&settings, client.as_ref()).await?
         }
         (None, None) => nvlabel::daemon::oneshot(config, client).await?,

@@ -85,12 +85,16 @@ async fn nodefeature_mode_does_its_job_in_its_namespace_and_nothing_elsewhere() 
     assert_eq!(refused(Api::<Pod>::namespaced(sa.clone(), "elsewhere").get("x").await).code, 403);
     // `nvlabel prune`, as an administrator, deletes it.
     let out = nvlabel(None)
+        .env("RUST_LOG", "info")
         .args(["prune", "--namespace", "nvlabel", "--node-name", "nf-node", "--kubeconfig"])
         .arg(server.kubeconfig())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
     assert!(api.get_opt("nvidia-features-for-nf-node").await.unwrap().is_none(), "pruned");
+    // Deleting needs no owner: no word of the pod name it would have looked up.
+    assert!(log.contains("deleted NodeFeature object") && !log.contains("POD_NAME"), "{log}");
 }
 
 #[tokio::test]

@@ -235,6 +235,18 @@ impl Target {
         Ok(self.build_daemon(client, &Watches::Off).await?)
     }
 
+    /// Builds the writer `nvlabel prune` removes with: as [`Target::build`], but a NodeFeature
+    /// object is only deleted, so its owner (the pod, `POD_NAME`) is not looked up or spoken of.
+    pub async fn build_to_prune(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
+        match self {
+            Target::NodeFeature { namespace, node, .. } => {
+                let client = client.cloned().ok_or(SetupError::NoClient(self.writer_name()))?;
+                Ok(Box::new(NodeFeature::new(client, namespace, node, None)))
+            }
+            _ => self.build(client).await,
+        }
+    }
+
     /// Builds the daemon's writer; with [`Watches::On`] the API writers decide from watches
     /// instead of reads (the Node writer from the daemon's one watch of its Node; the NodeFeature
     /// writer from a watch of its object), so a pass that changes nothing sends nothing.

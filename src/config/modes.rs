@@ -258,7 +258,29 @@ pub fn check(
             ));
         }
     }
+    warnings.extend(choices_made_without_a_word(&run));
     Ok(warnings)
+}
+
+/// Values that take effect but not the one they name where this run cannot see what they need:
+/// each is one warning, so the choice made is never silent.
+fn choices_made_without_a_word(run: &Run) -> Vec<String> {
+    let s = run.settings;
+    let mut out = Vec::new();
+    let reads_config = matches!(run.mode, Mode::Daemon | Mode::Oneshot | Mode::Hook);
+    if reads_config && s.config_dir.is_some() && s.node_name.is_none() {
+        out.push(format!(
+            "--config-dir without a node name (--node-name or NODE_NAME): the node's {} label cannot be read, so the config key is chosen without it (--config-default, then `default`, then the only key)",
+            super::select::CONFIG_LABEL
+        ));
+    }
+    if run.mode == Mode::Hook && s.allocation_mode == AllocationMode::Auto {
+        out.push(
+            "`nvlabel hook` cannot see the node's ResourceSlices: --allocation-mode auto labels for the device plugin here (name dra on a node whose GPUs NVIDIA's DRA driver allocates)"
+                .into(),
+        );
+    }
+    out
 }
 
 /// The subcommand's name as clap knows it (`""` for the labeller).

@@ -118,3 +118,23 @@ fn env_without_effect_is_one_warning_never_a_failure() {
     let (command, given, settings) = resolved(&["probe"]);
     assert!(check(command, &given, &env, &settings).unwrap().is_empty());
 }
+
+/// A value that takes effect, but not as named, where the run cannot see what it needs: one
+/// warning each, never silent.
+#[test]
+fn choices_made_without_what_they_need_are_said() {
+    let warned = |args: &[&str]| {
+        let (command, given, settings) = resolved(args);
+        check(command, &given, &|_| None, &settings).unwrap()
+    };
+    let w = warned(&["--oneshot", "--config-dir=/cfg"]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("--config-dir without a node name"), "{w:?}");
+    assert!(warned(&["--oneshot", "--config-dir=/cfg", "--node-name=n1"]).is_empty());
+    assert!(warned(&["--oneshot", "--config-dir=/cfg", "--config-default=a"]).len() == 1);
+    let w = warned(&["hook", "--allocation-mode=auto"]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("auto labels for the device plugin"), "{w:?}");
+    assert!(warned(&["hook", "--allocation-mode=dra"]).is_empty());
+    assert!(warned(&["hook"]).is_empty(), "the default, device-plugin");
+}

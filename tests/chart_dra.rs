@@ -40,7 +40,17 @@ fn allocation_modes_grant_and_fence_only_what_they_use() {
             for allocation in ["device-plugin", "dra", "auto"] {
                 let mut args = base.clone();
                 args.extend(["--set".to_string(), format!("allocationMode={allocation}")]);
-                args.extend(["--set".to_string(), "health.taintEffect=NoExecute".to_string()]);
+                let taints = health && allocation != "device-plugin";
+                let effect = ["--set".to_string(), "health.taintEffect=NoExecute".to_string()];
+                if taints {
+                    args.extend(effect);
+                } else {
+                    // Where nothing is tainted the effect would vanish silently: refused.
+                    let with: Vec<String> = args.iter().cloned().chain(effect).collect();
+                    let argv: Vec<&str> = with.iter().map(String::as_str).collect();
+                    let err = template(&helm, "nvlabel", &argv).expect_err(&refs(&with));
+                    assert!(err.contains("health.taintEffect: NoExecute has no effect"), "{err}");
+                }
                 let label = refs(&args);
                 let argv: Vec<&str> = args.iter().map(String::as_str).collect();
                 let docs = template(&helm, "nvlabel", &argv).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -52,7 +62,6 @@ fn allocation_modes_grant_and_fence_only_what_they_use() {
                 let (what, ns, pod) = &r.pods[0];
                 let settings = settings_of(what, ns, &pod.containers[0]);
                 assert_eq!(settings.allocation_mode, AllocationMode::parse(allocation).unwrap(), "{label}");
-                let taints = health && allocation != "device-plugin";
                 let slices = allocation == "auto" || (allocation == "dra" && health);
                 assert_eq!(grants(&r, "resourceslices"), slices, "{label}");
                 assert_eq!(grants(&r, "devicetaintrules"), taints, "{label}");

@@ -118,6 +118,8 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
             r#"affinity=null"#,
             "--set",
             "nodeSelector.pool=gpu",
+            "--set",
+            "sleepInterval=infinite",
         ],
     );
     let (what, ns, pod) = &r.pods[0];
@@ -134,6 +136,11 @@ fn metrics_scheduling_image_and_priority_values_reach_the_pod() {
     assert!(!settings.fail_on_init_error, "{what}");
     assert!(settings.no_timestamp, "{what}");
     assert_eq!(settings.metrics_addr, ":9400", "{what}");
+    assert_eq!(
+        settings.sleep_interval,
+        nvlabel::duration::Interval::Infinite,
+        "{what}: the binary takes infinite"
+    );
     assert_eq!(r.services.len(), 1);
     let svc = r.services[0].spec.as_ref().unwrap();
     assert_eq!(svc.ports.as_ref().unwrap()[0].port, 9400);
@@ -250,7 +257,19 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
             &["--set", "mode=job", "--set", "job.nodeName=n1", "--set", "health.enabled=true"],
             "mode=job cannot",
         ),
-        (&["--set", "health.conditionType=Ready"], "/health/conditionType"),
+        (
+            &["--set", "health.conditionType=Ready"],
+            "health.conditionType: Ready is a condition the kubelet owns",
+        ),
+        (
+            &["--set", "health.taintEffect=NoExecute"],
+            "health.taintEffect: NoExecute has no effect without health.enabled",
+        ),
+        (
+            &["--set", "health.enabled=true", "--set", "health.taintEffect=None"],
+            "health.taintEffect: None has no effect",
+        ),
+        (&["--set", "sleepInterval=infinitely"], "/sleepInterval"),
         (&["--set", "health.conditionType=GPU Healthy"], "/health/conditionType"),
         (&["--set", "health.conditionType=GPU'Healthy"], "/health/conditionType"),
         (&["--set", "health.ignoreXids=79"], "/health/ignoreXids"),
@@ -378,4 +397,27 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             assert!(!docs.iter().any(|d| d.to_string().contains("nodes/status")), "{what}");
         }
     }
+}
+
+/// The install notes suggest only labels the chosen profile publishes: no sharing labels where
+/// NVIDIA's DRA driver allocates the GPUs.
+#[test]
+fn the_notes_name_only_labels_the_node_gets() {
+    let Some(helm) = helm("the_notes_name_only_labels_the_node_gets") else { return };
+    let notes = |mode: &str| {
+        let out = std::process::Command::new(&helm)
+            .args(["install", "nvlabel"])
+            .arg(common::helm::chart())
+            .args(["--dry-run=client", "--namespace", "default", "--set"])
+            .arg(format!("allocationMode={mode}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text[text.find("NOTES:").expect("notes")..].to_string()
+    };
+    let sharing = "nvidia.com/gpu.replicas";
+    assert!(notes("device-plugin").contains(sharing));
+    let dra = notes("dra");
+    assert!(!dra.contains(sharing) && dra.contains("nvidia.com/gpu.present"), "{dra}");
 }

@@ -92,6 +92,14 @@ and health in dra mode taints their devices. */}}
 {{- if and .Values.health.enabled (not (include "nvlabel.health" .)) -}}
 {{- fail (printf "health.enabled: the GPU health Node condition needs a daemon with API access; mode=%s cannot publish it, use mode=node or mode=nfd-nodefeature" .Values.mode) -}}
 {{- end -}}
+{{- /* The kubelet owns these conditions: a schema `not` would only say "'not' failed". */ -}}
+{{- if has .Values.health.conditionType (list "Ready" "MemoryPressure" "DiskPressure" "PIDPressure" "NetworkUnavailable") -}}
+{{- fail (printf "health.conditionType: %s is a condition the kubelet owns; nvlabel would fight it for the Node's status. Use a type of its own, such as GPUHealthy" .Values.health.conditionType) -}}
+{{- end -}}
+{{- /* A taint effect only acts where health taints DRA devices; otherwise it would vanish silently. */ -}}
+{{- if and (ne .Values.health.taintEffect "NoSchedule") (not (include "nvlabel.taintsDevices" .)) -}}
+{{- fail (printf "health.taintEffect: %s has no effect without health.enabled=true in mode=node or nfd-nodefeature with allocationMode dra or auto (only there are a faulty GPU's DRA devices tainted); leave it out" .Values.health.taintEffect) -}}
+{{- end -}}
 {{- /* GPUs bound to vfio-pci have no driver to read health from; nvlabel refuses --health there. */ -}}
 {{- if and .Values.health.enabled (eq (include "nvlabel.strategy" .) "vfio") -}}
 {{- fail "health.enabled: with deviceDiscoveryStrategy=vfio the GPUs are bound to vfio-pci, with no driver to read their health from (nvlabel refuses --health there); set health.enabled=false" -}}

@@ -335,12 +335,23 @@ fn a_reload_names_the_file_loaded() {
         .arg("-o")
         .arg(dir.path().join("gfd"));
     let (mut child, rx) = daemon_logs(&mut cmd);
-    lines_until(&rx, "published labels", 1);
+    let first = lines_until(&rx, "published labels", 1);
+    // The first publish of a run names its labels, as plain text.
+    let first = first.last().unwrap();
+    assert!(
+        first.contains("nvidia.com/gpu.count=1, ") && first.contains("nvidia.com/gpu.replicas=2"),
+        "{first}"
+    );
     std::fs::copy(repo().join("testdata/configs/time-slicing-gpu-4.yaml"), &config).unwrap();
     let lines = lines_until(&rx, "configuration loaded", 1);
-    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
     let line = lines.last().unwrap();
     assert!(line.ends_with(&format!("configuration loaded config={}", config.display())), "{line}");
+    // What changed, as text (no Rust debug forms: no brackets, no Some).
+    let changed = lines_until(&rx, "published labels", 1);
+    assert_eq!(stop_with(&mut child, "-TERM").code(), Some(0));
+    let changed = changed.last().unwrap();
+    assert!(changed.contains("nvidia.com/gpu.replicas: 2 -> 4"), "{changed}");
+    assert!(!changed.contains("[\"") && !changed.contains("Some("), "{changed}");
 }
 
 /// A one-shot run against an API server at a closed port: one line naming the server once, no

@@ -194,7 +194,7 @@ impl ConfigState {
         if self.label == label {
             return false;
         }
-        tracing::info!(label = ?label, "node config label changed");
+        tracing::info!(label = label.as_deref().unwrap_or("(none)"), "node config label changed");
         self.label = label;
         true
     }

@@ -58,7 +58,11 @@ impl Allocation {
                 SliceState::Unavailable(_) => "ResourceSlices cannot be read",
                 SliceState::Unknown => "ResourceSlices were not listed in time",
             };
-            tracing::info!(profile = ?now, "--allocation-mode=auto: {reason}");
+            let profile = match now {
+                crate::labels::Profile::DevicePlugin => "device-plugin",
+                crate::labels::Profile::Dra => "dra",
+            };
+            tracing::info!(profile, "--allocation-mode=auto: {reason}");
         }
         self.last = Some(now);
         now

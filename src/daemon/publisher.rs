@@ -301,15 +301,19 @@ impl Publisher {
     }
 }
 
-/// Logs what a publish did: one line at info. The first publish of a run that found everything
-/// in place says so instead of listing every label as added.
+/// Logs what a publish did: one line at info, naming the labels. The first publish of a run
+/// names every label it published (or says they were all in place already).
 fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: bool) {
     let Some(before) = before else {
+        let published = after.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
         match written {
-            true => tracing::info!(writer, labels = after.len(), "published labels"),
-            false => {
-                tracing::info!(writer, labels = after.len(), "labels already published; nothing changed")
-            }
+            true => tracing::info!(writer, labels = after.len(), published, "published labels"),
+            false => tracing::info!(
+                writer,
+                labels = after.len(),
+                published,
+                "labels already published; nothing changed"
+            ),
         }
         return;
     };
@@ -325,7 +329,13 @@ fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: b
     if added.is_empty() && removed.is_empty() && changed.is_empty() {
         return;
     }
-    tracing::info!(writer, labels = after.len(), ?added, ?removed, ?changed, "published labels");
+    let list = |l: Vec<String>| l.join(", ");
+    let (added, removed, changed) = (
+        list(added.into_iter().map(|k| format!("{k}={}", after[k])).collect()),
+        list(removed.into_iter().cloned().collect()),
+        list(changed),
+    );
+    tracing::info!(writer, labels = after.len(), added, removed, changed, "published labels");
 }
 
 /// One publish by `writer`, abandoned at [`PUBLISH_DEADLINE`].

@@ -236,7 +236,12 @@ impl Monitor {
         let expected = self.expected.count();
         let tracker = self.tracker.as_mut().expect("just made");
         if expected != self.rules.expected_gpus {
-            tracing::info!(expected = ?expected, was = ?self.rules.expected_gpus, "GPU health: the expected GPU count changed");
+            let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
+            tracing::info!(
+                expected = count(expected),
+                was = count(self.rules.expected_gpus),
+                "GPU health: the expected GPU count changed"
+            );
             tracker.forget(|f| matches!(f, Fault::BelowExpected { .. }));
             self.rules.expected_gpus = expected;
         }
@@ -314,15 +319,15 @@ impl Monitor {
         let Some(found) = self.rules.event_fault(&event, self.last.as_ref()) else {
             if self.driver_decides(&event) {
                 // The driver sets its recovery action with the Xid: read it now, not next pass.
-                tracing::info!(?event, "Xid: the driver's recovery action decides; reading it now");
+                tracing::info!(%event, "Xid: the driver's recovery action decides; reading it now");
                 return self.pass().await;
             }
-            tracing::info!(?event, "GPU event that is not a fault (the Xid catalog or --health-ignore-xids)");
+            tracing::info!(%event, "GPU event that is not a fault (the Xid catalog or --health-ignore-xids)");
             return;
         };
         if self.tracker().await.is_none() {
             // Kept for the next pass, which retries reading the Node.
-            tracing::warn!(?event, "GPU fault seen before the Node could be read; kept for the next pass");
+            tracing::warn!(%event, "GPU fault seen before the Node could be read; kept for the next pass");
             self.pending.push(found);
             return;
         }

@@ -77,6 +77,19 @@ pub enum Event {
     },
 }
 
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Xid { index, xid, mig: None } => write!(f, "Xid {xid} on GPU {index}"),
+            Event::Xid { index, xid, mig: Some((gi, ci)) } => {
+                write!(f, "Xid {xid} on GPU {index} (MIG GPU instance {gi}, compute instance {ci})")
+            }
+            Event::DoubleBitEcc { index } => write!(f, "double-bit ECC error on GPU {index}"),
+            Event::Lost { index } => write!(f, "GPU {index} became unavailable"),
+        }
+    }
+}
+
 /// Whether GPU `index`'s driver answered its recovery action in the reading `last`.
 pub fn driver_answers(last: Option<&Reading>, index: u32) -> bool {
     last.and_then(|r| r.gpus.iter().find(|g| g.index == index)).is_some_and(|g| g.recovery_action.is_some())
@@ -174,5 +187,15 @@ mod tests {
             .unwrap()
             .starts_with("GPU health cannot read ECC error counts, row remapping"));
         assert_eq!(once.note(&orin), None, "said once");
+    }
+
+    #[test]
+    fn events_read_as_text() {
+        let xid = Event::Xid { index: 0, xid: 79, mig: None };
+        assert_eq!(xid.to_string(), "Xid 79 on GPU 0");
+        let mig = Event::Xid { index: 1, xid: 94, mig: Some((2, 0)) };
+        assert_eq!(mig.to_string(), "Xid 94 on GPU 1 (MIG GPU instance 2, compute instance 0)");
+        assert_eq!(Event::DoubleBitEcc { index: 3 }.to_string(), "double-bit ECC error on GPU 3");
+        assert_eq!(Event::Lost { index: 2 }.to_string(), "GPU 2 became unavailable");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// The field manager of the condition (the same as nvlabel's labels; SSA keeps status apart).
-pub const FIELD_MANAGER: &str = "nvlabel";
+pub use crate::kubeapi::FIELD_MANAGER;
 /// Every API request health makes (its RBAC must grant exactly these): one read of the Node,
 /// the watch of this Node (its expected GPU count label), the condition's patch of
 /// `nodes/status`, and Events (created, and patched to count a repeat), which are namespaced but

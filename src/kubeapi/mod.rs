@@ -2,6 +2,10 @@
 //! client construction (deadlines, size limits, user agent, rate limit), retries with the one
 //! backoff, object watches, and the Node view. Nothing here imports the writers or the daemon.
 
+/// The field manager of every write nvlabel makes (labels, the NodeFeature object, health's
+/// condition and record): one owner to the API server, whichever writer applied.
+pub const FIELD_MANAGER: &str = "nvlabel";
+
 pub mod backoff;
 pub mod errors;
 pub mod limit;

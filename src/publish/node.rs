@@ -25,7 +25,7 @@ pub const WATCH_API_CALLS: &[super::ApiCall] = &[
 ];
 
 /// Field manager of our apply requests.
-pub const FIELD_MANAGER: &str = "nvlabel";
+pub use crate::kubeapi::FIELD_MANAGER;
 
 /// Applies labels to one Node.
 pub struct NodeLabels {

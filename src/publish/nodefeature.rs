@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 /// The label nfd-master selects a node's NodeFeature objects by.
 pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
 /// Field manager recorded for our writes.
-pub const FIELD_MANAGER: &str = "nvlabel";
+pub use crate::kubeapi::FIELD_MANAGER;
 
 /// The requests this writer makes: the owner lookup (`pods` get) and get/create/update of the
 /// object (`publish`). Keep in step with the calls below.

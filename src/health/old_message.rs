@@ -7,8 +7,9 @@
 use super::record::RecordedFault;
 use super::rules::{Action, Fault};
 
-/// Where the old message recorded the boot the faults belong to.
-const BOOT_MARK: &str = " [boot ";
+/// Where the condition's message names the boot its faults belong to (`... [boot <id>]`): written
+/// by `sticky.rs`, read here from messages of before the record, cut by `nvlabel health`.
+pub const BOOT_MARK: &str = " [boot ";
 
 /// The faults an old message recorded for boot `boot_id` (none for another boot, or a message
 /// of another form). An entry that cannot be read is skipped with a warning naming it.

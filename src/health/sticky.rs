@@ -2,7 +2,7 @@
 //! a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
 //! start-up (an earlier nvlabel's condition message, once, where there is no record yet).
 
-use super::old_message;
+use super::old_message::{self, BOOT_MARK};
 use super::record::{Record, RecordedFault};
 use super::rules::{Fault, Found, REASONS};
 use std::collections::BTreeMap;
@@ -62,8 +62,6 @@ pub const HEALTHY: &str = "GpusHealthy";
 pub const UNAVAILABLE: &str = "NvmlUnavailable";
 /// Reason while an NVML call hangs (past `--health-nvml-timeout`) and no fault is known.
 pub const UNRESPONSIVE: &str = "NvmlUnresponsive";
-/// Where the message tells people the boot the faults belong to.
-const BOOT_MARK: &str = " [boot ";
 /// The most faults one message lists; the rest are counted (a Node object has a size limit).
 const MAX_LISTED: usize = 64;
 

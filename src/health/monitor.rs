@@ -384,7 +384,7 @@ impl Monitor {
         match self.condition.apply(&verdict).await {
             Ok(()) => {
                 self.backoff.succeeded();
-                tracing::info!(status = verdict.status, reason = %verdict.reason, message = %verdict.message, "GPU health condition");
+                tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict);
             }
             Err(e) => {

@@ -46,7 +46,7 @@ pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32,
     let faulty = tracker.faulty_gpus();
     let mut out = String::new();
     let verdict = tracker.verdict();
-    if verdict.status == "False" {
+    if verdict.status == super::sticky::Status::False {
         let message = verdict.message.rsplit_once(super::old_message::BOOT_MARK).map_or(verdict.message.as_str(), |(m, _)| m);
         out.push_str(&format!("{}: {message}\n", verdict.reason));
     } else {
@@ -60,7 +60,7 @@ pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32,
             g.uuid.as_deref().unwrap_or("(UUID unknown)")
         ));
     }
-    let code = if verdict.status == "False" { NONOK } else { OK };
+    let code = if verdict.status == super::sticky::Status::False { NONOK } else { OK };
     (code, out)
 }
 

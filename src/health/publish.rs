@@ -132,7 +132,7 @@ impl NodeCondition {
             let (uid, since) = {
                 let seen = self.seen();
                 let since = match &seen.transition {
-                    Some((status, at)) if status == v.status => at.clone(),
+                    Some((status, at)) if *status == v.status.as_str() => at.clone(),
                     _ => now.clone(),
                 };
                 (seen.uid.clone(), since)
@@ -149,7 +149,7 @@ impl NodeCondition {
         })
         .await
         .map_err(|source| self.failure(applying.load(Relaxed), source))?;
-        self.seen().transition = Some((v.status.into(), written));
+        self.seen().transition = Some((v.status.as_str().into(), written));
         Ok(())
     }
 }
@@ -205,7 +205,7 @@ pub fn health_wrote(node: &Node) -> bool {
 pub fn condition(condition_type: &str, v: &Verdict, since: Time, now: Time) -> KubeCondition {
     KubeCondition {
         type_: condition_type.into(),
-        status: v.status.into(),
+        status: v.status.as_str().into(),
         reason: Some(v.reason.clone()),
         message: Some(v.message.clone()),
         last_transition_time: Some(since),
@@ -240,7 +240,7 @@ mod tests {
         let at = |t: &str| Time(t.parse().unwrap());
         let (since, now) = (at("2026-01-02T03:04:05Z"), at("2026-01-02T03:09:00Z"));
         let v = Verdict {
-            status: "Unknown",
+            status: crate::health::sticky::Status::Unknown,
             reason: "NvmlUnavailable".into(),
             message: "NVML cannot report GPU health: no driver".into(),
             record: None,
@@ -259,7 +259,7 @@ mod tests {
             "metadata": {"name": "gpu-1", "uid": "uid-1"},
             "status": {"conditions": [{
                 "type": "GPUHealthy",
-                "status": v.status,
+                "status": v.status.as_str(),
                 "reason": v.reason,
                 "message": v.message,
                 "lastTransitionTime": since,

@@ -10,14 +10,51 @@ use std::collections::BTreeMap;
 /// The condition nvlabel publishes, without the Kubernetes wrapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// `True`, `False` or `Unknown`.
-    pub status: &'static str,
+    /// The condition's status.
+    pub status: Status,
     /// CamelCase reason.
     pub reason: String,
     /// Human-readable detail.
     pub message: String,
     /// The faults for a restart to recover; `None` while there is none.
     pub record: Option<Record>,
+}
+
+/// A condition's status, as Kubernetes spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Healthy.
+    True,
+    /// A fault is known.
+    False,
+    /// Nothing can be said (NVML cannot answer, or a call hangs).
+    Unknown,
+}
+
+impl Status {
+    /// Kubernetes' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+
+    /// A status as a Node reports it: anything but `True` or `False` is `Unknown`.
+    pub fn parse(s: &str) -> Status {
+        match s {
+            "True" => Status::True,
+            "False" => Status::False,
+            _ => Status::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The condition as it is on the Node, with the record stored beside it.
@@ -39,11 +76,7 @@ impl Existing {
     /// counts as none, so it is rewritten).
     pub fn published(&self) -> Verdict {
         Verdict {
-            status: match self.status.as_str() {
-                "True" => "True",
-                "False" => "False",
-                _ => "Unknown",
-            },
+            status: Status::parse(&self.status),
             reason: self.reason.clone(),
             message: self.message.clone(),
             // Only the very text nvlabel writes counts: a version 1 record (or any other
@@ -130,7 +163,7 @@ impl Tracker {
     /// as the message worded them.
     pub fn recover(boot_id: &str, existing: &Existing) -> (Tracker, Vec<String>) {
         let mut t = Tracker::new(boot_id);
-        if existing.status != "False" {
+        if Status::parse(&existing.status) != Status::False {
             return (t, Vec::new());
         }
         let faults = match existing.record.as_deref().map(Record::parse) {
@@ -237,7 +270,7 @@ impl Tracker {
                 listed.push(&extra);
             }
             return Verdict {
-                status: "False",
+                status: Status::False,
                 reason: REASONS[worst].into(),
                 message: format!("{}{BOOT_MARK}{}]", listed.join("; "), self.boot_id),
                 record: Some(Record::new(&self.boot_id, self.entries.values().map(|e| e.recorded.clone()))),
@@ -245,7 +278,7 @@ impl Tracker {
         }
         if let Some(stall) = &self.unresponsive {
             return Verdict {
-                status: "Unknown",
+                status: Status::Unknown,
                 reason: UNRESPONSIVE.into(),
                 message: format!("NVML does not answer: {stall}"),
                 record: None,
@@ -253,13 +286,13 @@ impl Tracker {
         }
         match &self.unavailable {
             Some(e) => Verdict {
-                status: "Unknown",
+                status: Status::Unknown,
                 reason: UNAVAILABLE.into(),
                 message: format!("NVML cannot report GPU health: {e}"),
                 record: None,
             },
             None => Verdict {
-                status: "True",
+                status: Status::True,
                 reason: HEALTHY.into(),
                 message: format!("{} GPUs healthy", self.gpus),
                 record: None,

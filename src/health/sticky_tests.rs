@@ -8,15 +8,15 @@ fn healthy_unknown_and_faulty_verdicts() {
     t.nvml(Ok(2));
     assert_eq!(
         t.verdict(),
-        Verdict { status: "True", reason: HEALTHY.into(), message: "2 GPUs healthy".into(), record: None }
+        Verdict { status: Status::True, reason: HEALTHY.into(), message: "2 GPUs healthy".into(), record: None }
     );
     t.nvml(Err("driver not loaded".into()));
-    assert_eq!(t.verdict().status, "Unknown");
+    assert_eq!(t.verdict().status, Status::Unknown);
     assert_eq!(t.verdict().reason, UNAVAILABLE);
     assert!(t.record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b")).is_some());
     assert!(t.record(&(Some(0), Fault::RetiredPagesPending), Some("GPU-a")).is_some());
     let v = t.verdict();
-    assert_eq!(v.status, "False", "a known fault outranks NVML being unavailable");
+    assert_eq!(v.status, Status::False, "a known fault outranks NVML being unavailable");
     assert_eq!(v.reason, "XidCriticalError");
     assert_eq!(
         v.message,
@@ -33,14 +33,14 @@ fn faults_are_sticky_and_listed_once() {
     assert!(t.record(&xid, Some("GPU-a")).is_none(), "seen again: not new");
     assert!(t.record(&(Some(0), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-a")).is_some());
     t.nvml(Ok(1));
-    assert_eq!(t.verdict().status, "False", "a pass without the fault does not clear it");
+    assert_eq!(t.verdict().status, Status::False, "a pass without the fault does not clear it");
     assert_eq!(t.verdict().message.matches("; ").count(), 1);
 }
 
 /// The condition as nvlabel publishes `v`, read back from the Node.
 fn on_node(v: &Verdict) -> Existing {
     Existing {
-        status: v.status.into(),
+        status: v.status.as_str().into(),
         reason: v.reason.clone(),
         message: v.message.clone(),
         record: v.record.as_ref().map(Record::to_annotation),
@@ -104,7 +104,7 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     let (back, _) = Tracker::recover("boot-a", &old);
     let v = back.verdict();
     assert_eq!(
-        (v.status, v.reason.as_str(), v.message.as_str()),
+        (v.status.as_str(), v.reason.as_str(), v.message.as_str()),
         ("False", "XidCriticalError", old.message.as_str())
     );
     let record = v.record.clone().expect("the faults are recorded");
@@ -168,16 +168,16 @@ fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
     t.nvml(Ok(2));
     t.unresponsive(Some("a call of the labelling pass has not returned since 2026-01-02T03:04:05Z".into()));
     let v = t.verdict();
-    assert_eq!((v.status, v.reason.as_str()), ("Unknown", "NvmlUnresponsive"));
+    assert_eq!((v.status, v.reason.as_str()), (Status::Unknown, "NvmlUnresponsive"));
     assert_eq!(
         v.message,
         "NVML does not answer: a call of the labelling pass has not returned since 2026-01-02T03:04:05Z"
     );
     t.record(&(Some(1), Fault::Inforom), None);
-    assert_eq!(t.verdict().status, "False", "a known fault says more than a hung call");
+    assert_eq!(t.verdict().status, Status::False, "a known fault says more than a hung call");
     t.new_boot("b");
     t.unresponsive(None);
-    assert_eq!((t.verdict().status, t.verdict().reason.as_str()), ("True", "GpusHealthy"));
+    assert_eq!((t.verdict().status, t.verdict().reason.as_str()), (Status::True, "GpusHealthy"));
 }
 
 #[test]

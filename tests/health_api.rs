@@ -6,7 +6,7 @@ mod common;
 
 use common::mock_api::{expect, mock, no_more_requests, Handle};
 use http::Method;
-use nvlabel::health::events::NodeEvents;
+use nvlabel::health::events::{EventType, NodeEvents};
 use nvlabel::health::publish::NodeCondition;
 use nvlabel::health::record::{Record, ANNOTATION};
 use nvlabel::health::rules::Fault;
@@ -149,7 +149,7 @@ async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
         let read = condition.read().await.map(|_| ()).map_err(|e| e.to_string());
         let applied = condition.apply(&faulty()).await.map_err(|e| e.to_string());
         let event = events
-            .send("Warning", "XidCriticalError", "GPU 0", "GPU 0: Xid 79", None)
+            .send(EventType::Warning, "XidCriticalError", "GPU 0", "GPU 0: Xid 79", None)
             .await
             .map_err(|e| e.to_string());
         (read, applied, event)
@@ -193,7 +193,7 @@ async fn server_errors_are_retried_like_the_label_writers() {
     let task = tokio::spawn(async move {
         (
             events
-                .send("Warning", "GpuLost", "GPU 1", "GPU 1 is lost", Some("uid-1"))
+                .send(EventType::Warning, "GpuLost", "GPU 1", "GPU 1 is lost", Some("uid-1"))
                 .await
                 .map_err(|e| e.to_string()),
             events,
@@ -223,14 +223,14 @@ async fn a_repeat_is_counted_on_the_same_events_series() {
         for note in ["GPU 0: slowdown 0x41", "GPU 0: slowdown 0x40", "GPU 0: slowdown 0x40"] {
             results.push(
                 events
-                    .send("Warning", "GpuThermalSlowdown", "GPU 0", note, None)
+                    .send(EventType::Warning, "GpuThermalSlowdown", "GPU 0", note, None)
                     .await
                     .map_err(|e| e.to_string()),
             );
         }
         results.push(
             events
-                .send("Warning", "GpuThermalSlowdown", "GPU 1", "GPU 1: slowdown", None)
+                .send(EventType::Warning, "GpuThermalSlowdown", "GPU 1", "GPU 1: slowdown", None)
                 .await
                 .map_err(|e| e.to_string()),
         );
@@ -277,8 +277,11 @@ async fn a_call_that_never_answers_ends_at_the_clients_deadline() {
     let error = condition.read().await.map(|_| ()).unwrap_err().to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server did not answer within 20s");
     let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(once);
-    let error =
-        events.send("Warning", "GpuLost", "GPU 1", "GPU 1 is lost", None).await.unwrap_err().to_string();
+    let error = events
+        .send(EventType::Warning, "GpuLost", "GPU 1", "GPU 1 is lost", None)
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         error,
         "cannot create an Event in namespace default about Node gpu-1: the API server did not answer within 20s"

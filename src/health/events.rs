@@ -41,6 +41,25 @@ pub enum Admit {
     Drop,
 }
 
+/// An Event's type, as Kubernetes spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Something went back to normal (faults cleared).
+    Normal,
+    /// Something operators should look at.
+    Warning,
+}
+
+impl EventType {
+    /// Kubernetes' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 /// One kind of Event seen in the window.
 #[derive(Debug)]
 struct Seen {
@@ -122,13 +141,13 @@ impl NodeEvents {
     /// one Event whose series counts them; a write over the rate is dropped (logged at debug).
     pub async fn send(
         &mut self,
-        kind: &str,
+        kind: EventType,
         reason: &str,
         about: &str,
         note: &str,
         uid: Option<&str>,
     ) -> Result<(), ApiFailure> {
-        let key = format!("{kind}/{reason}/{about}");
+        let key = format!("{}/{reason}/{about}", kind.as_str());
         let failure = |verb, source| ApiFailure {
             action: if verb == "create" { "create" } else { "count a repeat on" },
             object: format!("an Event in namespace {EVENTS_NAMESPACE} about Node {}", self.node),
@@ -177,7 +196,14 @@ impl NodeEvents {
     }
 
     /// A new Event about the Node.
-    fn event(&self, kind: &str, reason: &str, note: &str, uid: Option<&str>, now: MicroTime) -> KubeEvent {
+    fn event(
+        &self,
+        kind: EventType,
+        reason: &str,
+        note: &str,
+        uid: Option<&str>,
+        now: MicroTime,
+    ) -> KubeEvent {
         let mut note = note.to_string();
         if note.len() > NOTE_LIMIT {
             let mut cut = NOTE_LIMIT - 3;
@@ -195,7 +221,7 @@ impl NodeEvents {
                 ..ObjectMeta::default()
             },
             event_time: Some(now),
-            type_: Some(kind.into()),
+            type_: Some(kind.as_str().into()),
             reason: Some(reason.into()),
             action: Some("GpuHealthCheck".into()),
             note: Some(note),

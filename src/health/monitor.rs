@@ -4,7 +4,7 @@
 
 use super::backoff::Backoff;
 pub use super::boot::{boot_id, BootIdError};
-use super::events::NodeEvents;
+use super::events::{EventType, NodeEvents};
 use super::expected::Expected;
 use super::metrics::HealthMetrics;
 use super::nvml;
@@ -184,7 +184,9 @@ impl Monitor {
         tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
         let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
         let uid = self.condition.uid();
-        if let Err(e) = self.events.send("Normal", "GpusRecovered", boot, &note, uid.as_deref()).await {
+        if let Err(e) =
+            self.events.send(EventType::Normal, "GpusRecovered", boot, &note, uid.as_deref()).await
+        {
             tracing::warn!(error = %e, "cannot send the recovery Event");
         }
     }
@@ -304,7 +306,8 @@ impl Monitor {
             };
             let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
             tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
-            if let Err(e) = self.events.send("Warning", b.signal.reason(), &who, &text, uid.as_deref()).await
+            if let Err(e) =
+                self.events.send(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref()).await
             {
                 tracing::warn!(error = %e, "cannot send the warning Event");
             }
@@ -368,7 +371,7 @@ impl Monitor {
         for entry in new {
             let reason = super::rules::REASONS[entry.rank];
             if let Err(e) =
-                self.events.send("Warning", reason, &entry.text, &entry.text, uid.as_deref()).await
+                self.events.send(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref()).await
             {
                 tracing::warn!(error = %e, "cannot send the fault Event");
             }

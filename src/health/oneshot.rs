@@ -47,7 +47,10 @@ pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32,
     let mut out = String::new();
     let verdict = tracker.verdict();
     if verdict.status == super::sticky::Status::False {
-        let message = verdict.message.rsplit_once(super::old_message::BOOT_MARK).map_or(verdict.message.as_str(), |(m, _)| m);
+        let message = verdict
+            .message
+            .rsplit_once(super::old_message::BOOT_MARK)
+            .map_or(verdict.message.as_str(), |(m, _)| m);
         out.push_str(&format!("{}: {message}\n", verdict.reason));
     } else {
         out.push_str(&format!("{}: {}\n", verdict.reason, verdict.message));

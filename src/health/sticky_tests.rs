@@ -8,7 +8,12 @@ fn healthy_unknown_and_faulty_verdicts() {
     t.nvml(Ok(2));
     assert_eq!(
         t.verdict(),
-        Verdict { status: Status::True, reason: HEALTHY.into(), message: "2 GPUs healthy".into(), record: None }
+        Verdict {
+            status: Status::True,
+            reason: HEALTHY.into(),
+            message: "2 GPUs healthy".into(),
+            record: None
+        }
     );
     t.nvml(Err("driver not loaded".into()));
     assert_eq!(t.verdict().status, Status::Unknown);

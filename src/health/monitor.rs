@@ -369,7 +369,7 @@ impl Monitor {
     async fn announce(&mut self, new: Vec<Entry>) {
         let uid = self.condition.uid();
         for entry in new {
-            let reason = super::rules::REASONS[entry.rank];
+            let reason = entry.recorded.fault.reason();
             if let Err(e) =
                 self.events.send(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref()).await
             {

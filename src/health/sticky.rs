@@ -4,7 +4,7 @@
 
 use super::old_message::{self, BOOT_MARK};
 use super::record::{Record, RecordedFault};
-use super::rules::{Fault, Found, REASONS};
+use super::rules::{Fault, Found};
 use std::collections::BTreeMap;
 
 /// The condition nvlabel publishes, without the Kubernetes wrapping.
@@ -104,7 +104,7 @@ type Key = (u32, usize, String);
 /// One fault: as the record keeps it, and as the message lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Its place in [`REASONS`].
+    /// Its fault's rank ([`Fault::rank`]: lower is worse), which orders the entries.
     pub rank: usize,
     /// The text: GPU, reason, value, action.
     pub text: String,
@@ -248,7 +248,7 @@ impl Tracker {
         // Entries sort by GPU, then worst first: the first of each UUID is its worst.
         for e in self.entries.values() {
             if let Some(u) = &e.recorded.uuid {
-                out.entry(u.clone()).or_insert(REASONS[e.rank]);
+                out.entry(u.clone()).or_insert(e.recorded.fault.reason());
             }
         }
         out
@@ -261,7 +261,7 @@ impl Tracker {
 
     /// The condition as it stands.
     pub fn verdict(&self) -> Verdict {
-        if let Some(worst) = self.entries.values().map(|e| e.rank).min() {
+        if let Some(worst) = self.entries.values().min_by_key(|e| e.rank) {
             let mut listed: Vec<&str> =
                 self.entries.values().map(|e| e.text.as_str()).take(MAX_LISTED).collect();
             let more = self.entries.len().saturating_sub(MAX_LISTED);
@@ -271,7 +271,7 @@ impl Tracker {
             }
             return Verdict {
                 status: Status::False,
-                reason: REASONS[worst].into(),
+                reason: worst.recorded.fault.reason().into(),
                 message: format!("{}{BOOT_MARK}{}]", listed.join("; "), self.boot_id),
                 record: Some(Record::new(&self.boot_id, self.entries.values().map(|e| e.recorded.clone()))),
             };

@@ -82,8 +82,14 @@ async fn real_main(
             std::process::exit(code);
         }
         (Some(CommandKind::Prune), _) => {
-            settings.target()?.build_to_prune(client.as_ref()).await?.prune().await?;
-            nvlabel::health::prune::prune(&settings, client.as_ref()).await?
+            let target = settings.target()?;
+            target.build_to_prune(client.as_ref()).await?.prune().await?;
+            nvlabel::health::prune::prune(&settings, client.as_ref()).await?;
+            // Said even where there was nothing to remove, so a prune never ends in silence.
+            tracing::info!(
+                writer = target.writer_name(),
+                "prune done: nothing nvlabel published there is left"
+            );
         }
         (None, None) => nvlabel::daemon::oneshot(config, client).await?,
         (None, Some(control)) => {

@@ -323,6 +323,13 @@ fn prune_removes_nvlabels_feature_file_and_refuses_anyone_elses() {
     ok(nvlabel(Some("t4")).args(["--oneshot", "--use-node-feature-api=false", "-o"]).arg(&ours));
     ok(nvlabel(None).args(["prune", "--use-node-feature-api=false", "-o"]).arg(&ours));
     assert!(!ours.exists(), "nvlabel's own file is removed");
+    // Nothing left to remove: the prune still says it is done, never ending in silence.
+    let (code, _, stderr) = run(nvlabel(None)
+        .env("RUST_LOG", "info")
+        .args(["prune", "--use-node-feature-api=false", "-o"])
+        .arg(&ours));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("prune done: nothing nvlabel published there is left"), "{stderr}");
     let gfds = dir.path().join("gfd");
     std::fs::write(&gfds, "nvidia.com/gpu.count=1\n").unwrap();
     let (code, _, stderr) =

@@ -2,7 +2,8 @@
 //! and without health, the deploy checks pass (RBAC exactly what the code calls, the device-taint
 //! policy where taints are written), the flags reach the pod, the grants for ResourceSlices and
 //! DeviceTaintRules appear only when used, the default renders as before, and wrong values are
-//! refused; the uninstall hook comes with health unless `health.pruneOnUninstall=false`. Needs a Helm binary (`NVLABEL_HELM`); without one each test skips with one line.
+//! refused; the uninstall hook comes with health unless `health.pruneOnUninstall=false`; the install
+//! notes suggest no sharing labels in DRA mode. Needs a Helm binary (`NVLABEL_HELM`); without one each test skips with one line.
 
 mod common;
 
@@ -106,4 +107,27 @@ fn the_uninstall_hook_comes_with_health_unless_turned_off() {
             assert_eq!(!r.hooks.is_empty(), hook, "{label}");
         }
     }
+}
+
+/// The install notes suggest only labels the chosen profile publishes: no sharing labels where
+/// NVIDIA's DRA driver allocates the GPUs.
+#[test]
+fn the_notes_name_only_labels_the_node_gets() {
+    let Some(helm) = helm("the_notes_name_only_labels_the_node_gets") else { return };
+    let notes = |mode: &str| {
+        let out = std::process::Command::new(&helm)
+            .args(["install", "nvlabel"])
+            .arg(common::helm::chart())
+            .args(["--dry-run=client", "--namespace", "default", "--set"])
+            .arg(format!("allocationMode={mode}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text[text.find("NOTES:").expect("notes")..].to_string()
+    };
+    let sharing = "nvidia.com/gpu.replicas";
+    assert!(notes("device-plugin").contains(sharing));
+    let dra = notes("dra");
+    assert!(!dra.contains(sharing) && dra.contains("nvidia.com/gpu.present"), "{dra}");
 }

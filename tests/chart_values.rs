@@ -398,26 +398,3 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
         }
     }
 }
-
-/// The install notes suggest only labels the chosen profile publishes: no sharing labels where
-/// NVIDIA's DRA driver allocates the GPUs.
-#[test]
-fn the_notes_name_only_labels_the_node_gets() {
-    let Some(helm) = helm("the_notes_name_only_labels_the_node_gets") else { return };
-    let notes = |mode: &str| {
-        let out = std::process::Command::new(&helm)
-            .args(["install", "nvlabel"])
-            .arg(common::helm::chart())
-            .args(["--dry-run=client", "--namespace", "default", "--set"])
-            .arg(format!("allocationMode={mode}"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8(out.stdout).unwrap();
-        text[text.find("NOTES:").expect("notes")..].to_string()
-    };
-    let sharing = "nvidia.com/gpu.replicas";
-    assert!(notes("device-plugin").contains(sharing));
-    let dra = notes("dra");
-    assert!(!dra.contains(sharing) && dra.contains("nvidia.com/gpu.present"), "{dra}");
-}

@@ -245,6 +245,29 @@ pub enum SnapshotError {
     Render(String),
 }
 
+impl Gpu {
+    /// GPU `index` named `name` with compute capability `compute_capability`, every other fact
+    /// unknown (what a source that is not NVML starts from).
+    pub fn new(index: u32, name: String, compute_capability: [i32; 2]) -> Gpu {
+        Gpu {
+            index,
+            name,
+            uuid: None,
+            pci_bus_id: None,
+            pci_device_id: None,
+            pci_class: None,
+            memory_bytes: None,
+            compute_capability,
+            mig: None,
+            fabric: None,
+            nvlink: None,
+            pcie_max_generation: None,
+            pcie_max_width: None,
+            numa_node: None,
+        }
+    }
+}
+
 impl Snapshot {
     /// Reads a snapshot written by `nvlabel probe`.
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {

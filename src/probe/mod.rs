@@ -190,7 +190,7 @@ pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeEr
         Backend::Tegra => {
             let cuda = calls::nvml("cuInit", None, || session.cuda(opts)).map_err(ProbeError::Cuda)?;
             // JetPack 6 and Thor answer NVML too, and it alone knows the driver's version.
-            let nvml = session.nvml(opts).ok();
+            let nvml = session.nvml_beside_cuda(opts);
             tegra::collect(&cuda, nvml.as_deref(), &mut snapshot)?;
         }
         Backend::Vfio => {

@@ -33,6 +33,8 @@ struct State {
     backend: Option<(Strategy, Backend)>,
     /// The CUDA driver, once initialised: kept for the process, as the driver is never unloaded.
     cuda: Option<Arc<Cuda>>,
+    /// NVML's library would not load beside CUDA (JetPack 5): not looked for again each pass.
+    nvml_absent: bool,
     /// The pci.ids database vfio GPUs are named from, and the `--pci-ids` it was read for.
     pci_ids: Option<(Option<PathBuf>, Arc<PciIds>)>,
     bus: Option<PciBus>,
@@ -150,6 +152,7 @@ impl Session {
         let mut state = self.lock();
         state.open = None;
         state.backend = None;
+        state.nvml_absent = false;
         state.pci_ids = None;
         state.forget_bus();
     }
@@ -200,6 +203,24 @@ impl Session {
             name.is_ok_and(|n| source::is_integrated_name(&n))
         });
         (if integrated { Backend::Tegra } else { Backend::Nvml }, true)
+    }
+
+    /// NVML beside the CUDA source (JetPack 6 and Thor answer it: the driver's version), `None`
+    /// where it is absent. A library that does not load is not looked for again until a reset
+    /// (a JetPack without NVML gains none without a restart); a driver that does not start is.
+    pub fn nvml_beside_cuda(&self, opts: &ProbeOptions) -> Option<Arc<Nvml>> {
+        if self.lock().nvml_absent {
+            return None;
+        }
+        match self.nvml(opts) {
+            Ok(nvml) => Some(nvml),
+            Err(ProbeError::NoDriver { detail }) if !source::loadable(&opts.library) => {
+                tracing::debug!(%detail, "no NVML beside CUDA; the driver version labels read unknown");
+                self.lock().nvml_absent = true;
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// The pci.ids database for `opts.pci_ids`, read once (GFD parses it for every device of

@@ -59,20 +59,6 @@ fn gpu(cuda: &Cuda, ordinal: u32, issues: &mut Vec<Issue>) -> Result<Gpu, CudaEr
         }
         None => None,
     };
-    Ok(Gpu {
-        index: ordinal,
-        name,
-        uuid,
-        pci_bus_id: None,
-        pci_device_id: None,
-        pci_class: None,
-        memory_bytes: Some(memory),
-        compute_capability,
-        mig: None,
-        fabric: None,
-        nvlink: None,
-        pcie_max_generation: None,
-        pcie_max_width: None,
-        numa_node: None,
-    })
+    // An integrated GPU has no PCI function, MIG or fabric.
+    Ok(Gpu { uuid, memory_bytes: Some(memory), ..Gpu::new(ordinal, name, compute_capability) })
 }

@@ -133,22 +133,14 @@ impl Device {
                 UNKNOWN_DEVICE.to_string()
             }
         };
+        // No driver answers: compute is GFD's -1/-1, and (decisions.md) a BAR aperture is not the
+        // GPU's memory, so none is known.
         Ok(Some(Gpu {
-            index: 0,
-            name,
-            uuid: None,
             pci_bus_id: Some(self.address.clone()),
             pci_device_id: Some(device),
             pci_class: Some(class),
-            // decisions.md: a BAR aperture is not the GPU's memory, so no gpu.memory on vfio.
-            memory_bytes: None,
-            compute_capability: [-1, -1],
-            mig: None,
-            fabric: None,
-            nvlink: None,
-            pcie_max_generation: None,
-            pcie_max_width: None,
             numa_node: numa,
+            ..Gpu::new(0, name, [-1, -1])
         }))
     }
 

@@ -6,6 +6,7 @@ use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const SCENARIO: &str = "FAKE_CUDA_TEST_SCENARIO";
 const TRANSCRIPT: &str = "FAKE_CUDA_TEST_TRANSCRIPT";
@@ -29,9 +30,12 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 /// Runs `scenario` in a child process with `env` (and no inherited fixture): its transcript and
-/// its stderr.
+/// its stderr. Each run writes its own transcript: tests run side by side and several run the
+/// same scenario, so a name per scenario let one test remove another's file before it was read.
 fn run(scenario: &str, env: &[(&str, String)]) -> (String, String) {
-    let transcript = tmp(&format!("{scenario}.txt"));
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let transcript = tmp(&format!("{scenario}-{}-{n}.txt", std::process::id()));
     let _ = std::fs::remove_file(&transcript);
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["child", "--exact", "--nocapture", "--test-threads=1"])

@@ -120,7 +120,7 @@ fn main() {
         let metrics = Arc::new(Metrics::default());
         let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
         let session = nvlabel::probe::Session::new();
-        let parts = Parts { config, metrics, client: Some(client), session, views: None };
+        let parts = Parts { config, metrics, client: Some(client), session, views: None, slices: None, draw: nvlabel::daemon::RANDOM };
         let mut daemon = Daemon::new(parts).unwrap();
         let (mut rss_warm, mut heap_warm, mut changes) = (0, 0i64, 0u64);
         let mut samples = Vec::new();
@@ -241,7 +241,15 @@ fn steady_one_gpu(lib: &std::path::Path, dir: &std::path::Path) -> Steady {
     let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
     let session = nvlabel::probe::Session::new();
     let metrics = Arc::new(Metrics::default());
-    let parts = Parts { config, metrics, client: None, session: session.clone(), views: None };
+    let parts = Parts {
+        config,
+        metrics,
+        client: None,
+        session: session.clone(),
+        views: None,
+        slices: None,
+        draw: nvlabel::daemon::RANDOM,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async move {
         let mut daemon = Daemon::new(parts).unwrap();

@@ -206,8 +206,15 @@ async fn run() {
         let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
         let client = client(cluster.clone());
         let session = nvlabel::probe::Session::new();
-        let parts =
-            Parts { config: state, metrics: Default::default(), client: Some(client), session, views: None };
+        let parts = Parts {
+            config: state,
+            metrics: Default::default(),
+            client: Some(client),
+            session,
+            views: None,
+            slices: None,
+            draw: nvlabel::daemon::RANDOM,
+        };
         let daemon = Daemon::new(parts).unwrap();
         let (tx, rx) = mpsc::channel(1);
         controls.push(tx);

@@ -60,7 +60,9 @@ async fn real_main(
     }
     if command == Some(CommandKind::Prune) && prune.health_only {
         // No writer is set up: the labels stay.
-        return Ok(nvlabel::health::prune::health_only(&config.loaded().settings, prune.all_nodes).await?);
+        let s = &config.loaded().settings;
+        let connect = nvlabel::kubeapi::client(s.kubeconfig.as_deref(), s.kube_api_qps, s.kube_api_burst);
+        return Ok(nvlabel::health::prune::health_only(&s.health_config(), prune.all_nodes, connect).await?);
     }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
@@ -71,20 +73,21 @@ async fn real_main(
         // The snapshot records every fact, the extended labels' too, whatever the flags.
         (Some(CommandKind::Probe), _) => {
             let all = nvlabel::config::Settings { extended_labels: true, ..settings };
-            print!("{}", nvlabel::pass::snapshot(&all, &Session::new())?.to_yaml()?)
+            let pass = all.pass_config(Default::default(), None);
+            print!("{}", nvlabel::pass::snapshot(&pass, &Session::new())?.to_yaml()?)
         }
         (Some(CommandKind::Hook), _) => {
-            print!("{}", nvlabel::pass::hook(&settings, config.loaded().config.sharing.clone())?)
+            print!("{}", nvlabel::pass::hook(&config.loaded().pass_config())?)
         }
         (Some(CommandKind::Health), _) => {
-            let (code, report) = nvlabel::health::oneshot::check(&settings);
+            let (code, report) = nvlabel::health::oneshot::check(&settings.health_config());
             print!("{report}");
             std::process::exit(code);
         }
         (Some(CommandKind::Prune), _) => {
             let target = settings.target()?;
             target.build_to_prune(client.as_ref()).await?.prune().await?;
-            nvlabel::health::prune::prune(&settings, client.as_ref()).await?;
+            nvlabel::health::prune::prune(&settings.health_config(), client.as_ref()).await?;
             // Said even where there was nothing to remove, so a prune never ends in silence.
             tracing::info!(
                 writer = target.writer_name(),

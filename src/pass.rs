@@ -1,12 +1,23 @@
 //! One labelling pass: the snapshot (NVML, or a snapshot file), then the labels, with what went
 //! wrong along the way. Publishing is the caller's.
 
-use crate::config::Settings;
-use crate::labels::{self, LabelConfig, Labels};
+use crate::labels::{self, LabelConfig, Labels, Profile};
 use crate::probe::{self, ProbeError, Session};
-use crate::sharing::Sharing;
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::troubles::{Trouble, Troubles};
+
+/// What a pass is told, made by `config/` from the flags, env and the config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassConfig {
+    /// `--snapshot`: a snapshot file read instead of the driver.
+    pub snapshot: Option<std::path::PathBuf>,
+    /// Where the probe reads.
+    pub probe: probe::ProbeOptions,
+    /// `--fail-on-init-error`: whether a driver that does not start fails the pass.
+    pub fail_on_init_error: bool,
+    /// What the labelers are told (the profile is each pass's argument).
+    pub labels: LabelConfig,
+}
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -32,15 +43,15 @@ pub enum PassError {
 
 /// The node's snapshot: from `--snapshot`, or probed through `session`. An NVML init failure
 /// with `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
-pub fn snapshot(settings: &Settings, session: &Session) -> Result<Snapshot, PassError> {
-    if let Some(path) = &settings.snapshot {
+pub fn snapshot(config: &PassConfig, session: &Session) -> Result<Snapshot, PassError> {
+    if let Some(path) = &config.snapshot {
         return Ok(Snapshot::load(path)?);
     }
-    let opts = settings.probe_options();
-    match probe::probe(session, &opts) {
+    let opts = &config.probe;
+    match probe::probe(session, opts) {
         Ok(s) => Ok(s),
-        Err(e) if e.is_init() && !settings.fail_on_init_error => {
-            let mut snapshot = probe::probe_files(session, &opts);
+        Err(e) if e.is_init() && !config.fail_on_init_error => {
+            let mut snapshot = probe::probe_files(session, opts);
             let driver = if e.function() == CUDA_INIT { "CUDA" } else { "NVML" };
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
@@ -101,16 +112,10 @@ impl Pass {
     }
 }
 
-/// One pass through `session`: the snapshot, then the labels.
-pub fn run(
-    settings: &Settings,
-    session: &Session,
-    sharing: Sharing,
-    timestamp: Option<u64>,
-) -> Result<Pass, PassError> {
-    let config = settings.label_config(sharing, timestamp);
-    let snap = snapshot(settings, session)?;
-    let outcome = label(&snap, &config);
+/// One pass through `session` with the label profile `profile`: the snapshot, then the labels.
+pub fn run(config: &PassConfig, session: &Session, profile: Profile) -> Result<Pass, PassError> {
+    let snap = snapshot(config, session)?;
+    let outcome = label(&snap, &LabelConfig { profile, ..config.labels.clone() });
     Ok(Pass {
         labels: outcome.labels,
         issues: snap.issues,
@@ -121,9 +126,13 @@ pub fn run(
 
 /// The NFD hook (`nvlabel hook`): feature-file lines without a timestamp (NFD runs hooks on every
 /// rescan, so one would change every run); nothing at all when there is no driver.
-pub fn hook(settings: &Settings, sharing: Sharing) -> Result<String, PassError> {
-    let strict = Settings { fail_on_init_error: true, ..settings.clone() };
-    match run(&strict, &Session::new(), sharing, None) {
+pub fn hook(config: &PassConfig) -> Result<String, PassError> {
+    let strict = PassConfig {
+        fail_on_init_error: true,
+        labels: LabelConfig { timestamp: None, ..config.labels.clone() },
+        ..config.clone()
+    };
+    match run(&strict, &Session::new(), config.labels.profile) {
         Ok(pass) => {
             Troubles::default().update(pass.troubles());
             Ok(crate::publish::render::render_text(&pass.labels))

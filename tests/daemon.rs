@@ -333,3 +333,40 @@ async fn an_emptied_config_on_reload_keeps_the_last_good_one() {
     assert_eq!(r.metrics.config_reload_failures.get(), 2);
     stop(r).await;
 }
+
+/// Health's configuration arrives with every reload that changes it, each value the file's flags
+/// give, and a reload that leaves it alone does not wake health.
+#[tokio::test]
+async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, TS2).unwrap();
+    let snapshot = t4_snapshot(dir.path());
+    let output = dir.path().join("gfd");
+    let (output, snapshot) = (output.to_str().unwrap(), snapshot.to_str().unwrap());
+    let cli =
+        Cli::try_from_args(["nvlabel", "--use-node-feature-api=false", "-o", output, "--snapshot", snapshot])
+            .unwrap();
+    let state = ConfigState::load(cli, Default::default(), ConfigSource::File(config.clone()), None).unwrap();
+    let mut daemon = common::daemon_of(state, None, Default::default(), None);
+    let mut health = daemon.subscribe();
+    assert_eq!(**health.borrow_and_update(), daemon.settings().health_config(), "at start");
+    let flags = "flags:\n  healthIgnoreXids: [79]\n  healthFatalXids: [31]\n  healthExpectedGpus: 8\n  \
+                 healthNvmlTimeout: 7s\n  extendedLabels: true\n  deviceDiscoveryStrategy: nvml\n  \
+                 gfd:\n    sleepInterval: 5s\n    machineTypeFile: /m\n";
+    std::fs::write(&config, format!("{TS4}{flags}")).unwrap();
+    assert!(daemon.reload(true));
+    assert!(health.has_changed().unwrap(), "health is told");
+    let now = health.borrow_and_update().clone();
+    assert_eq!(*now, daemon.settings().health_config());
+    assert_eq!(now.judging.ignored_xids, [79].into());
+    assert_eq!(now.judging.fatal_xids, [31].into());
+    assert_eq!(now.judging.expected_gpus, Some(8));
+    assert_eq!((now.nvml_timeout, now.every), (Duration::from_secs(7), Duration::from_secs(5)));
+    assert!(now.probe.topology && now.probe.strategy == nvlabel::probe::Strategy::Nvml);
+    assert_eq!(now.probe.machine_type_file, Path::new("/m"));
+    // Only the sharing changes: the labels do, health hears nothing.
+    std::fs::write(&config, format!("{TS2}{flags}")).unwrap();
+    assert!(daemon.reload(true));
+    assert!(!health.has_changed().unwrap(), "health is not woken for the labels' change");
+}

@@ -26,6 +26,17 @@ fn daemon_with(
     interval: &str,
     views: Option<futures::stream::BoxStream<'static, NodeView>>,
 ) -> (Daemon, Arc<Metrics>, PathBuf) {
+    let (parts, metrics, snapshot) = parts_with(dir, output, interval, views);
+    (Daemon::new(parts).unwrap(), metrics, snapshot)
+}
+
+/// What [`daemon_with`] builds its daemon from.
+fn parts_with(
+    dir: &Path,
+    output: &Path,
+    interval: &str,
+    views: Option<futures::stream::BoxStream<'static, NodeView>>,
+) -> (nvlabel::daemon::Parts, Arc<Metrics>, PathBuf) {
     let snapshot = t4_snapshot(dir);
     let cli = Cli::try_from_args([
         "nvlabel",
@@ -40,7 +51,7 @@ fn daemon_with(
     .unwrap();
     let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
     let metrics = Arc::new(Metrics::default());
-    (common::daemon_of(state, None, metrics.clone(), views), metrics, snapshot)
+    (common::parts_of(state, None, metrics.clone(), views), metrics, snapshot)
 }
 
 fn failures(metrics: &Metrics) -> u64 {
@@ -125,9 +136,9 @@ async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("features.d");
     let output = missing.join("gfd");
-    let (daemon, metrics, _) = daemon(dir.path(), &output, "1s");
+    let (parts, metrics, _) = parts_with(dir.path(), &output, "1s", None);
     // The largest draw each time, so the attempts can be counted exactly: waits of 2, 4, 8, 16, 32 s.
-    let daemon = daemon.with_jitter(|| 0.999_999);
+    let daemon = Daemon::new(nvlabel::daemon::Parts { draw: || 0.999_999, ..parts }).unwrap();
     let (control, control_rx) = mpsc::channel(4);
     let task = tokio::spawn(daemon.serve(control_rx));
     for _ in 0..61 {

@@ -241,7 +241,9 @@ async fn auto_follows_a_slice_that_appears_and_goes_within_a_pass() {
     let (state, _dir) = t4_config(&args);
     let client = apiserver::client_from(&server.kubeconfig()).await;
     let slices = nvlabel::kubeapi::slices::SliceWatch::spawn(client.clone(), "dra-auto");
-    let daemon = daemon_of(state, Some(client), Default::default(), None).with_slices(Some(slices));
+    let parts = common::parts_of(state, Some(client), Default::default(), None);
+    let daemon =
+        nvlabel::daemon::Daemon::new(nvlabel::daemon::Parts { slices: Some(slices), ..parts }).unwrap();
     let (control, rx) = tokio::sync::mpsc::channel(4);
     let task = tokio::spawn(async move { daemon.serve(rx).await.unwrap() });
     let label = |key: &'static str| {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use nvlabel::config::{Cli, ConfigSource, ConfigState, Settings};
+use nvlabel::config::{Cli, ConfigSource, ConfigState};
 use nvlabel::daemon::Metrics;
 use nvlabel::probe::Session;
 use std::io::Write;
@@ -58,10 +58,10 @@ async fn both_sides(env: std::collections::BTreeMap<String, std::path::PathBuf>)
     let labelling = config(&["--use-node-feature-api=false", "-o", out.to_str().unwrap()]);
     let mut daemon = common::daemon_of(labelling, None, metrics.clone(), None);
     // Health's side: the same session; its API (a closed port) fails, its readings go on.
-    let health: Settings = config(&["--health", "--node-name=n1", "--sink=node", "--sleep-interval=1s"])
+    let health = config(&["--health", "--node-name=n1", "--sink=node", "--sleep-interval=1s"])
         .loaded()
         .settings
-        .clone();
+        .health_config();
     let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
     let mut task = nvlabel::health::task::start(&health, Some(client), session.clone(), Default::default())
         .unwrap()

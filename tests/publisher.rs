@@ -18,7 +18,7 @@ async fn passes_stop_repairing_once_a_fight_starts_the_repair_timer_takes_over()
     let path = dir.path().join("gfd");
     let target = Target::File(path.clone(), None);
     let metrics = Metrics::default();
-    let mut publisher = Publisher::new(None);
+    let mut publisher = Publisher::new(None, Default::default());
     publisher.publish(target.clone(), labels(), &metrics).await.unwrap();
     // Another writer overwrites the file before every pass (a pass every second or two; the
     // whole test takes milliseconds, far inside the guard's minute).
@@ -41,7 +41,7 @@ async fn a_failed_publish_is_tried_again_as_soon_as_the_object_changes() {
     let path = missing.join("gfd");
     let target = Target::File(path.clone(), None);
     let metrics = Metrics::default();
-    let mut publisher = Publisher::new(None);
+    let mut publisher = Publisher::new(None, Default::default());
     assert!(publisher.publish(target.clone(), labels(), &metrics).await.is_err());
     std::fs::create_dir(&missing).unwrap();
     // What the daemon's loop does when the watched object changes (a relist after a fault).

@@ -86,6 +86,8 @@ fn soak() {
             client: Some(client),
             session: nvlabel::probe::Session::new(),
             views: None,
+            slices: None,
+            draw: nvlabel::daemon::RANDOM,
         };
         let daemon = Daemon::new(parts).unwrap();
         let (control, control_rx) = tokio::sync::mpsc::channel(4);

@@ -39,47 +39,7 @@ pub struct HealthSettings {
 /// The default `--health-nvml-timeout`.
 pub const DEFAULT_NVML_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The Node label that says how many GPUs the node should have (it wins over the flag, so one
-/// chart serves a fleet of different machines).
-pub const EXPECTED_COUNT_LABEL: &str = "nvidia.com/gpu.expected-count";
-
-/// A GPU count: a whole number from 1 (the flag's and the label's rule).
-pub fn gpu_count(text: &str) -> Option<u32> {
-    text.trim().parse().ok().filter(|n| *n >= 1)
-}
-
-/// The effect of a device taint (`--health-taint-effect`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TaintEffect {
-    /// No new allocation of the device.
-    #[default]
-    NoSchedule,
-    /// No new allocation, and pods using the device are evicted.
-    NoExecute,
-    /// Informational only.
-    None,
-}
-
-impl TaintEffect {
-    /// From its API spelling.
-    pub fn parse(s: &str) -> Option<TaintEffect> {
-        match s {
-            "NoSchedule" => Some(TaintEffect::NoSchedule),
-            "NoExecute" => Some(TaintEffect::NoExecute),
-            "None" => Some(TaintEffect::None),
-            _ => None,
-        }
-    }
-
-    /// The API spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaintEffect::NoSchedule => "NoSchedule",
-            TaintEffect::NoExecute => "NoExecute",
-            TaintEffect::None => "None",
-        }
-    }
-}
+pub use crate::health::config::{gpu_count, TaintEffect, EXPECTED_COUNT_LABEL};
 
 impl Default for HealthSettings {
     fn default() -> HealthSettings {

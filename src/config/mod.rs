@@ -11,6 +11,7 @@ pub mod flags;
 pub mod health;
 pub mod modes;
 mod resolve;
+mod rooms;
 pub mod select;
 pub mod settings;
 pub mod source;

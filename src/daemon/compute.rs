@@ -11,14 +11,11 @@ impl Daemon {
     /// bounded file read, done in place.
     pub(super) async fn compute(&mut self, profile: crate::labels::Profile) -> Result<pass::Pass, PassError> {
         let loaded = self.config.loaded();
-        let (mut settings, sharing, timestamp) =
-            (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
-        settings.allocation_mode = profile.into();
+        let (config, limit) = (loaded.pass_config(), loaded.settings.health.nvml_timeout);
         let session = self.session.clone();
-        if settings.snapshot.is_some() {
-            return pass::run(&settings, &session, sharing, timestamp);
+        if config.snapshot.is_some() {
+            return pass::run(&config, &session, profile);
         }
-        let limit = settings.health.nvml_timeout;
         if let Some(earlier) = self.in_flight.take() {
             // The answer of a pass that hung is old news: it is dropped, and this pass starts afresh.
             if let Err(still) = earlier.within(Duration::ZERO).await {
@@ -28,7 +25,7 @@ impl Daemon {
         }
         let job = move || {
             let _busy = session.enter("labelling pass");
-            pass::run(&settings, &session, sharing, timestamp)
+            pass::run(&config, &session, profile)
         };
         match self.worker.submit(job)?.within(limit).await {
             Ok(answer) => answer?,

@@ -19,6 +19,7 @@ pub mod watch;
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
 use crate::config::{ConfigState, ReloadError, Settings};
+use crate::health::config::HealthConfig;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
@@ -124,7 +125,15 @@ pub struct Parts {
     /// Where the Node's config label and allocatable come from: `None` is this Node's own watch
     /// (when the settings ask for one); tests without an API server give a stream.
     pub views: Option<BoxStream<'static, NodeView>>,
+    /// This node's ResourceSlices, watched by the owner: they decide `--allocation-mode auto`.
+    pub slices: Option<crate::kubeapi::slices::SliceWatch>,
+    /// How retry waits are drawn within their window: [`RANDOM`] in the process (tests draw the
+    /// largest wait to count attempts exactly).
+    pub draw: fn() -> f64,
 }
+
+/// Retry waits drawn at random in their window (full jitter).
+pub const RANDOM: fn() -> f64 = rand::random::<f64>;
 
 /// The labeler's state between passes.
 pub struct Daemon {
@@ -133,8 +142,8 @@ pub struct Daemon {
     session: Session,
     /// The labelling side's own thread for NVML: a hung call in health never holds it.
     worker: Worker,
-    /// The settings in force, for the other tasks (health) after every reload.
-    settings: broadcast::Sender<Arc<Settings>>,
+    /// Health's configuration in force, for the health task after every reload that changes it.
+    health: broadcast::Sender<Arc<HealthConfig>>,
     /// In a mutex only so the daemon is `Sync` (the loop takes it out when it starts).
     views: std::sync::Mutex<Option<BoxStream<'static, NodeView>>>,
     /// The writer, the labels last published, drift repair and refresh.
@@ -167,7 +176,7 @@ impl Daemon {
     /// The labeller, with this Node's one watch when the Node writer or the config label needs it
     /// (shared by both, so a pass that changes nothing sends nothing).
     pub fn new(parts: Parts) -> Result<Daemon, ThreadError> {
-        let Parts { config, metrics, client, session, views } = parts;
+        let Parts { config, metrics, client, session, views, slices, draw } = parts;
         let settings = config.loaded().settings.clone();
         let follows_label = matches!(config.source(), crate::config::ConfigSource::Dir { .. });
         let node_writer = matches!(settings.target(), Ok(Target::Node(_)));
@@ -181,13 +190,12 @@ impl Daemon {
         let views = views.or_else(|| {
             node_watch.clone().filter(|_| follows_label).map(|w| crate::kubeapi::node_view::views(w).boxed())
         });
-        let mut publisher = Publisher::new(client);
-        publisher.watch_objects(node_watch.clone());
+        let publisher = Publisher::new(client, crate::publish::Watches::On(node_watch.clone()));
         let worker = Worker::spawn("nvml-labels").map_err(|e| ThreadError("nvml-labels", e))?;
-        let allocation = allocation::Allocation::new(settings.allocation_mode, None);
+        let allocation = allocation::Allocation::new(settings.allocation_mode, slices);
         Ok(Daemon {
             allocation,
-            settings: broadcast::channel(Arc::new(settings)).0,
+            health: broadcast::channel(Arc::new(settings.health_config())).0,
             config,
             metrics,
             session,
@@ -197,7 +205,7 @@ impl Daemon {
             retry: RETRY,
             retry_wait: None,
             nvml_down: false,
-            draw: rand::random::<f64>,
+            draw,
             troubles: Troubles::default(),
             watched_allocatable: None,
             sharing_check: None,
@@ -217,9 +225,9 @@ impl Daemon {
         &self.config.loaded().settings
     }
 
-    /// The settings in force now and after every reload (what health follows).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Settings>> {
-        self.settings.subscribe()
+    /// Health's configuration now and after every reload that changes it.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<HealthConfig>> {
+        self.health.subscribe()
     }
 
     /// Where labels go, as the settings in force say.
@@ -227,27 +235,20 @@ impl Daemon {
         self.settings().target()
     }
 
-    /// Draws retry waits with `draw` (a number in `[0, 1)`) instead of at random.
-    pub fn with_jitter(mut self, draw: fn() -> f64) -> Daemon {
-        self.draw = draw;
-        self
-    }
-
-    /// Decides `--allocation-mode auto` from `slices` (the owner's watch of this node's
-    /// ResourceSlices).
-    pub fn with_slices(mut self, slices: Option<crate::kubeapi::slices::SliceWatch>) -> Daemon {
-        self.allocation = allocation::Allocation::new(self.settings().allocation_mode, slices);
-        self
-    }
-
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
     /// and the last good configuration stays. A change reaches the other tasks here.
     pub fn reload(&mut self, force: bool) -> bool {
         match self.config.reload(force) {
             Ok(changed) => {
-                if changed {
-                    self.settings.send_replace(Arc::new(self.settings().clone()));
-                }
+                let health = self.settings().health_config();
+                // Health hears only of a change of its own configuration.
+                self.health.send_if_modified(|now| {
+                    let differs = **now != health;
+                    if differs {
+                        *now = Arc::new(health);
+                    }
+                    differs
+                });
                 changed
             }
             Err(e) => {
@@ -363,17 +364,18 @@ impl Daemon {
 /// process's.
 pub async fn oneshot(config: ConfigState, client: Option<kube::Client>) -> Result<(), DaemonError> {
     let loaded = config.loaded();
-    let (mut settings, sharing, timestamp) =
-        (loaded.settings.clone(), loaded.config.sharing.clone(), loaded.timestamp);
-    if settings.allocation_mode == crate::labels::AllocationMode::Auto {
-        let slices = match (&client, &settings.node_name) {
-            (Some(client), Some(node)) => crate::kubeapi::slices::list_once(client.clone(), node).await,
-            _ => crate::kubeapi::slices::SliceState::Unknown,
-        };
-        let mut decide = allocation::Allocation::new(settings.allocation_mode, None);
-        settings.allocation_mode = decide.decide(slices).into();
-    }
-    let pass = tokio::task::spawn_blocking(move || pass::run(&settings, &Session::new(), sharing, timestamp))
+    let (settings, pass_config) = (&loaded.settings, loaded.pass_config());
+    let profile = match settings.allocation_mode.fixed() {
+        Some(profile) => profile,
+        None => {
+            let slices = match (&client, &settings.node_name) {
+                (Some(client), Some(node)) => crate::kubeapi::slices::list_once(client.clone(), node).await,
+                _ => crate::kubeapi::slices::SliceState::Unknown,
+            };
+            allocation::Allocation::new(settings.allocation_mode, None).decide(slices)
+        }
+    };
+    let pass = tokio::task::spawn_blocking(move || pass::run(&pass_config, &Session::new(), profile))
         .await
         .map_err(|e| {
             PassError::Worker(crate::worker::WorkerError::Panicked {

@@ -4,10 +4,8 @@
 
 use super::drift::DriftGuard;
 use super::metrics::Metrics;
-use crate::kubeapi::object_watch::ObjectWatch;
 use crate::labels::Labels;
 use crate::publish::{DaemonWriter, FailureReason, PublishError, SetupError, Target, Watches};
-use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -36,11 +34,11 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// A publisher whose API writers use `client`.
-    pub fn new(client: Option<kube::Client>) -> Publisher {
+    /// A publisher whose API writers use `client`, deciding from `watching`.
+    pub fn new(client: Option<kube::Client>, watching: Watches) -> Publisher {
         Publisher {
             client,
-            watching: Watches::Off,
+            watching,
             writer: None,
             published: None,
             drift: DriftGuard::default(),
@@ -49,12 +47,6 @@ impl Publisher {
             failing: None,
             wanted: None,
         }
-    }
-
-    /// Makes the API writers decide from watches, the Node writer from `node_watch`.
-    pub fn watch_objects(&mut self, node_watch: Option<ObjectWatch<Node>>) {
-        self.watching = Watches::On(node_watch);
-        self.writer = None;
     }
 
     /// The labels last published.

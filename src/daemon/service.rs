@@ -48,10 +48,11 @@ impl Service {
             client: client.clone(),
             session: session.clone(),
             views: None,
-        })?
-        .with_slices(slices.clone());
+            slices: slices.clone(),
+            draw: super::RANDOM,
+        })?;
         let watches = crate::health::task::Watches { slices, node: daemon.node_watch() };
-        let health = crate::health::task::start(&settings, client, session, watches)?;
+        let health = crate::health::task::start(&settings.health_config(), client, session, watches)?;
         let endpoint = match settings.metrics_addr.as_str() {
             "" => None,
             addr => {

@@ -2,7 +2,7 @@
 //! holds a count (so one chart serves a fleet of different machines), else
 //! `--health-expected-gpus`, else no expectation.
 
-use crate::config::health::{gpu_count, EXPECTED_COUNT_LABEL};
+use super::config::{gpu_count, EXPECTED_COUNT_LABEL};
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use k8s_openapi::api::core::v1::Node;
 
@@ -19,6 +19,11 @@ impl Expected {
     /// From the flag, and the label of the Node `node` watches (if given).
     pub fn new(flag: Option<u32>, node: Option<ObjectWatch<Node>>) -> Expected {
         Expected { flag, node, warned: None }
+    }
+
+    /// The flag in force.
+    pub fn flag(&self) -> Option<u32> {
+        self.flag
     }
 
     /// The flag after a reload.

@@ -6,6 +6,7 @@
 pub mod action;
 mod backoff;
 pub mod boot;
+pub mod config;
 pub mod events;
 pub mod expected;
 pub mod metrics;

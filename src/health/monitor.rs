@@ -4,6 +4,7 @@
 
 use super::backoff::Backoff;
 pub use super::boot::{boot_id, BootIdError};
+use super::config::{HealthConfig, InForce, Judging};
 use super::events::{EventType, NodeEvents};
 use super::expected::Expected;
 use super::metrics::HealthMetrics;
@@ -15,7 +16,6 @@ use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
 use super::watchdog::Watchdog;
-use crate::config::Settings;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
@@ -72,54 +72,41 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// The monitor for these settings, reading NVML through `session` and publishing through
-    /// `client`.
+    /// The monitor for `config`, reading NVML through `session` and publishing through
+    /// `client`; with `node`, this Node's watch, the expected GPU count comes from its label, and
+    /// with `taints`, the faulty GPUs' devices in those slices are tainted.
     pub fn new(
-        settings: &Settings,
+        config: &HealthConfig,
         client: kube::Client,
         session: Session,
         metrics: Arc<HealthMetrics>,
+        node: Option<ObjectWatch<Node>>,
+        taints: Option<(DeviceTaints, SliceWatch)>,
     ) -> Result<Monitor, HealthError> {
-        let node = settings.node_name.clone().ok_or(HealthError::NoApi)?;
-        let h = &settings.health;
-        let instance = settings.pod_name.clone().unwrap_or_else(|| format!("nvlabel-{node}"));
+        let name = config.node.clone().ok_or(HealthError::NoApi)?;
+        let judging = &config.judging;
         Ok(Monitor {
-            opts: settings.probe_options(),
+            opts: config.probe.clone(),
             session,
             worker: Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?,
-            rules: Rules {
-                ignored_xids: h.ignored_xids.clone(),
-                fatal_xids: h.fatal_xids.clone(),
-                expected_gpus: h.expected_gpus,
-                ..Rules::default()
-            },
-            boot_id_file: h.boot_id_file.clone(),
+            rules: Rules::judging(judging),
+            boot_id_file: config.boot_id_file.clone(),
             tracker: None,
             last: None,
             uuids: BTreeMap::new(),
-            condition: NodeCondition::new(client.clone(), &node, &h.condition_type),
-            events: NodeEvents::new(client, &node, &instance),
+            condition: NodeCondition::new(client.clone(), &name, &config.condition_type),
+            events: NodeEvents::new(client, &name, &config.instance(&name)),
             metrics,
             published: None,
             pending: Vec::new(),
             backoff: Backoff::default(),
-            taints: None,
-            expected: Expected::new(h.expected_gpus, None),
+            taints,
+            expected: Expected::new(judging.expected_gpus, node),
             signals: Signals::default(),
             unreadable: Default::default(),
             in_flight: None,
-            watchdog: Watchdog::new(h.nvml_timeout),
+            watchdog: Watchdog::new(config.nvml_timeout),
         })
-    }
-
-    /// Takes the expected GPU count from the label of the Node `node` watches, where it is set.
-    pub fn follow_node(&mut self, node: ObjectWatch<Node>) {
-        self.expected = Expected::new(self.rules.expected_gpus, Some(node));
-    }
-
-    /// Also keeps the faulty GPUs' devices in `slices` tainted through `taints`.
-    pub fn taint_devices(&mut self, taints: DeviceTaints, slices: SliceWatch) {
-        self.taints = Some((taints, slices));
     }
 
     /// Brings the device taints in line with the record and the slices (a device that appears
@@ -191,24 +178,40 @@ impl Monitor {
         }
     }
 
-    /// Takes up reloaded settings: which Xids are ignored and where NVML and sysfs are. The
-    /// condition type, `--health` itself and the boot-id file are start-only (a reload that
-    /// changes them is rejected before it gets here).
-    pub fn reconfigure(&mut self, settings: &Settings) {
-        let h = &settings.health;
-        if self.rules.ignored_xids != h.ignored_xids || self.rules.fatal_xids != h.fatal_xids {
-            tracing::info!(ignored = ?h.ignored_xids, fatal = ?h.fatal_xids, "GPU health: the listed Xids changed");
-            self.rules.ignored_xids = h.ignored_xids.clone();
-            self.rules.fatal_xids = h.fatal_xids.clone();
+    /// Takes up a reloaded configuration, only what changed: which Xids decide, the expected
+    /// count, the NVML timeout and where NVML and sysfs are. The condition type, `--health`
+    /// itself and the boot-id file are start-only (a reload that changes them is rejected before
+    /// it gets here).
+    pub fn reconfigure(&mut self, config: &HealthConfig) {
+        let j = &config.judging;
+        if self.rules.ignored_xids != j.ignored_xids || self.rules.fatal_xids != j.fatal_xids {
+            tracing::info!(ignored = ?j.ignored_xids, fatal = ?j.fatal_xids, "GPU health: the listed Xids changed");
+            self.rules.ignored_xids = j.ignored_xids.clone();
+            self.rules.fatal_xids = j.fatal_xids.clone();
         }
-        self.expected.set_flag(h.expected_gpus);
-        self.watchdog.timeout = h.nvml_timeout;
-        self.opts = settings.probe_options();
+        // The count in force (the rules') changes at the next reading, which says so.
+        self.expected.set_flag(j.expected_gpus);
+        if self.watchdog.timeout != config.nvml_timeout {
+            self.watchdog.timeout = config.nvml_timeout;
+        }
+        if self.opts != config.probe {
+            self.opts = config.probe.clone();
+        }
     }
 
-    /// The Xids that are not faults, as configured now.
-    pub fn ignored_xids(&self) -> &std::collections::BTreeSet<u64> {
-        &self.rules.ignored_xids
+    /// What this monitor works by now, read back from the parts that use it (how a test sees
+    /// that a reload arrived); `every` is the task's.
+    pub fn in_force(&self, every: Duration) -> InForce {
+        InForce {
+            judging: Judging {
+                ignored_xids: self.rules.ignored_xids.clone(),
+                fatal_xids: self.rules.fatal_xids.clone(),
+                expected_gpus: self.expected.flag(),
+            },
+            nvml_timeout: self.watchdog.timeout,
+            probe: self.opts.clone(),
+            every,
+        }
     }
 
     /// The probe options in force (the event thread's at start).

@@ -4,10 +4,10 @@
 //! the InfoROM, lost and missing GPUs, fewer than `--health-expected-gpus`); Xid events need the
 //! daemon, which watches all along.
 
+use super::config::HealthConfig;
 use super::nvml;
 use super::rules::{Reading, Rules};
 use super::sticky::Tracker;
-use crate::config::Settings;
 use crate::probe::Session;
 
 /// NPD's exit code for "healthy".
@@ -18,16 +18,9 @@ pub const NONOK: i32 = 1;
 pub const UNKNOWN: i32 = 2;
 
 /// Reads NVML once and reports: the exit code and the text to print.
-pub fn check(settings: &Settings) -> (i32, String) {
-    let reading = nvml::read(&Session::new(), &settings.probe_options());
-    let h = &settings.health;
-    let rules = Rules {
-        ignored_xids: h.ignored_xids.clone(),
-        fatal_xids: h.fatal_xids.clone(),
-        expected_gpus: h.expected_gpus,
-        ..Rules::default()
-    };
-    report(&rules, reading)
+pub fn check(config: &HealthConfig) -> (i32, String) {
+    let reading = nvml::read(&Session::new(), &config.probe);
+    report(&Rules::judging(&config.judging), reading)
 }
 
 /// The report for a reading (pure, for tests).

@@ -5,9 +5,9 @@
 //! unhealthy, and its users copy that for other conditions), while a condition that is absent
 //! matches no rule of either. `--health-only --all-nodes` is what the chart's uninstall runs.
 
+use super::config::HealthConfig;
 use super::publish::{health_wrote, NodeCondition};
 use super::taints::{self, TaintError};
-use crate::config::Settings;
 use crate::kubeapi::errors::{ApiFailure, Short};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -48,30 +48,29 @@ pub enum PruneError {
 
 /// Removes this node's GPU health condition, its fault record and its device taints, where the
 /// command talks to the API.
-pub async fn prune(settings: &Settings, client: Option<&kube::Client>) -> Result<(), PruneError> {
-    let (Some(client), Some(node)) = (client, &settings.node_name) else { return Ok(()) };
-    let mut condition = NodeCondition::new(client.clone(), node, &settings.health.condition_type);
+pub async fn prune(config: &HealthConfig, client: Option<&kube::Client>) -> Result<(), PruneError> {
+    let (Some(client), Some(node)) = (client, &config.node) else { return Ok(()) };
+    let mut condition = NodeCondition::new(client.clone(), node, &config.condition_type);
     if condition.remove().await? {
         tracing::info!(node = %node, "this node's GPU health condition and fault record removed");
     }
-    taints::prune_for(settings, Some(client)).await?;
+    taints::prune_for(Some(node), Some(client)).await?;
     Ok(())
 }
 
 /// `nvlabel prune --health-only`: health's traces only (the labels stay), on `--node-name` or,
-/// with `all_nodes`, on every node nvlabel's health wrote to.
-pub async fn health_only(settings: &Settings, all_nodes: bool) -> Result<(), PruneError> {
-    if !all_nodes && settings.node_name.is_none() {
+/// with `all_nodes`, on every node nvlabel's health wrote to, through a client `connect` makes
+/// (only once the command is known to make sense).
+pub async fn health_only<F>(config: &HealthConfig, all_nodes: bool, connect: F) -> Result<(), PruneError>
+where
+    F: std::future::Future<Output = Result<kube::Client, crate::kubeapi::ClientError>>,
+{
+    if !all_nodes && config.node.is_none() {
         return Err(PruneError::NoNodes);
     }
-    let client = crate::kubeapi::client(
-        settings.kubeconfig.as_deref(),
-        settings.kube_api_qps,
-        settings.kube_api_burst,
-    )
-    .await?;
+    let client = connect.await?;
     if !all_nodes {
-        return prune(settings, Some(&client)).await;
+        return prune(config, Some(&client)).await;
     }
     let api: Api<Node> = Api::all(client.clone());
     let (mut nodes, mut cleared) = (0, 0);
@@ -80,7 +79,7 @@ pub async fn health_only(settings: &Settings, all_nodes: bool) -> Result<(), Pru
         let list = api.list(&page).await.map_err(|e| PruneError::List(Short(&e).to_string()))?;
         for node in list.items.iter().filter(|n| health_wrote(n)) {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let mut condition = NodeCondition::new(client.clone(), &name, &settings.health.condition_type);
+            let mut condition = NodeCondition::new(client.clone(), &name, &config.condition_type);
             if condition.remove_from(node).await? {
                 tracing::info!(node = %name, "GPU health condition and fault record removed");
                 cleared += 1;

@@ -248,6 +248,16 @@ pub struct Rules {
 pub type Found = (Option<u32>, Fault);
 
 impl Rules {
+    /// The rules `judging` configures, every detector on.
+    pub fn judging(judging: &super::config::Judging) -> Rules {
+        Rules {
+            ignored_xids: judging.ignored_xids.clone(),
+            fatal_xids: judging.fatal_xids.clone(),
+            expected_gpus: judging.expected_gpus,
+            ..Rules::default()
+        }
+    }
+
     fn on(&self, d: Detector) -> bool {
         !self.off.contains(&d)
     }

@@ -11,9 +11,9 @@
 //! where neither serves DeviceTaintRule, one warning says so and discovery is asked again at most
 //! every ten minutes; the Node condition works either way.
 
+use super::config::TaintEffect;
 use super::metrics::HealthMetrics;
 pub use super::taint_names::{owned, previous_name, rule_name};
-use crate::config::health::TaintEffect;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::Short;
 use crate::kubeapi::slices::{SliceState, DRIVER};
@@ -198,11 +198,8 @@ pub async fn prune_all(client: &kube::Client) -> Result<usize, TaintError> {
 }
 
 /// `nvlabel prune`'s part: where it talks to the API, this node's rules go too.
-pub async fn prune_for(
-    settings: &crate::config::Settings,
-    client: Option<&kube::Client>,
-) -> Result<(), TaintError> {
-    if let (Some(client), Some(node)) = (client, &settings.node_name) {
+pub async fn prune_for(node: Option<&str>, client: Option<&kube::Client>) -> Result<(), TaintError> {
+    if let (Some(client), Some(node)) = (client, node) {
         let n = prune(client, node).await?;
         if n > 0 {
             tracing::info!(node = %node, rules = n, "this node's GPU device taints removed");

@@ -2,12 +2,11 @@
 //! comes, the settings of every reload, and a stop that ends the event thread too. Started and
 //! stopped by the daemon's owner, never on its own.
 
+use super::config::{HealthConfig, InForce};
 use super::metrics::HealthMetrics;
 use super::monitor::Monitor;
 use super::nvml;
 use super::taints::DeviceTaints;
-use crate::config::Settings;
-use crate::duration::Interval;
 use crate::kubeapi::slices::{SliceState, SliceWatch};
 use crate::probe::Session;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,15 +18,6 @@ pub use super::monitor::HealthError;
 
 /// How long a stop waits for the event thread (it looks at its stop flag every half second).
 pub const STOP_WAIT: Duration = Duration::from_secs(2);
-
-/// The time between health passes: the labelling interval (at least 1 s; 60 s when it is
-/// infinite, since health must still be looked at).
-pub fn interval(settings: &Settings) -> Duration {
-    match settings.sleep_interval {
-        Interval::Every(d) => d.max(Duration::from_secs(1)),
-        Interval::Infinite => Duration::from_secs(60),
-    }
-}
 
 /// The event thread, and how to stop it.
 struct EventThread {
@@ -60,19 +50,18 @@ pub struct Watches {
 /// GPU health when `--health` is on: the monitor, its event thread (started now, reading through
 /// `session`) and its metrics, following `watches`. `None` when health is off.
 pub fn start(
-    settings: &Settings,
+    config: &HealthConfig,
     client: Option<kube::Client>,
     session: Session,
     watches: Watches,
 ) -> Result<Option<HealthTask>, HealthError> {
     let Watches { slices, node } = watches;
-    if !settings.health.enabled {
+    if !config.enabled {
         return Ok(None);
     }
     let client = client.ok_or(HealthError::NoApi)?;
-    let opts = settings.probe_options();
-    if session.backend(&opts) == crate::probe::Backend::Tegra
-        && !crate::probe::source::loadable(&opts.library)
+    let opts = &config.probe;
+    if session.backend(opts) == crate::probe::Backend::Tegra && !crate::probe::source::loadable(&opts.library)
     {
         // A condition that stays Unknown would read as unhealthy to remediation tools.
         tracing::warn!(
@@ -82,16 +71,15 @@ pub fn start(
         return Ok(None);
     }
     let metrics = Arc::new(HealthMetrics::default());
-    let mut monitor = Monitor::new(settings, client.clone(), session.clone(), metrics.clone())?;
-    if let Some(node) = node {
-        monitor.follow_node(node);
-    }
-    let dra = settings.allocation_mode != crate::labels::AllocationMode::DevicePlugin;
-    let slices = slices.filter(|_| dra);
-    if let (Some(slices), Some(node)) = (&slices, &settings.node_name) {
-        let taints = DeviceTaints::new(client, node, settings.health.taint_effect, metrics.clone());
-        monitor.taint_devices(taints, slices.clone());
-    }
+    let slices = slices.filter(|_| config.taints_devices);
+    let taints = match (&slices, &config.node) {
+        (Some(slices), Some(node)) => Some((
+            DeviceTaints::new(client.clone(), node, config.taint_effect, metrics.clone()),
+            slices.clone(),
+        )),
+        _ => None,
+    };
+    let monitor = Monitor::new(config, client, session.clone(), metrics.clone(), node, taints)?;
     let (tx, events) = mpsc::channel(256);
     let stop = Arc::new(AtomicBool::new(false));
     let (ended_tx, ended) = oneshot::channel::<()>();
@@ -108,7 +96,7 @@ pub fn start(
         monitor,
         events,
         thread: EventThread { stop, ended },
-        every: interval(settings),
+        every: config.every,
         metrics,
         slices: slices.map(|s| s.changes()),
     }))
@@ -120,13 +108,18 @@ impl HealthTask {
         self.metrics.clone()
     }
 
-    /// Runs until `stop` resolves, following `settings` (each reload, taken up before the next
+    /// What the running monitor works by now (the parts a reload may change).
+    pub fn in_force(&self) -> InForce {
+        self.monitor.in_force(self.every)
+    }
+
+    /// Runs until `stop` resolves, following `configs` (each reload, taken up before the next
     /// reading). A reading or an API call in progress is abandoned for the stop; the event thread
     /// is stopped and waited for up to [`STOP_WAIT`] (a thread stuck in a driver call is left to
     /// the process's exit). Returns whether the event thread ended in time.
     pub async fn run(
         &mut self,
-        mut settings: watch::Receiver<Arc<Settings>>,
+        mut configs: watch::Receiver<Arc<HealthConfig>>,
         stop: impl std::future::Future<Output = ()>,
     ) -> bool {
         let mut tick = tokio::time::interval(self.every);
@@ -136,11 +129,11 @@ impl HealthTask {
             let work = async {
                 tokio::select! {
                     biased;
-                    Ok(()) = settings.changed() => {
-                        let now = settings.borrow_and_update().clone();
+                    Ok(()) = configs.changed() => {
+                        let now = configs.borrow_and_update().clone();
                         self.monitor.reconfigure(&now);
-                        if interval(&now) != self.every {
-                            self.every = interval(&now);
+                        if now.every != self.every {
+                            self.every = now.every;
                             tick = tokio::time::interval(self.every);
                             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                         }
@@ -178,51 +171,62 @@ async fn changed(slices: &mut Option<watch::Receiver<SliceState>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::ProbeOptions;
 
-    fn settings(args: &[&str]) -> Settings {
-        let mut all = vec!["nvlabel", "--health", "--node-name=n1", "--sink=node"];
-        all.extend_from_slice(args);
-        let cli = crate::config::Cli::try_from_args(all).unwrap();
-        let state = crate::config::ConfigState::load(
-            cli,
-            Default::default(),
-            crate::config::ConfigSource::None,
-            None,
-        )
-        .unwrap();
-        state.loaded().settings.clone()
+    /// Health on node `n1` with no driver: the event thread waits in its backoff, as on a node
+    /// whose driver is late.
+    fn config(probe: ProbeOptions) -> HealthConfig {
+        HealthConfig {
+            enabled: true,
+            node: Some("n1".into()),
+            pod: None,
+            condition_type: "GPUHealthy".into(),
+            judging: Default::default(),
+            boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
+            taint_effect: Default::default(),
+            taints_devices: false,
+            nvml_timeout: Duration::from_secs(30),
+            probe,
+            every: Duration::from_secs(60),
+        }
     }
 
+    fn no_driver() -> ProbeOptions {
+        ProbeOptions { library: "/nonexistent/libnvidia-ml.so.1".into(), ..ProbeOptions::default() }
+    }
+
+    fn client() -> kube::Client {
+        let url = "http://127.0.0.1:9".parse().unwrap();
+        kube::Client::try_from(kube::Config::new(url)).unwrap()
+    }
+
+    /// Every part of a reload that health takes up while running arrives in the monitor (read
+    /// back from the parts that use it), and a stop ends the event thread.
     #[tokio::test]
     async fn a_reload_reaches_health_and_a_stop_ends_the_event_thread() {
-        // No driver: the event thread waits in its backoff, as on a node whose driver is late.
-        let first = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1"]);
-        let url = "http://127.0.0.1:9".parse().unwrap();
-        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let first = config(no_driver());
         let mut task =
-            start(&first, Some(client), Session::new(), Watches::default()).unwrap().expect("--health is on");
-        assert!(!task.monitor.ignored_xids().contains(&79));
+            start(&first, Some(client()), Session::new(), Watches::default()).unwrap().expect("on");
+        assert_eq!(task.in_force(), first.in_force());
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
-        let reloaded =
-            settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1", "--health-ignore-xids=79"]);
-        tx.send_replace(Arc::new(reloaded));
+        let mut reloaded = config(ProbeOptions { sysfs_root: "/elsewhere/sys".into(), ..no_driver() });
+        reloaded.judging.ignored_xids = [79].into();
+        reloaded.judging.fatal_xids = [31].into();
+        reloaded.judging.expected_gpus = Some(8);
+        reloaded.nvml_timeout = Duration::from_secs(7);
+        reloaded.every = Duration::from_secs(5);
+        assert_ne!(reloaded.in_force().judging, first.in_force().judging);
+        tx.send_replace(Arc::new(reloaded.clone()));
         let stopped = task.run(rx, tokio::time::sleep(Duration::from_millis(200))).await;
-        assert!(task.monitor.ignored_xids().contains(&79), "the reload reached health");
+        assert_eq!(task.in_force(), reloaded.in_force(), "every reloadable value reached the monitor");
         assert!(stopped, "the event thread ended with the stop");
         assert!(matches!(task.thread.ended.try_recv(), Err(oneshot::error::TryRecvError::Closed)));
     }
 
     #[test]
     fn health_off_starts_nothing() {
-        let off = crate::config::Cli::try_from_args(["nvlabel", "--node-name=n1", "--sink=node"]).unwrap();
-        let state = crate::config::ConfigState::load(
-            off,
-            Default::default(),
-            crate::config::ConfigSource::None,
-            None,
-        )
-        .unwrap();
-        assert!(start(&state.loaded().settings, None, Session::new(), Watches::default()).unwrap().is_none());
+        let off = HealthConfig { enabled: false, ..config(no_driver()) };
+        assert!(start(&off, None, Session::new(), Watches::default()).unwrap().is_none());
     }
 
     /// A Jetson without NVML (JetPack 5) has no health signal to read: no task, so no condition
@@ -230,19 +234,16 @@ mod tests {
     #[tokio::test]
     async fn a_tegra_node_without_nvml_starts_no_health() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/platforms/jetson-agx-orin-jp5");
-        let (sys, host) = (format!("--sysfs-root={root}/sys"), format!("--host-root={root}/host"));
-        let jp5 = settings(&["--nvml-library=/nonexistent/libnvidia-ml.so.1", &sys, &host]);
-        let url = "http://127.0.0.1:9".parse().unwrap();
-        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
-        assert!(start(&jp5, Some(client.clone()), Session::new(), Watches::default()).unwrap().is_none());
-        let nvml = settings(&[
-            "--nvml-library=/nonexistent/libnvidia-ml.so.1",
-            &sys,
-            &host,
-            "--device-discovery-strategy=nvml",
-        ]);
+        let jetson = ProbeOptions {
+            sysfs_root: format!("{root}/sys").into(),
+            host_root: format!("{root}/host").into(),
+            ..no_driver()
+        };
+        let jp5 = config(jetson.clone());
+        assert!(start(&jp5, Some(client()), Session::new(), Watches::default()).unwrap().is_none());
+        let nvml = config(ProbeOptions { strategy: crate::probe::Strategy::Nvml, ..jetson });
         let mut task =
-            start(&nvml, Some(client), Session::new(), Watches::default()).unwrap().expect("NVML asked for");
+            start(&nvml, Some(client()), Session::new(), Watches::default()).unwrap().expect("NVML");
         let (_tx, rx) = watch::channel(Arc::new(nvml.clone()));
         assert!(task.run(rx, tokio::time::sleep(Duration::from_millis(50))).await, "stopped");
     }

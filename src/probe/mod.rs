@@ -76,7 +76,7 @@ pub const NVML_FUNCTIONS: &[&str] = &[
 ];
 
 /// Where the probe reads from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeOptions {
     /// Which device source (`--device-discovery-strategy`).
     pub strategy: Strategy,

@@ -233,8 +233,19 @@ pub fn daemon_of(
     metrics: std::sync::Arc<nvlabel::daemon::Metrics>,
     views: Option<futures::stream::BoxStream<'static, nvlabel::kubeapi::node_view::NodeView>>,
 ) -> nvlabel::daemon::Daemon {
+    nvlabel::daemon::Daemon::new(parts_of(config, client, metrics, views)).unwrap()
+}
+
+/// What [`daemon_of`] builds its daemon from: no slices, waits drawn at random.
+pub fn parts_of(
+    config: nvlabel::config::ConfigState,
+    client: Option<kube::Client>,
+    metrics: std::sync::Arc<nvlabel::daemon::Metrics>,
+    views: Option<futures::stream::BoxStream<'static, nvlabel::kubeapi::node_view::NodeView>>,
+) -> nvlabel::daemon::Parts {
     let session = nvlabel::probe::Session::new();
-    nvlabel::daemon::Daemon::new(nvlabel::daemon::Parts { config, metrics, client, session, views }).unwrap()
+    let draw = nvlabel::daemon::RANDOM;
+    nvlabel::daemon::Parts { config, metrics, client, session, views, slices: None, draw }
 }
 
 /// Runs this test again in a child process of this test binary, with each variable of `vars`

@@ -1,0 +1,131 @@
+//! The settings turned into each room's own configuration: health's [`HealthConfig`] and the
+//! pass's [`PassConfig`]. The rooms define these types and never read [`Settings`]; a reload
+//! hands them new values made here.
+
+use super::settings::Settings;
+use super::source::Loaded;
+use crate::duration::Interval;
+use crate::health::config::{HealthConfig, Judging};
+use crate::pass::PassConfig;
+use std::time::Duration;
+
+/// Health's time between readings when labelling never repeats: health must still be looked at.
+const HEALTH_EVERY_WITHOUT_INTERVAL: Duration = Duration::from_secs(60);
+
+impl Settings {
+    /// Health's configuration.
+    pub fn health_config(&self) -> HealthConfig {
+        let h = &self.health;
+        HealthConfig {
+            enabled: h.enabled,
+            node: self.node_name.clone(),
+            pod: self.pod_name.clone(),
+            condition_type: h.condition_type.clone(),
+            judging: Judging {
+                ignored_xids: h.ignored_xids.clone(),
+                fatal_xids: h.fatal_xids.clone(),
+                expected_gpus: h.expected_gpus,
+            },
+            boot_id_file: h.boot_id_file.clone(),
+            taint_effect: h.taint_effect,
+            taints_devices: self.allocation_mode != crate::labels::AllocationMode::DevicePlugin,
+            nvml_timeout: h.nvml_timeout,
+            probe: self.probe_options(),
+            every: match self.sleep_interval {
+                Interval::Every(d) => d.max(Duration::from_secs(1)),
+                Interval::Infinite => HEALTH_EVERY_WITHOUT_INTERVAL,
+            },
+        }
+    }
+
+    /// The pass's configuration with the config file's `sharing` and its load `timestamp`.
+    pub fn pass_config(&self, sharing: crate::sharing::Sharing, timestamp: Option<u64>) -> PassConfig {
+        PassConfig {
+            snapshot: self.snapshot.clone(),
+            probe: self.probe_options(),
+            fail_on_init_error: self.fail_on_init_error,
+            labels: self.label_config(sharing, timestamp),
+        }
+    }
+}
+
+impl Loaded {
+    /// The pass's configuration for what is loaded.
+    pub fn pass_config(&self) -> PassConfig {
+        self.settings.pass_config(self.config.sharing.clone(), self.timestamp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(args: &[&str]) -> Settings {
+        let cli = crate::config::Cli::try_from_args(args.iter().copied()).unwrap();
+        Settings::resolve(&cli, &|_| None).unwrap()
+    }
+
+    /// Every flag health takes arrives in its configuration.
+    #[test]
+    fn each_health_flag_arrives_in_health_config() {
+        let s = settings(&[
+            "nvlabel",
+            "--health",
+            "--node-name=n1",
+            "--pod-name=p1",
+            "--health-condition-type=AcceleratedHardwareReady",
+            "--health-ignore-xids=13,79",
+            "--health-fatal-xids=31",
+            "--health-expected-gpus=8",
+            "--boot-id-file=/b",
+            "--health-taint-effect=NoExecute",
+            "--allocation-mode=dra",
+            "--health-nvml-timeout=7s",
+            "--sysfs-root=/s",
+            "--sleep-interval=5s",
+        ]);
+        let c = s.health_config();
+        let want = HealthConfig {
+            enabled: true,
+            node: Some("n1".into()),
+            pod: Some("p1".into()),
+            condition_type: "AcceleratedHardwareReady".into(),
+            judging: Judging {
+                ignored_xids: [13, 79].into(),
+                fatal_xids: [31].into(),
+                expected_gpus: Some(8),
+            },
+            boot_id_file: "/b".into(),
+            taint_effect: crate::health::config::TaintEffect::NoExecute,
+            taints_devices: true,
+            nvml_timeout: Duration::from_secs(7),
+            probe: s.probe_options(),
+            every: Duration::from_secs(5),
+        };
+        assert_eq!(c, want);
+        assert_eq!(c.probe.sysfs_root, std::path::PathBuf::from("/s"));
+        let plain = settings(&["nvlabel", "--sleep-interval=infinite"]).health_config();
+        assert!(!plain.enabled && !plain.taints_devices);
+        assert_eq!(plain.every, HEALTH_EVERY_WITHOUT_INTERVAL);
+        assert_eq!(
+            settings(&["nvlabel", "--sleep-interval=0s"]).health_config().every,
+            Duration::from_secs(1)
+        );
+    }
+
+    /// Every flag the pass takes arrives in its configuration.
+    #[test]
+    fn each_pass_flag_arrives_in_pass_config() {
+        let s = settings(&[
+            "nvlabel",
+            "--snapshot=/snap.yaml",
+            "--fail-on-init-error=false",
+            "--extended-labels",
+        ]);
+        let c = s.pass_config(Default::default(), Some(7));
+        assert_eq!(c.snapshot, Some("/snap.yaml".into()));
+        assert!(!c.fail_on_init_error && c.labels.extended && c.probe.topology);
+        assert_eq!(c.labels.timestamp, Some(7));
+        assert_eq!(c.probe, s.probe_options());
+    }
+}

@@ -1,0 +1,122 @@
+//! What health is told: its own configuration as plain values, made by `config/` from the flags,
+//! env and the config file, and handed to health at start and after every accepted reload.
+//! Health never reads the command line or the settings of the rest of nvlabel.
+
+use crate::probe::ProbeOptions;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The Node label that says how many GPUs the node should have (it wins over the flag, so one
+/// chart serves a fleet of different machines).
+pub const EXPECTED_COUNT_LABEL: &str = "nvidia.com/gpu.expected-count";
+
+/// A GPU count: a whole number from 1 (the flag's and the label's rule).
+pub fn gpu_count(text: &str) -> Option<u32> {
+    text.trim().parse().ok().filter(|n| *n >= 1)
+}
+
+/// The effect of a device taint (`--health-taint-effect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaintEffect {
+    /// No new allocation of the device.
+    #[default]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    NoExecute,
+    /// Informational only.
+    None,
+}
+
+impl TaintEffect {
+    /// From its API spelling.
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        match s {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            "None" => Some(TaintEffect::None),
+            _ => None,
+        }
+    }
+
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
+        }
+    }
+}
+
+/// Which Xids decide a fault, and how many GPUs the node should have: what a reading is judged
+/// by (the daemon, `nvlabel health`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Judging {
+    /// `--health-ignore-xids`: Xids that are never faults.
+    pub ignored_xids: BTreeSet<u64>,
+    /// `--health-fatal-xids`: Xids that are always faults.
+    pub fatal_xids: BTreeSet<u64>,
+    /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
+    pub expected_gpus: Option<u32>,
+}
+
+/// Health's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    /// `--health`: publish the Node condition.
+    pub enabled: bool,
+    /// `--node-name`: the Node health writes to (none: health cannot run in the daemon).
+    pub node: Option<String>,
+    /// `--pod-name`: the instance named in Events (`nvlabel-<node>` without one).
+    pub pod: Option<String>,
+    /// `--health-condition-type`.
+    pub condition_type: String,
+    /// What a reading is judged by.
+    pub judging: Judging,
+    /// `--boot-id-file`.
+    pub boot_id_file: PathBuf,
+    /// `--health-taint-effect`: the effect of the DRA device taints.
+    pub taint_effect: TaintEffect,
+    /// Whether faulty GPUs' devices are tainted (`--allocation-mode` `dra` or `auto`).
+    pub taints_devices: bool,
+    /// `--health-nvml-timeout`: how long an NVML call may run.
+    pub nvml_timeout: Duration,
+    /// Where NVML and sysfs are read.
+    pub probe: ProbeOptions,
+    /// The time between readings: the labelling interval (at least 1 s; 60 s when it is
+    /// infinite, since health must still be looked at).
+    pub every: Duration,
+}
+
+impl HealthConfig {
+    /// The instance name health's Events carry.
+    pub fn instance(&self, node: &str) -> String {
+        self.pod.clone().unwrap_or_else(|| format!("nvlabel-{node}"))
+    }
+}
+
+/// The parts of [`HealthConfig`] a reload may change, as a running monitor holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InForce {
+    /// What a reading is judged by (the expected count: the flag's).
+    pub judging: Judging,
+    /// `--health-nvml-timeout`.
+    pub nvml_timeout: Duration,
+    /// Where NVML and sysfs are read.
+    pub probe: ProbeOptions,
+    /// The time between readings.
+    pub every: Duration,
+}
+
+impl HealthConfig {
+    /// What a monitor following this configuration works by.
+    pub fn in_force(&self) -> InForce {
+        InForce {
+            judging: self.judging.clone(),
+            nvml_timeout: self.nvml_timeout,
+            probe: self.probe.clone(),
+            every: self.every,
+        }
+    }
+}

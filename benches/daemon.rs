@@ -120,6 +120,7 @@ fn main() {
         let metrics = Arc::new(Metrics::default());
         let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
         let session = nvlabel::probe::Session::new();
+        let config = Box::new(nvlabel::config::DaemonInputs::new(config));
         let parts = Parts { config, metrics, client: Some(client), session, views: None, slices: None, draw: nvlabel::daemon::RANDOM };
         let mut daemon = Daemon::new(parts).unwrap();
         let (mut rss_warm, mut heap_warm, mut changes) = (0, 0i64, 0u64);
@@ -242,7 +243,7 @@ fn steady_one_gpu(lib: &std::path::Path, dir: &std::path::Path) -> Steady {
     let session = nvlabel::probe::Session::new();
     let metrics = Arc::new(Metrics::default());
     let parts = Parts {
-        config,
+        config: Box::new(nvlabel::config::DaemonInputs::new(config)),
         metrics,
         client: None,
         session: session.clone(),

@@ -207,7 +207,7 @@ async fn run() {
         let client = client(cluster.clone());
         let session = nvlabel::probe::Session::new();
         let parts = Parts {
-            config: state,
+            config: Box::new(nvlabel::config::DaemonInputs::new(state)),
             metrics: Default::default(),
             client: Some(client),
             session,

@@ -37,10 +37,7 @@ pub fn code(e: &anyhow::Error) -> i32 {
 /// Whether `e` is a configuration nvlabel cannot use, however deep the daemon wrapped it.
 pub fn is_bad_configuration(e: &anyhow::Error) -> bool {
     let daemon = e.downcast_ref::<DaemonError>();
-    let reload = e.downcast_ref::<ReloadError>().or(match daemon {
-        Some(DaemonError::Config(r)) => Some(r),
-        _ => None,
-    });
+    let reload = e.downcast_ref::<ReloadError>();
     let setup = e.downcast_ref::<SetupError>().or(match daemon {
         Some(DaemonError::Setup(s)) => Some(s),
         _ => None,
@@ -86,8 +83,7 @@ mod tests {
     fn every_bad_configuration_is_one_status_however_it_is_wrapped() {
         let cases: Vec<(&str, anyhow::Error)> = vec![
             ("file at start", ReloadError::Config(invalid()).into()),
-            ("file in the daemon", DaemonError::Config(ReloadError::Config(invalid())).into()),
-            ("both sources", DaemonError::Config(ReloadError::BothSources).into()),
+            ("both sources", ReloadError::BothSources.into()),
             ("file alone", invalid().into()),
             (
                 "flag value",

@@ -22,6 +22,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod startup;
 pub mod troubles;
 pub mod worker;
 pub mod yaml;

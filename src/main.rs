@@ -3,10 +3,10 @@
 
 use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
 use nvlabel::daemon::service::Service;
-use nvlabel::daemon::startup::{self, Startup};
 use nvlabel::daemon::Control;
 use nvlabel::logging::LogFormat;
 use nvlabel::probe::Session;
+use nvlabel::startup::{self, Startup};
 use std::collections::HashMap;
 
 fn main() {
@@ -94,10 +94,13 @@ async fn real_main(
                 "prune done: nothing nvlabel published there is left"
             );
         }
-        (None, None) => nvlabel::daemon::oneshot(config, client).await?,
+        (None, None) => {
+            let target = settings.target()?;
+            nvlabel::daemon::oneshot(&config.loaded().loop_config(), target, client).await?
+        }
         (None, Some(control)) => {
-            let startup = Startup { config, client, rejected_reloads };
-            Service::start(startup).await?.run(control).await?
+            let plan = startup::plan(Startup { config, client, rejected_reloads })?;
+            Service::start(plan).await?.run(control).await?
         }
     }
     Ok(())

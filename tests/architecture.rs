@@ -43,7 +43,7 @@ fn fake() -> &'static Crate {
 }
 
 /// The layers above the configuration's consumers.
-const UPPER: &[&str] = &["config", "daemon", "health", "pass", "http"];
+const UPPER: &[&str] = &["startup", "config", "daemon", "health", "pass", "http"];
 /// The layers that never reach up into [`UPPER`].
 const LOWER: &[&str] =
     &["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "troubles", "limits", "logging"];
@@ -130,9 +130,13 @@ fn no_file_inside_a_module_uses_one_that_uses_it_back() {
 #[test]
 fn edges_known_to_exist_are_found() {
     let top = nvlabel().graph(&[]);
-    for (from, to) in
-        [("daemon", "config"), ("publish", "kubeapi"), ("labels", "snapshot"), ("config", "publish")]
-    {
+    for (from, to) in [
+        ("startup", "config"),
+        ("config", "health"),
+        ("publish", "kubeapi"),
+        ("labels", "snapshot"),
+        ("config", "publish"),
+    ] {
         assert!(uses(&top, from).contains(to), "{from} -> {to} was not found: {top:?}");
     }
     let config = nvlabel().graph(&["config".to_string()]);
@@ -147,6 +151,26 @@ fn edges_known_to_exist_are_found() {
     for (from, to) in [("exports", "answers"), ("events", "call"), ("call", "state")] {
         assert!(uses(&fake, from).contains(to), "fake-nvml {from} -> {to} was not found: {fake:?}");
     }
+}
+
+/// Configuration on top: the rooms define their own configuration types and `config/` makes
+/// them; only `startup.rs`, the one place that builds the service from the settings, reads
+/// `config/` (and `main.rs`, outside the library).
+#[test]
+fn only_the_service_builder_reads_the_configuration() {
+    let readers: BTreeSet<String> = nvlabel()
+        .edges()
+        .into_iter()
+        .filter(|(from, to)| {
+            to.first().is_some_and(|m| m == "config") && from.first().is_none_or(|m| m != "config")
+        })
+        .map(|(from, _)| from.join("::"))
+        .collect();
+    assert_eq!(
+        readers,
+        BTreeSet::from(["exit".to_string(), "startup".to_string()]),
+        "files outside config/ that import it"
+    );
 }
 
 #[test]

@@ -350,7 +350,7 @@ async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
     let state = ConfigState::load(cli, Default::default(), ConfigSource::File(config.clone()), None).unwrap();
     let mut daemon = common::daemon_of(state, None, Default::default(), None);
     let mut health = daemon.subscribe();
-    assert_eq!(**health.borrow_and_update(), daemon.settings().health_config(), "at start");
+    assert_eq!(**health.borrow_and_update(), daemon.config().health, "at start");
     let flags = "flags:\n  healthIgnoreXids: [79]\n  healthFatalXids: [31]\n  healthExpectedGpus: 8\n  \
                  healthNvmlTimeout: 7s\n  extendedLabels: true\n  deviceDiscoveryStrategy: nvml\n  \
                  gfd:\n    sleepInterval: 5s\n    machineTypeFile: /m\n";
@@ -358,7 +358,7 @@ async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
     assert!(daemon.reload(true));
     assert!(health.has_changed().unwrap(), "health is told");
     let now = health.borrow_and_update().clone();
-    assert_eq!(*now, daemon.settings().health_config());
+    assert_eq!(*now, daemon.config().health);
     assert_eq!(now.judging.ignored_xids, [79].into());
     assert_eq!(now.judging.fatal_xids, [31].into());
     assert_eq!(now.judging.expected_gpus, Some(8));

@@ -81,7 +81,7 @@ fn soak() {
         .unwrap();
         let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
         let parts = Parts {
-            config,
+            config: Box::new(nvlabel::config::DaemonInputs::new(config)),
             metrics: Arc::new(Metrics::default()),
             client: Some(client),
             session: nvlabel::probe::Session::new(),

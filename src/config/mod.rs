@@ -19,5 +19,6 @@ pub mod usage;
 
 pub use file::{ConfigError, ConfigFile, FileFlags};
 pub use flags::{Cli, CommandKind};
+pub use rooms::DaemonInputs;
 pub use settings::{CliError, Settings};
 pub use source::{ConfigSource, ConfigState, Loaded, ReloadError};

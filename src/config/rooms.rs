@@ -3,7 +3,8 @@
 //! hands them new values made here.
 
 use super::settings::Settings;
-use super::source::Loaded;
+use super::source::{ConfigSource, ConfigState, Loaded};
+use crate::daemon::config::{Inputs, LoopConfig, Rejected};
 use crate::duration::Interval;
 use crate::health::config::{HealthConfig, Judging};
 use crate::pass::PassConfig;
@@ -38,6 +39,18 @@ impl Settings {
         }
     }
 
+    /// Whether these settings need this node's ResourceSlices: `--allocation-mode auto` decides
+    /// by them, and health in `dra` or `auto` taints their devices.
+    pub fn slices_wanted(&self) -> bool {
+        use crate::labels::AllocationMode;
+        self.node_name.is_some()
+            && match self.allocation_mode {
+                AllocationMode::Auto => true,
+                AllocationMode::Dra => self.health.enabled,
+                AllocationMode::DevicePlugin => false,
+            }
+    }
+
     /// The pass's configuration with the config file's `sharing` and its load `timestamp`.
     pub fn pass_config(&self, sharing: crate::sharing::Sharing, timestamp: Option<u64>) -> PassConfig {
         PassConfig {
@@ -54,8 +67,63 @@ impl Loaded {
     pub fn pass_config(&self) -> PassConfig {
         self.settings.pass_config(self.config.sharing.clone(), self.timestamp)
     }
+
+    /// The labelling loop's configuration for what is loaded.
+    pub fn loop_config(&self) -> LoopConfig {
+        let s = &self.settings;
+        LoopConfig {
+            pass: self.pass_config(),
+            allocation: s.allocation_mode,
+            node: s.node_name.clone(),
+            target: s.target().map_err(std::sync::Arc::new),
+            interval: s.sleep_interval,
+            nvml_timeout: s.health.nvml_timeout,
+            sharing_check: s.extended_labels.then_some(s.sharing_check_grace),
+            notes: s.notes.clone(),
+            health: s.health_config(),
+        }
+    }
 }
 
+/// The configuration state as the labelling loop reads it: the loop's values, made again after
+/// every change.
+pub struct DaemonInputs {
+    state: ConfigState,
+    current: LoopConfig,
+}
+
+impl DaemonInputs {
+    /// The loop's inputs from `state`.
+    pub fn new(state: ConfigState) -> DaemonInputs {
+        DaemonInputs { current: state.loaded().loop_config(), state }
+    }
+}
+
+impl Inputs for DaemonInputs {
+    fn current(&self) -> &LoopConfig {
+        &self.current
+    }
+
+    fn reload(&mut self, force: bool) -> Result<bool, Rejected> {
+        let changed = self.state.reload(force)?;
+        if changed {
+            self.current = self.state.loaded().loop_config();
+        }
+        Ok(changed)
+    }
+
+    fn set_label(&mut self, label: Option<String>) -> bool {
+        self.state.set_label(label)
+    }
+
+    fn follows_label(&self) -> bool {
+        matches!(self.state.source(), ConfigSource::Dir { .. })
+    }
+
+    fn watched_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.state.watched_dirs()
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,20 +9,14 @@ impl Daemon {
     /// With `--extended-labels`: compares what the published labels promise with the Node's
     /// allocatable resources, from the writer's read of the Node or the node watch.
     pub(super) fn cross_check(&mut self) {
-        let (extended, grace) = {
-            let s = self.settings();
-            (s.extended_labels, s.sharing_check_grace)
-        };
-        if !extended {
-            return;
-        }
+        let Some(grace) = self.config().sharing_check else { return };
         let from_writer = self.publisher.node_allocatable();
         let (Some(labels), Some(allocatable)) =
             (self.publisher.published(), from_writer.or(self.watched_allocatable.clone()))
         else {
             return;
         };
-        let promised = sharing_check::promised(labels, &self.config.loaded().config.sharing);
+        let promised = sharing_check::promised(labels, &self.config().pass.labels.sharing);
         for resource in promised.keys() {
             // Present at 0 from the first check, so alerts see the series.
             let _ = self.metrics.sharing_mismatch.get_or_create(&Resource { resource: resource.clone() });

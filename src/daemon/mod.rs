@@ -6,19 +6,18 @@
 //! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
 mod allocation;
-mod compute;
+pub mod config;
 mod cross_check;
 pub mod drift;
 pub mod metrics;
 pub mod publisher;
+pub mod runner;
 mod serve;
 pub mod service;
-pub mod startup;
 pub mod watch;
 
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
-use crate::config::{ConfigState, ReloadError, Settings};
 use crate::health::config::HealthConfig;
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::node_view::NodeView;
@@ -28,12 +27,13 @@ use crate::probe::Session;
 use crate::publish::{PublishError, SetupError, Target};
 use crate::sharing_check::SharingCheck;
 use crate::troubles::Troubles;
-use crate::worker::Worker;
+use config::{Inputs, LoopConfig};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use publisher::Publisher;
+use runner::PassRunner;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,9 +51,6 @@ pub enum Control {
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// The configuration at start-up is invalid.
-    #[error(transparent)]
-    Config(#[from] ReloadError),
     /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
     #[error(transparent)]
     Pass(#[from] PassError),
@@ -91,18 +88,6 @@ pub enum DaemonError {
 #[error("cannot start the {0} thread: {1}")]
 pub struct ThreadError(pub &'static str, #[source] pub std::io::Error);
 
-/// Whether `settings` need this node's ResourceSlices: `--allocation-mode auto` decides by them,
-/// and health in `dra` or `auto` taints their devices.
-pub fn slices_wanted(settings: &Settings) -> bool {
-    use crate::labels::AllocationMode;
-    settings.node_name.is_some()
-        && match settings.allocation_mode {
-            AllocationMode::Auto => true,
-            AllocationMode::Dra => settings.health.enabled,
-            AllocationMode::DevicePlugin => false,
-        }
-}
-
 /// The shortest time between passes.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -114,8 +99,8 @@ const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Durati
 
 /// What the labeller is made of, given in one step (nothing can be set in the wrong order).
 pub struct Parts {
-    /// The configuration, loaded.
-    pub config: ConfigState,
+    /// The configuration and how it is read again.
+    pub config: Box<dyn Inputs>,
     /// The metrics it counts into.
     pub metrics: Arc<Metrics>,
     /// The API client, where the writer or the config label needs one.
@@ -137,11 +122,11 @@ pub const RANDOM: fn() -> f64 = rand::random::<f64>;
 
 /// The labeler's state between passes.
 pub struct Daemon {
-    config: ConfigState,
+    config: Box<dyn Inputs>,
     metrics: Arc<Metrics>,
     session: Session,
-    /// The labelling side's own thread for NVML: a hung call in health never holds it.
-    worker: Worker,
+    /// Runs each pass on the labelling thread, with its deadline.
+    runner: PassRunner,
     /// Health's configuration in force, for the health task after every reload that changes it.
     health: broadcast::Sender<Arc<HealthConfig>>,
     /// In a mutex only so the daemon is `Sync` (the loop takes it out when it starts).
@@ -168,8 +153,6 @@ pub struct Daemon {
     allocation: allocation::Allocation,
     /// This Node, watched (for the writer, the config label and health's expected GPU count).
     node_watch: Option<ObjectWatch<Node>>,
-    /// A pass that outlived its deadline, still running on the worker (never queued behind).
-    in_flight: Option<crate::worker::Answer<Result<pass::Pass, PassError>>>,
 }
 
 impl Daemon {
@@ -177,12 +160,12 @@ impl Daemon {
     /// (shared by both, so a pass that changes nothing sends nothing).
     pub fn new(parts: Parts) -> Result<Daemon, ThreadError> {
         let Parts { config, metrics, client, session, views, slices, draw } = parts;
-        let settings = config.loaded().settings.clone();
-        let follows_label = matches!(config.source(), crate::config::ConfigSource::Dir { .. });
-        let node_writer = matches!(settings.target(), Ok(Target::Node(_)));
-        let node_watch = match (&client, &settings.node_name) {
+        let current = config.current().clone();
+        let follows_label = config.follows_label();
+        let node_writer = matches!(current.target, Ok(Target::Node(_)));
+        let node_watch = match (&client, &current.node) {
             // Health reads the expected GPU count from the Node's labels too.
-            (Some(client), Some(node)) if follows_label || node_writer || settings.health.enabled => {
+            (Some(client), Some(node)) if follows_label || node_writer || current.health.enabled => {
                 Some(ObjectWatch::spawn(Api::all(client.clone()), node))
             }
             _ => None,
@@ -191,15 +174,15 @@ impl Daemon {
             node_watch.clone().filter(|_| follows_label).map(|w| crate::kubeapi::node_view::views(w).boxed())
         });
         let publisher = Publisher::new(client, crate::publish::Watches::On(node_watch.clone()));
-        let worker = Worker::spawn("nvml-labels").map_err(|e| ThreadError("nvml-labels", e))?;
-        let allocation = allocation::Allocation::new(settings.allocation_mode, slices);
+        let runner = PassRunner::new(session.clone())?;
+        let allocation = allocation::Allocation::new(current.allocation, slices);
         Ok(Daemon {
             allocation,
-            health: broadcast::channel(Arc::new(settings.health_config())).0,
+            health: broadcast::channel(Arc::new(current.health)).0,
             config,
             metrics,
             session,
-            worker,
+            runner,
             views: std::sync::Mutex::new(views),
             publisher,
             retry: RETRY,
@@ -211,7 +194,6 @@ impl Daemon {
             sharing_check: None,
             costs: (0, 0),
             node_watch,
-            in_flight: None,
         })
     }
 
@@ -220,9 +202,9 @@ impl Daemon {
         self.node_watch.clone()
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.config.loaded().settings
+    /// The configuration in force.
+    pub fn config(&self) -> &LoopConfig {
+        self.config.current()
     }
 
     /// Health's configuration now and after every reload that changes it.
@@ -230,17 +212,12 @@ impl Daemon {
         self.health.subscribe()
     }
 
-    /// Where labels go, as the settings in force say.
-    pub fn target(&self) -> Result<Target, SetupError> {
-        self.settings().target()
-    }
-
     /// Re-reads the configuration. Returns whether it changed; a rejected one is logged, counted,
     /// and the last good configuration stays. A change reaches the other tasks here.
     pub fn reload(&mut self, force: bool) -> bool {
         match self.config.reload(force) {
             Ok(changed) => {
-                let health = self.settings().health_config();
+                let health = self.config().health.clone();
                 // Health hears only of a change of its own configuration.
                 self.health.send_if_modified(|now| {
                     let differs = **now != health;
@@ -270,12 +247,13 @@ impl Daemon {
         let started = std::time::Instant::now();
         self.metrics.passes.inc();
         let profile = self.allocation.profile().await;
-        let computed = self.compute(profile).await;
+        let (config, limit) = (self.config().pass.clone(), self.config().nvml_timeout);
+        let computed = self.runner.run(&config, profile, limit).await;
         self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
         self.costs = self.metrics.count_session(&self.session, self.costs);
         let pass = match computed {
             Ok(pass) => pass,
-            Err(PassError::Probe(e)) if e.is_init() && self.settings().fail_on_init_error => {
+            Err(PassError::Probe(e)) if e.is_init() && config.fail_on_init_error => {
                 return Err(PassError::Probe(e));
             }
             Err(e) => {
@@ -301,7 +279,7 @@ impl Daemon {
         self.nvml_down = nvml_down;
         let labels = pass.labels;
         let count = labels.len() as i64;
-        let published = match self.target() {
+        let published = match self.config().target.clone() {
             Ok(target) => self.publisher.publish(target, labels, &self.metrics).await,
             Err(e) => {
                 tracing::error!(error = %e, "cannot set up the label writer; will retry");
@@ -360,31 +338,26 @@ impl Daemon {
     }
 }
 
-/// The one-shot run: one pass through a session of its own, published once; any failure is the
-/// process's.
-pub async fn oneshot(config: ConfigState, client: Option<kube::Client>) -> Result<(), DaemonError> {
-    let loaded = config.loaded();
-    let (settings, pass_config) = (&loaded.settings, loaded.pass_config());
-    let profile = match settings.allocation_mode.fixed() {
+/// The one-shot run: one pass through a session of its own, run as the daemon runs its passes,
+/// published once to `target`; any failure is the process's.
+pub async fn oneshot(
+    config: &LoopConfig,
+    target: Target,
+    client: Option<kube::Client>,
+) -> Result<(), DaemonError> {
+    let profile = match config.allocation.fixed() {
         Some(profile) => profile,
         None => {
-            let slices = match (&client, &settings.node_name) {
+            let slices = match (&client, &config.node) {
                 (Some(client), Some(node)) => crate::kubeapi::slices::list_once(client.clone(), node).await,
                 _ => crate::kubeapi::slices::SliceState::Unknown,
             };
-            allocation::Allocation::new(settings.allocation_mode, None).decide(slices)
+            allocation::Allocation::new(config.allocation, None).decide(slices)
         }
     };
-    let pass = tokio::task::spawn_blocking(move || pass::run(&pass_config, &Session::new(), profile))
-        .await
-        .map_err(|e| {
-            PassError::Worker(crate::worker::WorkerError::Panicked {
-                thread: "one-shot".into(),
-                message: e.to_string(),
-            })
-        })??;
+    let mut runner = PassRunner::new(Session::new())?;
+    let pass = runner.run(&config.pass, profile, config.nvml_timeout).await?;
     Troubles::default().update(pass.troubles());
-    let target = config.loaded().settings.target()?;
     target.build(client.as_ref()).await?.publish(&pass.labels).await?;
     Ok(())
 }

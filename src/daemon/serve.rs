@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 impl Daemon {
     /// The time to the next pass: the interval (with its 1 s floor), or sooner while retrying.
     fn next_pass_in(&self, floor_noted: &mut Option<Duration>) -> Option<Duration> {
-        let interval = match self.settings().sleep_interval {
+        let interval = match self.config().interval {
             // GFD relabels in a busy loop on 0; one second is the floor here.
             Interval::Every(d) if d < MIN_INTERVAL => {
                 if *floor_noted != Some(d) {
@@ -34,7 +34,7 @@ impl Daemon {
     /// ended: no other event moves it.
     pub async fn serve(mut self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
         let mut node = self.views.lock().unwrap_or_else(|p| p.into_inner()).take();
-        for note in &self.settings().notes {
+        for note in &self.config().notes {
             tracing::info!("{note}");
         }
         let mut watch = watch::ConfigWatch::new();
@@ -81,7 +81,7 @@ impl Daemon {
                     }
                     Some(()) = self.publisher.next_change() => {
                         self.publisher.object_changed(std::time::Instant::now());
-                        if self.settings().extended_labels {
+                        if self.config().sharing_check.is_some() {
                             self.cross_check();
                         }
                     }

@@ -3,7 +3,7 @@
 //! whose configuration reaches health) and one shutdown path (every task stops, the event thread
 //! included, within [`STOP_DEADLINE`]).
 
-use super::startup::Startup;
+use super::config::Inputs;
 use super::{Control, Daemon, DaemonError, Metrics, Parts};
 use crate::health::task::HealthTask;
 use crate::http::Endpoint;
@@ -15,6 +15,24 @@ use tokio::sync::{mpsc, watch};
 /// How long a stop waits for the tasks after the loop ended.
 pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
 
+/// What the service is built from, resolved from the configuration in one place
+/// ([`crate::startup::plan`]).
+pub struct Plan {
+    /// The labelling loop's configuration and how it is read again.
+    pub inputs: Box<dyn Inputs>,
+    /// The API client, where the writer, the config label or health needs one.
+    pub client: Option<kube::Client>,
+    /// Config reloads rejected before the service started (counted by its metrics).
+    pub rejected_reloads: u64,
+    /// Where labels go (checked before anything starts).
+    pub target: crate::publish::Target,
+    /// Whether this node's ResourceSlices are watched (`auto` decides by them; health taints
+    /// their devices).
+    pub slices_wanted: bool,
+    /// `--metrics-addr`; empty means none.
+    pub metrics_addr: String,
+}
+
 /// The running daemon's parts, started in one step by [`Service::start`].
 pub struct Service {
     daemon: Daemon,
@@ -25,25 +43,25 @@ pub struct Service {
 }
 
 impl Service {
-    /// Builds everything the daemon runs from what [`super::startup::prepare`] resolved: the one
-    /// NVML session, the labeller (with its Node watch), health (with its event thread) and the
-    /// HTTP endpoint (bound now, so a bad address fails at start-up).
-    pub async fn start(startup: Startup) -> Result<Service, DaemonError> {
-        let Startup { config, client, rejected_reloads } = startup;
-        let settings = config.loaded().settings.clone();
+    /// Builds everything the daemon runs from `plan`: the one NVML session, the labeller (with
+    /// its Node watch), health (with its event thread) and the HTTP endpoint (bound now, so a bad
+    /// address fails at start-up).
+    pub async fn start(plan: Plan) -> Result<Service, DaemonError> {
+        let Plan { inputs, client, rejected_reloads, target, slices_wanted, metrics_addr } = plan;
+        let current = inputs.current().clone();
         let metrics = Arc::new(Metrics::default());
         metrics.config_reload_failures.inc_by(rejected_reloads);
-        metrics.zero(&settings.target()?);
+        metrics.zero(&target);
         let session = Session::new();
         // This node's ResourceSlices, watched once for the labeller (`auto`) and health (taints).
-        let slices = match (&client, &settings.node_name) {
-            (Some(client), Some(node)) if super::slices_wanted(&settings) => {
+        let slices = match (&client, &current.node) {
+            (Some(client), Some(node)) if slices_wanted => {
                 Some(crate::kubeapi::slices::SliceWatch::spawn(client.clone(), node))
             }
             _ => None,
         };
         let daemon = Daemon::new(Parts {
-            config,
+            config: inputs,
             metrics: metrics.clone(),
             client: client.clone(),
             session: session.clone(),
@@ -52,8 +70,8 @@ impl Service {
             draw: super::RANDOM,
         })?;
         let watches = crate::health::task::Watches { slices, node: daemon.node_watch() };
-        let health = crate::health::task::start(&settings.health_config(), client, session, watches)?;
-        let endpoint = match settings.metrics_addr.as_str() {
+        let health = crate::health::task::start(&current.health, client, session, watches)?;
+        let endpoint = match metrics_addr.as_str() {
             "" => None,
             addr => {
                 let addr = crate::http::parse_listen_addr(addr).map_err(DaemonError::ListenAddr)?;

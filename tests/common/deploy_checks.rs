@@ -323,7 +323,7 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         use nvlabel::health::publish::API_CALLS;
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
     }
-    if nvlabel::daemon::slices_wanted(&settings) {
+    if settings.slices_wanted() {
         let slices = nvlabel::kubeapi::slices::API_CALLS;
         let used: Vec<_> = slices.iter().filter(|c| c.verb == "list" || !settings.oneshot).cloned().collect();
         needed.extend(calls(&used, ns));

@@ -245,6 +245,7 @@ pub fn parts_of(
 ) -> nvlabel::daemon::Parts {
     let session = nvlabel::probe::Session::new();
     let draw = nvlabel::daemon::RANDOM;
+    let config = Box::new(nvlabel::config::DaemonInputs::new(config));
     nvlabel::daemon::Parts { config, metrics, client, session, views, slices: None, draw }
 }
 

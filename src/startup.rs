@@ -1,9 +1,11 @@
 //! What a run starts from, decided in one place: whether it needs the API (and the client),
 //! and, where the configuration follows this node's label, that label read once before the first
-//! pass (the daemon's watch delivers later changes).
+//! pass (the daemon's watch delivers later changes). The one file besides `main` and `config/`
+//! that reads the settings: it turns them into the service's [`Plan`].
 
-use super::DaemonError;
-use crate::config::{CommandKind, ConfigSource, ConfigState};
+use crate::config::{CommandKind, ConfigSource, ConfigState, DaemonInputs};
+use crate::daemon::service::Plan;
+use crate::daemon::DaemonError;
 
 /// A loaded configuration and the API client the command needs, if any.
 pub struct Startup {
@@ -29,7 +31,7 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
     let needs_api = follows_label || target.as_ref().is_some_and(|t| t.needs_client());
     // `auto` asks the API about this node's ResourceSlices where it can; without API access it
     // labels for the device plugin, so a client that cannot be made is not fatal for it alone.
-    let wants_slices = crate::daemon::slices_wanted(&settings) && command.is_none();
+    let wants_slices = settings.slices_wanted() && command.is_none();
     let connect = || {
         crate::kubeapi::client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
     };
@@ -61,4 +63,14 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
         }
     }
     Ok(Startup { config, client, rejected_reloads })
+}
+
+/// The daemon's plan from what [`prepare`] resolved.
+pub fn plan(startup: Startup) -> Result<Plan, crate::publish::SetupError> {
+    let Startup { config, client, rejected_reloads } = startup;
+    let settings = &config.loaded().settings;
+    let (target, slices_wanted, metrics_addr) =
+        (settings.target()?, settings.slices_wanted(), settings.metrics_addr.clone());
+    let inputs = Box::new(DaemonInputs::new(config));
+    Ok(Plan { inputs, client, rejected_reloads, target, slices_wanted, metrics_addr })
 }

@@ -91,11 +91,8 @@ impl Publisher {
             }
             return Ok(());
         }
-        let writer = &mut self.writer.as_mut().expect("built above").1;
-        let result = publish_within(writer.as_mut(), &labels).await;
-        match result {
+        match self.attempt(&labels, Attempt::Publish, metrics).await {
             Ok(changed) => {
-                self.succeeded(name);
                 self.wanted = None;
                 if changed && drifted && self.published.as_ref() == Some(&labels) {
                     self.repaired(name, rival, metrics);
@@ -112,15 +109,30 @@ impl Publisher {
                 }
                 Ok(())
             }
-            Err(e) => {
+            Err(reason) => {
                 self.wanted = Some(labels);
-                Err(self.failed(
-                    name,
-                    "publishing labels failed; the published labels stay, retrying with backoff",
-                    &e,
-                    metrics,
-                ))
+                Err(reason)
             }
+        }
+    }
+
+    /// The one way labels are written: `labels` through the writer in place, within
+    /// [`PUBLISH_DEADLINE`]; a success ends the failure in force, a failure is counted and
+    /// logged when it starts. Whether the writer changed anything.
+    async fn attempt(
+        &mut self,
+        labels: &Labels,
+        why: Attempt,
+        metrics: &Metrics,
+    ) -> Result<bool, FailureReason> {
+        let Some((_, writer)) = self.writer.as_mut() else { return Ok(false) };
+        let name = writer.name();
+        match publish_within(writer.as_mut(), labels).await {
+            Ok(changed) => {
+                self.succeeded(name);
+                Ok(changed)
+            }
+            Err(e) => Err(self.failed(name, why.failure(), &e, metrics)),
         }
     }
 
@@ -196,42 +208,20 @@ impl Publisher {
             return Ok(());
         }
         let (name, rival) = (writer.name(), writer.rival());
-        let result = publish_within(writer.as_mut(), &labels).await;
-        match result {
-            Ok(_) => {
-                self.succeeded(name);
-                self.repaired(name, rival, metrics);
-                Ok(())
-            }
-            Err(e) => Err(self.failed(
-                name,
-                "repairing the published labels failed; retrying with backoff",
-                &e,
-                metrics,
-            )),
-        }
+        self.attempt(&labels, Attempt::Repair, metrics).await?;
+        self.repaired(name, rival, metrics);
+        Ok(())
     }
 
     /// Publishes `labels`, whose publish failed, now that the watched object changed.
     async fn retry_failed(&mut self, labels: Labels, metrics: &Metrics) -> Result<(), FailureReason> {
-        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        let Some((_, writer)) = self.writer.as_ref() else { return Ok(()) };
         let name = writer.name();
-        let result = publish_within(writer.as_mut(), &labels).await;
-        match result {
-            Ok(changed) => {
-                self.succeeded(name);
-                self.wanted = None;
-                log_changes(self.published.as_ref(), &labels, name, changed);
-                self.published = Some(labels);
-                Ok(())
-            }
-            Err(e) => Err(self.failed(
-                name,
-                "publishing labels failed; the published labels stay, retrying with backoff",
-                &e,
-                metrics,
-            )),
-        }
+        let changed = self.attempt(&labels, Attempt::Publish, metrics).await?;
+        self.wanted = None;
+        log_changes(self.published.as_ref(), &labels, name, changed);
+        self.published = Some(labels);
+        Ok(())
     }
 
     /// How long until the writer wants its labels written again (the feature file's expiry).
@@ -242,20 +232,7 @@ impl Publisher {
     /// Writes the last published labels again (an expiry that must move forward).
     pub async fn refresh(&mut self, metrics: &Metrics) -> Result<(), FailureReason> {
         let Some(labels) = self.published.clone() else { return Ok(()) };
-        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
-        let name = writer.name();
-        match writer.publish(&labels).await {
-            Ok(_) => {
-                self.succeeded(name);
-                Ok(())
-            }
-            Err(e) => Err(self.failed(
-                name,
-                "refreshing the published labels failed; retrying with backoff",
-                &e,
-                metrics,
-            )),
-        }
+        self.attempt(&labels, Attempt::Refresh, metrics).await.map(drop)
     }
 
     /// Counts a failure; logs it at error when it starts or differs from the one in force.
@@ -328,6 +305,28 @@ fn log_changes(before: Option<&Labels>, after: &Labels, writer: &str, written: b
         list(changed),
     );
     tracing::info!(writer, labels = after.len(), added, removed, changed, "published labels");
+}
+
+/// Why labels are written, for the line that says a write failed.
+#[derive(Debug, Clone, Copy)]
+enum Attempt {
+    /// A pass's labels (or a failed publish's, tried again).
+    Publish,
+    /// The last published labels, put back after someone changed them.
+    Repair,
+    /// The last published labels again, so their expiry moves forward.
+    Refresh,
+}
+
+impl Attempt {
+    /// What a failure of this write means.
+    fn failure(self) -> &'static str {
+        match self {
+            Attempt::Publish => "publishing labels failed; the published labels stay, retrying with backoff",
+            Attempt::Repair => "repairing the published labels failed; retrying with backoff",
+            Attempt::Refresh => "refreshing the published labels failed; retrying with backoff",
+        }
+    }
 }
 
 /// One publish by `writer`, abandoned at [`PUBLISH_DEADLINE`].

@@ -51,9 +51,7 @@ fn rule_object(name: &str, body: &serde_json::Value) -> serde_json::Value {
 async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     let (client, mut handle) = mock();
     let metrics = Arc::new(HealthMetrics::default());
-    // The longest wait of each backoff window, so "within the backoff" is exact.
-    let mut taints =
-        DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone()).with_jitter(|| 0.999);
+    let mut taints = DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone());
     let faulty = BTreeMap::from([("GPU-2".to_string(), "GpuLost")]);
 
     let sync = tokio::spawn(async move {
@@ -121,7 +119,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     assert_eq!(metrics.device_taint_failures.get(), 1);
     let waiting = tokio::time::timeout(Duration::from_millis(1), taints.sync(&slices(), &faulty)).await;
     assert!(waiting.is_ok(), "a pass within the backoff sent a request");
-    // After the backoff (just under 1 s for the first failure), the rules are listed again first.
+    // After the backoff (under 1 s for the first failure), the rules are listed again first.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let sync = tokio::spawn(async move { taints.sync(&slices(), &faulty).await });
     let list = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": "9"}, "items": []});

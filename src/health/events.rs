@@ -119,21 +119,16 @@ pub struct NodeEvents {
 }
 
 impl NodeEvents {
-    /// Events about Node `node`, in [`EVENTS_NAMESPACE`].
-    pub fn new(client: kube::Client, node: &str, instance: &str) -> NodeEvents {
+    /// Events about Node `node`, in [`EVENTS_NAMESPACE`], reported by `instance`; each write
+    /// retries as hard as `backoff` says.
+    pub fn new(client: kube::Client, node: &str, instance: &str, backoff: Backoff) -> NodeEvents {
         NodeEvents {
             api: Api::namespaced(client, EVENTS_NAMESPACE),
             node: node.into(),
             instance: instance.into(),
             limiter: Limiter::default(),
-            backoff: Backoff::default(),
+            backoff,
         }
-    }
-
-    /// Sets how hard one Event retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeEvents {
-        self.backoff = backoff;
-        self
     }
 
     /// Sends one Event (`Warning` or `Normal`) about the Node. Events of the same `kind`,

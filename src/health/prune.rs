@@ -50,7 +50,8 @@ pub enum PruneError {
 /// command talks to the API.
 pub async fn prune(settings: &Settings, client: Option<&kube::Client>) -> Result<(), PruneError> {
     let (Some(client), Some(node)) = (client, &settings.node_name) else { return Ok(()) };
-    let mut condition = NodeCondition::new(client.clone(), node, &settings.health.condition_type);
+    let mut condition =
+        NodeCondition::new(client.clone(), node, &settings.health.condition_type, Default::default());
     if condition.remove().await? {
         tracing::info!(node = %node, "this node's GPU health condition and fault record removed");
     }
@@ -80,7 +81,12 @@ pub async fn health_only(settings: &Settings, all_nodes: bool) -> Result<(), Pru
         let list = api.list(&page).await.map_err(|e| PruneError::List(Short(&e).to_string()))?;
         for node in list.items.iter().filter(|n| health_wrote(n)) {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let mut condition = NodeCondition::new(client.clone(), &name, &settings.health.condition_type);
+            let mut condition = NodeCondition::new(
+                client.clone(),
+                &name,
+                &settings.health.condition_type,
+                Default::default(),
+            );
             if condition.remove_from(node).await? {
                 tracing::info!(node = %name, "GPU health condition and fault record removed");
                 cleared += 1;

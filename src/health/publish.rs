@@ -50,21 +50,16 @@ pub struct NodeCondition {
 }
 
 impl NodeCondition {
-    /// The condition `condition_type` of Node `node`.
-    pub fn new(client: kube::Client, node: &str, condition_type: &str) -> NodeCondition {
+    /// The condition `condition_type` of Node `node`; each read or apply retries as hard as
+    /// `backoff` says.
+    pub fn new(client: kube::Client, node: &str, condition_type: &str, backoff: Backoff) -> NodeCondition {
         NodeCondition {
             api: Api::all(client),
             node: node.into(),
             condition_type: condition_type.into(),
-            backoff: Backoff::default(),
+            backoff,
             seen: Mutex::default(),
         }
-    }
-
-    /// Sets how hard one read or apply retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeCondition {
-        self.backoff = backoff;
-        self
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {

@@ -97,30 +97,27 @@ mod mig_device {
     }
 }
 
-/// Condition reasons, worst first: a reason's position is its rank when faults are combined
-/// (also for reasons read back from a Node written by an earlier nvlabel).
-pub const REASONS: [&str; 12] = [
-    "GpuLost",
-    "GpuMissing",
-    "GpuCountBelowExpected",
-    "GpuRecoveryActionRequired",
-    "InforomCorrupted",
-    "RemappedRowsFailure",
-    "DoubleBitEccError",
-    "UncorrectedEccErrors",
-    "XidCriticalError",
-    "RemappedRowsPending",
-    "RetiredPagesPending",
-    "NvlinkInactive",
-];
-
 impl Fault {
-    /// The CamelCase condition reason.
+    /// The CamelCase condition reason (the record's `kind` too).
     pub fn reason(&self) -> &'static str {
-        REASONS[self.rank()]
+        match self {
+            Fault::Lost => "GpuLost",
+            Fault::Missing { .. } => "GpuMissing",
+            Fault::BelowExpected { .. } => "GpuCountBelowExpected",
+            Fault::Recovery { .. } => "GpuRecoveryActionRequired",
+            Fault::Inforom => "InforomCorrupted",
+            Fault::RemappedRowsFailure => "RemappedRowsFailure",
+            Fault::DoubleBitEcc => "DoubleBitEccError",
+            Fault::UncorrectedEcc { .. } => "UncorrectedEccErrors",
+            Fault::Xid { .. } => "XidCriticalError",
+            Fault::RemappedRowsPending => "RemappedRowsPending",
+            Fault::RetiredPagesPending => "RetiredPagesPending",
+            Fault::NvlinkInactive { .. } => "NvlinkInactive",
+        }
     }
 
-    /// Position in [`REASONS`]: lower is worse.
+    /// How bad it is when faults are combined: lower is worse (the worst names the condition's
+    /// reason).
     pub fn rank(&self) -> usize {
         match self {
             Fault::Lost => 0,

@@ -124,11 +124,17 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
     assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
     assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
     assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
-    for r in REASONS {
+    let faults = crate::health::record::samples::every_fault();
+    for f in &faults {
+        let r = f.reason();
         assert!(
             r.chars().next().unwrap().is_ascii_uppercase() && r.chars().all(|c| c.is_ascii_alphanumeric())
         );
+        assert_eq!(serde_json::to_value(f).unwrap()["kind"], r, "the record's kind is the reason");
     }
+    let distinct = |key: fn(&Fault) -> String| faults.iter().map(key).collect::<BTreeSet<_>>().len();
+    assert_eq!(distinct(|f| f.reason().into()), 12, "one reason per kind");
+    assert_eq!(distinct(|f| f.rank().to_string()), 12, "one rank per kind");
     assert_eq!(
         Fault::Xid { xid: 31, mig: Some((9, 0)), action: None }.describe(),
         "Xid 31 on MIG device GI 9 CI 0"

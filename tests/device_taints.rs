@@ -11,7 +11,7 @@ use http::{Method, Response};
 use kube::client::Body;
 use nvlabel::config::health::TaintEffect;
 use nvlabel::health::metrics::HealthMetrics;
-use nvlabel::health::taint_api::Rules;
+use nvlabel::health::taint_api::RuleApi;
 use nvlabel::health::taints::{DeviceTaints, Spec};
 use nvlabel::kubeapi::slices::SliceState;
 use serde_json::json;
@@ -225,11 +225,11 @@ async fn after_an_upgrade_the_previous_naming_is_replaced() {
 async fn a_rules_request_is_retried_and_a_refusal_names_its_fix() {
     let (client, mut handle) = mock();
     let task = tokio::spawn(async move {
-        let rules = Rules::discover(&client).await.expect("DeviceTaintRule served");
+        let api = RuleApi::discover(&client).await.expect("DeviceTaintRule served");
         let spec = Spec::new("gpu.nvidia.com", "n1", "gpu-4", "GpuLost", "NoSchedule");
-        let first = rules.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
-        let second = rules.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
-        let listed = rules.list("n1").await.map(|_| ()).map_err(|e| e.to_string());
+        let first = api.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
+        let second = api.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
+        let listed = api.list("n1").await.map(|_| ()).map_err(|e| e.to_string());
         (first, second, listed)
     });
     discovery(&mut handle).await;

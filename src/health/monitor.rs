@@ -91,7 +91,6 @@ impl Monitor {
                 ignored_xids: h.ignored_xids.clone(),
                 fatal_xids: h.fatal_xids.clone(),
                 expected_gpus: h.expected_gpus,
-                ..Rules::default()
             },
             boot_id_file: h.boot_id_file.clone(),
             tracker: None,

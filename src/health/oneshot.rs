@@ -25,7 +25,6 @@ pub fn check(settings: &Settings) -> (i32, String) {
         ignored_xids: h.ignored_xids.clone(),
         fatal_xids: h.fatal_xids.clone(),
         expected_gpus: h.expected_gpus,
-        ..Rules::default()
     };
     report(&rules, reading)
 }

@@ -51,14 +51,14 @@ pub type Rule = Object<Spec, NotUsed>;
 
 /// The DeviceTaintRule API as discovery found it.
 #[derive(Clone)]
-pub struct Rules {
+pub struct RuleApi {
     api: Api<DynamicObject>,
     resource: ApiResource,
 }
 
-impl Rules {
+impl RuleApi {
     /// The API in the version discovery prefers; `None` where neither serves DeviceTaintRule.
-    pub async fn discover(client: &kube::Client) -> Option<Rules> {
+    pub async fn discover(client: &kube::Client) -> Option<RuleApi> {
         for version in VERSIONS {
             let gv = format!("{GROUP}/{version}");
             if let Ok(list) = client.list_api_group_resources(&gv).await {
@@ -70,7 +70,7 @@ impl Rules {
                         kind: "DeviceTaintRule".into(),
                         plural: "devicetaintrules".into(),
                     };
-                    return Some(Rules { api: Api::all_with(client.clone(), &resource), resource });
+                    return Some(RuleApi { api: Api::all_with(client.clone(), &resource), resource });
                 }
             }
         }
@@ -182,15 +182,15 @@ fn node_label(node: &str) -> Option<&str> {
 /// does not serve DeviceTaintRule, or where nvlabel may not list them (then it could not have
 /// written any either).
 pub async fn prune(client: &kube::Client, node: &str) -> Result<usize, TaintError> {
-    let Some(rules) = Rules::discover(client).await else { return Ok(0) };
+    let Some(api) = RuleApi::discover(client).await else { return Ok(0) };
     // Whether nvlabel may list rules at all: one item is enough to know (any other failure is
     // the node's list's to report).
-    if let Ok(None) = rules.list_all(Some(1)).await {
+    if let Ok(None) = api.list_all(Some(1)).await {
         return Ok(0);
     }
-    let mine = rules.list(node).await?;
+    let mine = api.list(node).await?;
     for name in mine.keys() {
-        rules.delete(name).await?;
+        api.delete(name).await?;
     }
     Ok(mine.len())
 }
@@ -198,10 +198,10 @@ pub async fn prune(client: &kube::Client, node: &str) -> Result<usize, TaintErro
 /// Deletes every rule nvlabel wrote, of every node (`nvlabel prune --health-only --all-nodes`);
 /// returns how many. Nothing to do where DeviceTaintRule is not served or may not be listed.
 pub async fn prune_all(client: &kube::Client) -> Result<usize, TaintError> {
-    let Some(rules) = Rules::discover(client).await else { return Ok(0) };
-    let Some(names) = rules.list_all(None).await? else { return Ok(0) };
+    let Some(api) = RuleApi::discover(client).await else { return Ok(0) };
+    let Some(names) = api.list_all(None).await? else { return Ok(0) };
     for name in &names {
-        rules.delete(name).await?;
+        api.delete(name).await?;
     }
     Ok(names.len())
 }

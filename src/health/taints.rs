@@ -14,7 +14,7 @@
 
 use super::backoff::Backoff;
 use super::metrics::HealthMetrics;
-use super::taint_api::Rules;
+use super::taint_api::RuleApi;
 pub use super::taint_api::{prune, prune_all, TaintError, API_CALLS, NODE_LABEL, PRUNE_CALLS};
 pub use super::taint_names::{owned, previous_name, rule_name};
 pub use super::taint_spec::{Spec, KEY};
@@ -67,7 +67,7 @@ pub struct DeviceTaints {
     node: String,
     effect: TaintEffect,
     /// The API, once discovered; when to ask discovery again while it is not served.
-    rules: Option<Rules>,
+    api: Option<RuleApi>,
     rediscover_at: Option<Instant>,
     /// The rules as last listed or written (`None`: list first).
     existing: Option<BTreeMap<String, Spec>>,
@@ -90,7 +90,7 @@ impl DeviceTaints {
             client,
             node: node.into(),
             effect,
-            rules: None,
+            api: None,
             rediscover_at: None,
             existing: None,
             backoff: Backoff::default(),
@@ -107,7 +107,7 @@ impl DeviceTaints {
             return;
         }
         // A node without DRA devices (`auto` on a device-plugin node) never asks for the API.
-        if self.rules.is_none() && slices.devices().is_empty() {
+        if self.api.is_none() && slices.devices().is_empty() {
             return;
         }
         let now = Instant::now();
@@ -115,9 +115,9 @@ impl DeviceTaints {
         if !self.backoff.ready(now.into_std()) {
             return;
         }
-        let Some(rules) = self.rules(now).await else { return };
+        let Some(api) = self.api(now).await else { return };
         let want = desired(&self.node, slices, faulty, self.effect);
-        match self.apply(&rules, want).await {
+        match self.apply(&api, want).await {
             Ok(()) => {
                 self.backoff.succeeded();
                 if let Some(error) = self.failing.take() {
@@ -138,12 +138,12 @@ impl DeviceTaints {
     }
 
     /// The DeviceTaintRule API, discovered once; `None` (said once) where it is not served.
-    async fn rules(&mut self, now: Instant) -> Option<Rules> {
-        if self.rules.is_none() && self.rediscover_at.is_none_or(|t| now >= t) {
-            match Rules::discover(&self.client).await {
-                Some(rules) => {
-                    tracing::info!(version = %rules.api_version(), "GPU faults become device taints on this node's DRA devices");
-                    self.rules = Some(rules);
+    async fn api(&mut self, now: Instant) -> Option<RuleApi> {
+        if self.api.is_none() && self.rediscover_at.is_none_or(|t| now >= t) {
+            match RuleApi::discover(&self.client).await {
+                Some(api) => {
+                    tracing::info!(version = %api.api_version(), "GPU faults become device taints on this node's DRA devices");
+                    self.api = Some(api);
                 }
                 None => {
                     if self.rediscover_at.is_none() {
@@ -153,14 +153,14 @@ impl DeviceTaints {
                 }
             }
         }
-        self.rules.clone()
+        self.api.clone()
     }
 
     /// Writes what differs from `want` and deletes what `want` lacks.
-    async fn apply(&mut self, rules: &Rules, want: BTreeMap<String, Spec>) -> Result<(), TaintError> {
+    async fn apply(&mut self, api: &RuleApi, want: BTreeMap<String, Spec>) -> Result<(), TaintError> {
         let existing = match self.existing.take() {
             Some(e) => e,
-            None => rules.list(&self.node).await?,
+            None => api.list(&self.node).await?,
         };
         let mut now = existing.clone();
         let result = async {
@@ -168,12 +168,12 @@ impl DeviceTaints {
                 if existing.get(name) == Some(spec) {
                     continue;
                 }
-                rules.apply(&self.node, name, spec).await?;
+                api.apply(&self.node, name, spec).await?;
                 tracing::info!(rule = %name, taint = %spec.taint, device = %spec.device_selector, "GPU device taint written");
                 now.insert(name.clone(), spec.clone());
             }
             for name in existing.keys().filter(|n| !want.contains_key(*n)) {
-                rules.delete(name).await?;
+                api.delete(name).await?;
                 tracing::info!(rule = %name, "GPU device taint removed: the GPU is healthy again");
                 now.remove(name);
             }

@@ -1,7 +1,8 @@
 //! The device taints' exact requests against the mocked API (`common::mock_api`): discovery, one
 //! list of this node's rules, a server-side apply per rule that changes, nothing on a pass that
 //! changes nothing, a delete when the GPU is healthy again, and a refused write counted, logged
-//! and not retried before its backoff. Every request must be one RBAC grants (`API_CALLS`).
+//! and not retried before its backoff; each request retried as `kubeapi` retries, a refusal one
+//! line with its fix. Every request must be one RBAC grants (`API_CALLS`).
 
 mod common;
 
@@ -10,7 +11,8 @@ use http::{Method, Response};
 use kube::client::Body;
 use nvlabel::config::health::TaintEffect;
 use nvlabel::health::metrics::HealthMetrics;
-use nvlabel::health::taints::DeviceTaints;
+use nvlabel::health::taint_api::RuleApi;
+use nvlabel::health::taints::{DeviceTaints, Spec};
 use nvlabel::kubeapi::slices::SliceState;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -51,9 +53,7 @@ fn rule_object(name: &str, body: &serde_json::Value) -> serde_json::Value {
 async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     let (client, mut handle) = mock();
     let metrics = Arc::new(HealthMetrics::default());
-    // The longest wait of each backoff window, so "within the backoff" is exact.
-    let mut taints =
-        DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone()).with_jitter(|| 0.999);
+    let mut taints = DeviceTaints::new(client, "n1", TaintEffect::NoExecute, metrics.clone());
     let faulty = BTreeMap::from([("GPU-2".to_string(), "GpuLost")]);
 
     let sync = tokio::spawn(async move {
@@ -121,7 +121,7 @@ async fn written_once_deleted_when_healthy_and_a_refusal_waits_its_backoff() {
     assert_eq!(metrics.device_taint_failures.get(), 1);
     let waiting = tokio::time::timeout(Duration::from_millis(1), taints.sync(&slices(), &faulty)).await;
     assert!(waiting.is_ok(), "a pass within the backoff sent a request");
-    // After the backoff (just under 1 s for the first failure), the rules are listed again first.
+    // After the backoff (under 1 s for the first failure), the rules are listed again first.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let sync = tokio::spawn(async move { taints.sync(&slices(), &faulty).await });
     let list = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": "9"}, "items": []});
@@ -217,4 +217,40 @@ async fn after_an_upgrade_the_previous_naming_is_replaced() {
     assert_eq!(metrics.device_taint_failures.get(), 0);
     let idle = tokio::time::timeout(Duration::from_secs(60), taints.sync(&slices(), &faulty)).await;
     assert!(idle.is_ok(), "the other pool's rule is not this node's to touch");
+}
+
+/// A rule's requests go through `kubeapi`: a 503 is retried within the call, and a refusal is one
+/// line naming the rule, the status and the RBAC verb it lacks.
+#[tokio::test(start_paused = true)]
+async fn a_rules_request_is_retried_and_a_refusal_names_its_fix() {
+    let (client, mut handle) = mock();
+    let task = tokio::spawn(async move {
+        let api = RuleApi::discover(&client).await.expect("DeviceTaintRule served");
+        let spec = Spec::new("gpu.nvidia.com", "n1", "gpu-4", "GpuLost", "NoSchedule");
+        let first = api.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
+        let second = api.apply("n1", "nvlabel-gpu-4.n1", &spec).await.map_err(|e| e.to_string());
+        let listed = api.list("n1").await.map(|_| ()).map_err(|e| e.to_string());
+        (first, second, listed)
+    });
+    discovery(&mut handle).await;
+    let path = format!("{RULES}/nvlabel-gpu-4.n1?&force=true&fieldManager=nvlabel");
+    expect(&mut handle, Method::PATCH, &path, 503, status(503, "unavailable")).await;
+    expect(&mut handle, Method::PATCH, &path, 200, json!({})).await;
+    expect(&mut handle, Method::PATCH, &path, 403, status(403, "forbidden")).await;
+    let selector =
+        "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dnvlabel%2Cnvidia.com%2Fgpu-health-node%3Dn1";
+    expect(&mut handle, Method::GET, &format!("{RULES}?&{selector}"), 403, status(403, "forbidden")).await;
+    let (first, second, listed) = task.await.unwrap();
+    assert_eq!(first, Ok(()), "the 503 was retried");
+    let hint = |verb| {
+        format!("(RBAC: nvlabel's ServiceAccount needs the `{verb}` verb on devicetaintrules.resource.k8s.io; see deploy/)")
+    };
+    assert_eq!(
+        second,
+        Err(format!("cannot apply DeviceTaintRule nvlabel-gpu-4.n1: 403 forbidden {}", hint("patch")))
+    );
+    assert_eq!(
+        listed,
+        Err(format!("cannot list DeviceTaintRules nvlabel-*.n1: 403 forbidden {}", hint("list")))
+    );
 }

@@ -59,7 +59,7 @@ fn sent_condition(body: &Value) -> Value {
 #[tokio::test]
 async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy").with_backoff(quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
     let task = tokio::spawn(async move {
         let existing = condition.read().await.map_err(|e| e.to_string());
         let applied = condition.apply(&faulty()).await.map_err(|e| e.to_string());
@@ -108,7 +108,7 @@ async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
 #[tokio::test]
 async fn the_record_is_read_back_with_the_condition() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy").with_backoff(quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
     let task = tokio::spawn(async move { (condition.read().await.map_err(|e| e.to_string()), condition) });
     let record = faulty().record.unwrap().to_annotation();
     let mut on_node = node("uid-1");
@@ -124,7 +124,7 @@ async fn the_record_is_read_back_with_the_condition() {
 #[tokio::test]
 async fn a_re_created_node_is_read_again_and_the_apply_retried() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy").with_backoff(quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
     let task =
         tokio::spawn(async move { (condition.apply(&faulty()).await.map_err(|e| e.to_string()), condition) });
     expect(&mut handle, Method::GET, NODE, 200, node("uid-1")).await;
@@ -143,8 +143,8 @@ async fn a_re_created_node_is_read_again_and_the_apply_retried() {
 #[tokio::test]
 async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy").with_backoff(quick());
-    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(quick());
+    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", quick());
+    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", quick());
     let task = tokio::spawn(async move {
         let read = condition.read().await.map(|_| ()).map_err(|e| e.to_string());
         let applied = condition.apply(&faulty()).await.map_err(|e| e.to_string());
@@ -189,7 +189,7 @@ async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
 #[tokio::test]
 async fn server_errors_are_retried_like_the_label_writers() {
     let (client, mut handle) = mock();
-    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(quick());
+    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", quick());
     let task = tokio::spawn(async move {
         (
             events
@@ -217,7 +217,7 @@ async fn server_errors_are_retried_like_the_label_writers() {
 #[tokio::test]
 async fn a_repeat_is_counted_on_the_same_events_series() {
     let (client, mut handle) = mock();
-    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(quick());
+    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", quick());
     let task = tokio::spawn(async move {
         let mut results = Vec::new();
         for note in ["GPU 0: slowdown 0x41", "GPU 0: slowdown 0x40", "GPU 0: slowdown 0x40"] {
@@ -273,10 +273,10 @@ async fn a_call_that_never_answers_ends_at_the_clients_deadline() {
     // deadline (20 s), longer than the 15 s health once kept for itself.
     let (client, handle) = limited(nvlabel::kubeapi::Limits::default().request);
     let once = Backoff { attempts: 2, initial: Duration::ZERO, max: Duration::ZERO };
-    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy").with_backoff(once);
+    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", once);
     let error = condition.read().await.map(|_| ()).unwrap_err().to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server did not answer within 20s");
-    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc").with_backoff(once);
+    let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", once);
     let error = events
         .send(EventType::Warning, "GpuLost", "GPU 1", "GPU 1 is lost", None)
         .await

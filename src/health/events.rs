@@ -42,7 +42,7 @@ pub enum Admit {
 }
 
 /// An Event's type, as Kubernetes spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// Something went back to normal (faults cleared).
     Normal,
@@ -60,6 +60,17 @@ impl EventType {
     }
 }
 
+/// What makes a repeat the same Event: its type, its reason and what it is about (a GPU, a fault).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventKey {
+    /// `Warning` or `Normal`.
+    pub event_type: EventType,
+    /// The Event's reason.
+    pub reason: String,
+    /// What it is about.
+    pub about: String,
+}
+
 /// One kind of Event seen in the window.
 #[derive(Debug)]
 struct Seen {
@@ -73,18 +84,18 @@ struct Seen {
 /// Event's `series` (as Kubernetes' own event recorders do), at most ten writes a minute.
 #[derive(Debug, Default)]
 pub struct Limiter {
-    seen: HashMap<String, Seen>,
+    seen: HashMap<EventKey, Seen>,
     window: VecDeque<Instant>,
 }
 
 impl Limiter {
     /// What to do with an Event of kind `key` now; records it.
-    pub fn admit(&mut self, key: &str, now: Instant) -> Admit {
+    pub fn admit(&mut self, key: &EventKey, now: Instant) -> Admit {
         self.seen.retain(|_, s| now.duration_since(s.last) < DEDUP_WINDOW);
         while self.window.front().is_some_and(|at| now.duration_since(*at) >= RATE_WINDOW) {
             self.window.pop_front();
         }
-        let seen = self.seen.entry(key.into()).or_insert(Seen { last: now, event: None, count: 0 });
+        let seen = self.seen.entry(key.clone()).or_insert(Seen { last: now, event: None, count: 0 });
         seen.last = now;
         seen.count = match seen.event {
             Some(_) => seen.count.saturating_add(1),
@@ -102,7 +113,7 @@ impl Limiter {
     }
 
     /// The Event of kind `key` was created as `event` (named): repeats go to its series.
-    pub fn created(&mut self, key: &str, event: KubeEvent) {
+    pub fn created(&mut self, key: &EventKey, event: KubeEvent) {
         if let Some(seen) = self.seen.get_mut(key) {
             seen.event = Some(Box::new(event));
         }
@@ -119,35 +130,30 @@ pub struct NodeEvents {
 }
 
 impl NodeEvents {
-    /// Events about Node `node`, in [`EVENTS_NAMESPACE`].
-    pub fn new(client: kube::Client, node: &str, instance: &str) -> NodeEvents {
+    /// Events about Node `node`, in [`EVENTS_NAMESPACE`], reported by `instance`; each write
+    /// retries as hard as `backoff` says.
+    pub fn new(client: kube::Client, node: &str, instance: &str, backoff: Backoff) -> NodeEvents {
         NodeEvents {
             api: Api::namespaced(client, EVENTS_NAMESPACE),
             node: node.into(),
             instance: instance.into(),
             limiter: Limiter::default(),
-            backoff: Backoff::default(),
+            backoff,
         }
     }
 
-    /// Sets how hard one Event retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeEvents {
-        self.backoff = backoff;
-        self
-    }
-
-    /// Sends one Event (`Warning` or `Normal`) about the Node. Events of the same `kind`,
+    /// Sends one Event (`Warning` or `Normal`) about the Node. Events of the same `event_type`,
     /// `reason` and `about` (what makes a repeat the same: a GPU, a fault) within the window are
     /// one Event whose series counts them; a write over the rate is dropped (logged at debug).
     pub async fn send(
         &mut self,
-        kind: EventType,
+        event_type: EventType,
         reason: &str,
         about: &str,
         note: &str,
         uid: Option<&str>,
     ) -> Result<(), ApiFailure> {
-        let key = format!("{}/{reason}/{about}", kind.as_str());
+        let key = EventKey { event_type, reason: reason.into(), about: about.into() };
         let failure = |verb, source| ApiFailure {
             action: if verb == "create" { "create" } else { "count a repeat on" },
             object: format!("an Event in namespace {EVENTS_NAMESPACE} about Node {}", self.node),
@@ -176,7 +182,7 @@ impl NodeEvents {
                 Ok(())
             }
             Admit::Create => {
-                let event = self.event(kind, reason, note, uid, now);
+                let event = self.event(event_type, reason, note, uid, now);
                 let params = PostParams::default();
                 let created =
                     retry("creating a health Event", self.backoff, || self.api.create(&params, &event))
@@ -198,7 +204,7 @@ impl NodeEvents {
     /// A new Event about the Node.
     fn event(
         &self,
-        kind: EventType,
+        event_type: EventType,
         reason: &str,
         note: &str,
         uid: Option<&str>,
@@ -221,7 +227,7 @@ impl NodeEvents {
                 ..ObjectMeta::default()
             },
             event_time: Some(now),
-            type_: Some(kind.as_str().into()),
+            type_: Some(event_type.as_str().into()),
             reason: Some(reason.into()),
             action: Some("GpuHealthCheck".into()),
             note: Some(note),
@@ -246,24 +252,29 @@ mod tests {
     #[test]
     fn a_repeat_is_counted_on_the_first_events_series_and_writes_are_rate_limited() {
         let mut l = Limiter::default();
+        let key = |about: &str| EventKey {
+            event_type: EventType::Warning,
+            reason: "Thermal".into(),
+            about: about.into(),
+        };
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        assert_eq!(l.admit("thermal/GPU 0", t0), Admit::Create);
-        assert_eq!(l.admit("thermal/GPU 0", t0 + s(1)), Admit::Create, "its create did not answer yet");
+        assert_eq!(l.admit(&key("GPU 0"), t0), Admit::Create);
+        assert_eq!(l.admit(&key("GPU 0"), t0 + s(1)), Admit::Create, "its create did not answer yet");
         let event = KubeEvent {
             metadata: ObjectMeta { name: Some("ev-1".into()), ..ObjectMeta::default() },
             ..KubeEvent::default()
         };
-        l.created("thermal/GPU 0", event.clone());
+        l.created(&key("GPU 0"), event.clone());
         let series = |count| Admit::Series { event: Box::new(event.clone()), count };
-        assert_eq!(l.admit("thermal/GPU 0", t0 + s(10)), series(2), "a repeat: the same Event, counted");
-        assert_eq!(l.admit("thermal/GPU 0", t0 + s(20)), series(3));
+        assert_eq!(l.admit(&key("GPU 0"), t0 + s(10)), series(2), "a repeat: the same Event, counted");
+        assert_eq!(l.admit(&key("GPU 0"), t0 + s(20)), series(3));
         let later = t0 + s(20) + DEDUP_WINDOW;
-        assert_eq!(l.admit("thermal/GPU 0", later), Admit::Create, "after a quiet window: a new Event");
+        assert_eq!(l.admit(&key("GPU 0"), later), Admit::Create, "after a quiet window: a new Event");
         for i in 0..RATE_LIMIT - 1 {
-            assert_eq!(l.admit(&format!("k{i}"), later), Admit::Create);
+            assert_eq!(l.admit(&key(&format!("k{i}")), later), Admit::Create);
         }
-        assert_eq!(l.admit("one too many", later), Admit::Drop, "over the rate");
-        assert_eq!(l.admit("one too many", later + RATE_WINDOW), Admit::Create);
+        assert_eq!(l.admit(&key("one too many"), later), Admit::Drop, "over the rate");
+        assert_eq!(l.admit(&key("one too many"), later + RATE_WINDOW), Admit::Create);
     }
 }

@@ -50,7 +50,7 @@ pub enum PruneError {
 /// command talks to the API.
 pub async fn prune(config: &HealthConfig, client: Option<&kube::Client>) -> Result<(), PruneError> {
     let (Some(client), Some(node)) = (client, &config.node) else { return Ok(()) };
-    let mut condition = NodeCondition::new(client.clone(), node, &config.condition_type);
+    let mut condition = NodeCondition::new(client.clone(), node, &config.condition_type, Default::default());
     if condition.remove().await? {
         tracing::info!(node = %node, "this node's GPU health condition and fault record removed");
     }
@@ -79,7 +79,8 @@ where
         let list = api.list(&page).await.map_err(|e| PruneError::List(Short(&e).to_string()))?;
         for node in list.items.iter().filter(|n| health_wrote(n)) {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let mut condition = NodeCondition::new(client.clone(), &name, &config.condition_type);
+            let mut condition =
+                NodeCondition::new(client.clone(), &name, &config.condition_type, Default::default());
             if condition.remove_from(node).await? {
                 tracing::info!(node = %name, "GPU health condition and fault record removed");
                 cleared += 1;

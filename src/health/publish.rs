@@ -5,7 +5,7 @@
 //! [`ApiFailure`] line naming the object, the status and, for a 403, the missing RBAC verb.
 
 use super::record::{Record, ANNOTATION};
-use super::sticky::{Existing, Verdict};
+use super::sticky::{Existing, Status, Verdict};
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::retry::{retry, Backoff};
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus};
@@ -36,7 +36,7 @@ struct Seen {
     /// The Node's UID: each apply is a precondition on it. `None`: read the Node first.
     uid: Option<String>,
     /// The status last written and when it became that.
-    transition: Option<(String, Time)>,
+    transition: Option<(Status, Time)>,
 }
 
 /// This Node's health condition.
@@ -50,21 +50,16 @@ pub struct NodeCondition {
 }
 
 impl NodeCondition {
-    /// The condition `condition_type` of Node `node`.
-    pub fn new(client: kube::Client, node: &str, condition_type: &str) -> NodeCondition {
+    /// The condition `condition_type` of Node `node`; each read or apply retries as hard as
+    /// `backoff` says.
+    pub fn new(client: kube::Client, node: &str, condition_type: &str, backoff: Backoff) -> NodeCondition {
         NodeCondition {
             api: Api::all(client),
             node: node.into(),
             condition_type: condition_type.into(),
-            backoff: Backoff::default(),
+            backoff,
             seen: Mutex::default(),
         }
-    }
-
-    /// Sets how hard one read or apply retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeCondition {
-        self.backoff = backoff;
-        self
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -98,11 +93,12 @@ impl NodeCondition {
         let mut seen = self.seen();
         seen.uid = node.metadata.uid;
         Ok(found.map(|c| {
+            let status = Status::parse(&c.status);
             if let Some(t) = c.last_transition_time {
-                seen.transition = Some((c.status.clone(), t));
+                seen.transition = Some((status, t));
             }
             Existing {
-                status: c.status,
+                status,
                 reason: c.reason.unwrap_or_default(),
                 message: c.message.unwrap_or_default(),
                 record,
@@ -132,7 +128,7 @@ impl NodeCondition {
             let (uid, since) = {
                 let seen = self.seen();
                 let since = match &seen.transition {
-                    Some((status, at)) if *status == v.status.as_str() => at.clone(),
+                    Some((status, at)) if *status == v.status => at.clone(),
                     _ => now.clone(),
                 };
                 (seen.uid.clone(), since)
@@ -149,7 +145,7 @@ impl NodeCondition {
         })
         .await
         .map_err(|source| self.failure(applying.load(Relaxed), source))?;
-        self.seen().transition = Some((v.status.as_str().into(), written));
+        self.seen().transition = Some((v.status, written));
         Ok(())
     }
 }

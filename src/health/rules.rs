@@ -97,30 +97,27 @@ mod mig_device {
     }
 }
 
-/// Condition reasons, worst first: a reason's position is its rank when faults are combined
-/// (also for reasons read back from a Node written by an earlier nvlabel).
-pub const REASONS: [&str; 12] = [
-    "GpuLost",
-    "GpuMissing",
-    "GpuCountBelowExpected",
-    "GpuRecoveryActionRequired",
-    "InforomCorrupted",
-    "RemappedRowsFailure",
-    "DoubleBitEccError",
-    "UncorrectedEccErrors",
-    "XidCriticalError",
-    "RemappedRowsPending",
-    "RetiredPagesPending",
-    "NvlinkInactive",
-];
-
 impl Fault {
-    /// The CamelCase condition reason.
+    /// The CamelCase condition reason (the record's `kind` too).
     pub fn reason(&self) -> &'static str {
-        REASONS[self.rank()]
+        match self {
+            Fault::Lost => "GpuLost",
+            Fault::Missing { .. } => "GpuMissing",
+            Fault::BelowExpected { .. } => "GpuCountBelowExpected",
+            Fault::Recovery { .. } => "GpuRecoveryActionRequired",
+            Fault::Inforom => "InforomCorrupted",
+            Fault::RemappedRowsFailure => "RemappedRowsFailure",
+            Fault::DoubleBitEcc => "DoubleBitEccError",
+            Fault::UncorrectedEcc { .. } => "UncorrectedEccErrors",
+            Fault::Xid { .. } => "XidCriticalError",
+            Fault::RemappedRowsPending => "RemappedRowsPending",
+            Fault::RetiredPagesPending => "RetiredPagesPending",
+            Fault::NvlinkInactive { .. } => "NvlinkInactive",
+        }
     }
 
-    /// Position in [`REASONS`]: lower is worse.
+    /// How bad it is when faults are combined: lower is worse (the worst names the condition's
+    /// reason).
     pub fn rank(&self) -> usize {
         match self {
             Fault::Lost => 0,
@@ -186,51 +183,6 @@ impl Fault {
     }
 }
 
-/// One detector, so a mutation check can turn it off and see a test fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Detector {
-    /// `GPU_IS_LOST` answers and GPU-unavailable events.
-    Lost,
-    /// Fewer NVML GPUs than on the PCI bus.
-    Missing,
-    /// Fewer NVML GPUs than the node should have.
-    BelowExpected,
-    /// Volatile uncorrected ECC count above zero.
-    UncorrectedEcc,
-    /// Double-bit ECC events.
-    DoubleBitEcc,
-    /// Row remapping failed.
-    RemappedRowsFailure,
-    /// Row remapping pending.
-    RemappedRowsPending,
-    /// Retired pages pending.
-    RetiredPagesPending,
-    /// Links that were active and are not.
-    NvlinkInactive,
-    /// Critical Xid events.
-    Xid,
-    /// The driver's recovery action.
-    Recovery,
-    /// A corrupted InfoROM.
-    Inforom,
-}
-
-/// Every detector.
-pub const DETECTORS: [Detector; 12] = [
-    Detector::BelowExpected,
-    Detector::Recovery,
-    Detector::Inforom,
-    Detector::Lost,
-    Detector::Missing,
-    Detector::UncorrectedEcc,
-    Detector::DoubleBitEcc,
-    Detector::RemappedRowsFailure,
-    Detector::RemappedRowsPending,
-    Detector::RetiredPagesPending,
-    Detector::NvlinkInactive,
-    Detector::Xid,
-];
-
 /// What counts as a fault.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rules {
@@ -240,26 +192,19 @@ pub struct Rules {
     pub fatal_xids: BTreeSet<u64>,
     /// GPUs the node should have (`--health-expected-gpus` or the node's label).
     pub expected_gpus: Option<u32>,
-    /// Detectors turned off (all run in nvlabel; tests turn one off to see a test fail).
-    pub off: BTreeSet<Detector>,
 }
 
 /// A fault of a GPU (by index), or of the node (`None`: GPUs missing).
 pub type Found = (Option<u32>, Fault);
 
 impl Rules {
-    /// The rules `judging` configures, every detector on.
+    /// The rules `judging` configures.
     pub fn judging(judging: &super::config::Judging) -> Rules {
         Rules {
             ignored_xids: judging.ignored_xids.clone(),
             fatal_xids: judging.fatal_xids.clone(),
             expected_gpus: judging.expected_gpus,
-            ..Rules::default()
         }
-    }
-
-    fn on(&self, d: Detector) -> bool {
-        !self.off.contains(&d)
     }
 
     /// The faults a pass's reading shows. `previous` is the last reading, for links that were
@@ -267,34 +212,30 @@ impl Rules {
     pub fn faults(&self, reading: &Reading, previous: Option<&Reading>) -> Vec<Found> {
         let mut out = Vec::new();
         for gpu in &reading.gpus {
-            let mut add = |d: Detector, f: Fault| {
-                if self.on(d) {
-                    out.push((Some(gpu.index), f));
-                }
-            };
+            let mut add = |f: Fault| out.push((Some(gpu.index), f));
             if gpu.lost {
-                add(Detector::Lost, Fault::Lost);
+                add(Fault::Lost);
                 continue;
             }
             if let Some(count) = gpu.uncorrected_volatile.filter(|c| *c > 0) {
-                add(Detector::UncorrectedEcc, Fault::UncorrectedEcc { count });
+                add(Fault::UncorrectedEcc { count });
             }
             if let Some(r) = gpu.remapped {
                 if r.failure {
-                    add(Detector::RemappedRowsFailure, Fault::RemappedRowsFailure);
+                    add(Fault::RemappedRowsFailure);
                 }
                 if r.pending {
-                    add(Detector::RemappedRowsPending, Fault::RemappedRowsPending);
+                    add(Fault::RemappedRowsPending);
                 }
             }
             if let Some(action) = gpu.recovery_action.and_then(Action::from_driver) {
-                add(Detector::Recovery, Fault::Recovery { action });
+                add(Fault::Recovery { action });
             }
             if gpu.inforom_corrupted {
-                add(Detector::Inforom, Fault::Inforom);
+                add(Fault::Inforom);
             }
             if gpu.retired_pages_pending == Some(true) {
-                add(Detector::RetiredPagesPending, Fault::RetiredPagesPending);
+                add(Fault::RetiredPagesPending);
             }
             let before = previous
                 .and_then(|p| p.gpus.iter().find(|g| g.index == gpu.index))
@@ -302,21 +243,17 @@ impl Rules {
             if let (Some(now), Some(before)) = (&gpu.nvlink_active, before) {
                 for (link, (was, is)) in before.iter().zip(now).enumerate() {
                     if *was && !*is {
-                        add(Detector::NvlinkInactive, Fault::NvlinkInactive { link: link as u32 });
+                        add(Fault::NvlinkInactive { link: link as u32 });
                     }
                 }
             }
         }
         let nvml = reading.gpus.len() as u32;
         if let Some(pci) = reading.pci_gpus.filter(|pci| nvml < *pci) {
-            if self.on(Detector::Missing) {
-                out.push((None, Fault::Missing { nvml, pci }));
-            }
+            out.push((None, Fault::Missing { nvml, pci }));
         }
         if let Some(expected) = self.expected_gpus.filter(|e| nvml < *e) {
-            if self.on(Detector::BelowExpected) {
-                out.push((None, Fault::BelowExpected { nvml, expected }));
-            }
+            out.push((None, Fault::BelowExpected { nvml, expected }));
         }
         out
     }
@@ -325,21 +262,18 @@ impl Rules {
     /// answers its recovery action, the driver decides after an Xid (its action is read at once
     /// and is the fault), unless the operator listed the Xid either way.
     pub fn event_fault(&self, event: &Event, last: Option<&Reading>) -> Option<Found> {
-        let (detector, found) = match *event {
+        match *event {
             Event::Xid { index, xid, mig } => {
                 let listed = self.ignored_xids.contains(&xid) || self.fatal_xids.contains(&xid);
                 let action = match driver_answers(last, index) && !listed {
                     true => None,
                     false => super::action::xid_action(xid, &self.ignored_xids, &self.fatal_xids),
                 };
-                (Detector::Xid, action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a) })))
+                action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a) }))
             }
-            Event::DoubleBitEcc { index } => {
-                (Detector::DoubleBitEcc, Some((Some(index), Fault::DoubleBitEcc)))
-            }
-            Event::Lost { index } => (Detector::Lost, Some((Some(index), Fault::Lost))),
-        };
-        found.filter(|_| self.on(detector))
+            Event::DoubleBitEcc { index } => Some((Some(index), Fault::DoubleBitEcc)),
+            Event::Lost { index } => Some((Some(index), Fault::Lost)),
+        }
     }
 }
 

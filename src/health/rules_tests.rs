@@ -124,11 +124,17 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
     assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
     assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
     assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
-    for r in REASONS {
+    let faults = crate::health::record::samples::every_fault();
+    for f in &faults {
+        let r = f.reason();
         assert!(
             r.chars().next().unwrap().is_ascii_uppercase() && r.chars().all(|c| c.is_ascii_alphanumeric())
         );
+        assert_eq!(serde_json::to_value(f).unwrap()["kind"], r, "the record's kind is the reason");
     }
+    let distinct = |key: fn(&Fault) -> String| faults.iter().map(key).collect::<BTreeSet<_>>().len();
+    assert_eq!(distinct(|f| f.reason().into()), 12, "one reason per kind");
+    assert_eq!(distinct(|f| f.rank().to_string()), 12, "one rank per kind");
     assert_eq!(
         Fault::Xid { xid: 31, mig: Some((9, 0)), action: None }.describe(),
         "Xid 31 on MIG device GI 9 CI 0"
@@ -137,9 +143,16 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
 
 /// Every rule's case, checked against `rules`: the cases it gets wrong.
 fn misses(rules: &Rules) -> Vec<String> {
+    misses_without(rules, None)
+}
+
+/// [`misses`] with the faults of reason `dropped` taken out of what `rules` found, as if its
+/// detector were gone.
+fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
     let before = reading(vec![healthy(0), healthy(1)]);
     let mut wrong = Vec::new();
-    let mut check = |what: &str, got: Vec<Found>, want: Vec<Found>| {
+    let mut check = |what: &str, mut got: Vec<Found>, want: Vec<Found>| {
+        got.retain(|(_, f)| Some(f.reason()) != dropped);
         if got != want {
             wrong.push(format!("{what}: {got:?}"));
         }
@@ -205,9 +218,10 @@ fn misses(rules: &Rules) -> Vec<String> {
 #[test]
 fn mutation_check_turning_off_any_detector_fails_a_case() {
     assert_eq!(misses(&Rules::default()), Vec::<String>::new());
-    for d in DETECTORS {
-        let off = Rules { off: [d].into_iter().collect(), ..Rules::default() };
-        assert!(!misses(&off).is_empty(), "with {d:?} off no case fails: the cases do not guard it");
+    for fault in crate::health::record::samples::every_fault() {
+        let reason = fault.reason();
+        let wrong = misses_without(&Rules::default(), Some(reason));
+        assert!(!wrong.is_empty(), "without {reason} faults no case fails: the cases do not guard it");
     }
     let fatal = Rules { fatal_xids: [13].into_iter().collect(), ..Rules::default() };
     assert_eq!(

@@ -60,8 +60,8 @@ impl std::fmt::Display for Status {
 /// The condition as it is on the Node, with the record stored beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Existing {
-    /// Status.
-    pub status: String,
+    /// Status (anything but `True` or `False` read as `Unknown`).
+    pub status: Status,
     /// Reason.
     pub reason: String,
     /// Message.
@@ -76,7 +76,7 @@ impl Existing {
     /// counts as none, so it is rewritten).
     pub fn published(&self) -> Verdict {
         Verdict {
-            status: Status::parse(&self.status),
+            status: self.status,
             reason: self.reason.clone(),
             message: self.message.clone(),
             // Only the very text nvlabel writes counts: a version 1 record (or any other
@@ -163,7 +163,7 @@ impl Tracker {
     /// as the message worded them.
     pub fn recover(boot_id: &str, existing: &Existing) -> (Tracker, Vec<String>) {
         let mut t = Tracker::new(boot_id);
-        if Status::parse(&existing.status) != Status::False {
+        if existing.status != Status::False {
             return (t, Vec::new());
         }
         let faults = match existing.record.as_deref().map(Record::parse) {

@@ -45,7 +45,7 @@ fn faults_are_sticky_and_listed_once() {
 /// The condition as nvlabel publishes `v`, read back from the Node.
 fn on_node(v: &Verdict) -> Existing {
     Existing {
-        status: v.status.as_str().into(),
+        status: v.status,
         reason: v.reason.clone(),
         message: v.message.clone(),
         record: v.record.as_ref().map(Record::to_annotation),
@@ -71,7 +71,7 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     let (other, cleared) = Tracker::recover("boot-b", &on_node(&v));
     assert!(!other.faulty(), "another boot");
     assert_eq!(cleared, back.clone().new_boot("boot-b"), "the earlier boot's faults are named as cleared");
-    let by_hand = Existing { status: "True".into(), ..on_node(&v) };
+    let by_hand = Existing { status: Status::True, ..on_node(&v) };
     assert_eq!(
         Tracker::recover("boot-a", &by_hand),
         (Tracker::new("boot-a"), vec![]),
@@ -99,7 +99,7 @@ fn a_new_wording_of_the_message_forgets_no_fault() {
 fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     // Exactly as nvlabel wrote it before the record existed.
     let old = Existing {
-        status: "False".into(),
+        status: Status::False,
         reason: "XidCriticalError".into(),
         message: "GPU 0 (GPU-a): RetiredPagesPending, page retirement pending, action: reset the GPU; \
                   GPU 1 (GPU-b): XidCriticalError, Xid 79, action: reboot the node [boot boot-a]"
@@ -109,8 +109,8 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     let (back, _) = Tracker::recover("boot-a", &old);
     let v = back.verdict();
     assert_eq!(
-        (v.status.as_str(), v.reason.as_str(), v.message.as_str()),
-        ("False", "XidCriticalError", old.message.as_str())
+        (v.status, v.reason.as_str(), v.message.as_str()),
+        (Status::False, "XidCriticalError", old.message.as_str())
     );
     let record = v.record.clone().expect("the faults are recorded");
     assert_eq!(record.boot_id, "boot-a");

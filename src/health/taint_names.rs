@@ -3,7 +3,7 @@
 //! upgrade), and whether a listed rule is a node's. The chart's admission policy
 //! (`nvlabel-device-taints`) requires exactly these names.
 
-use serde_json::Value;
+use super::taint_spec::DeviceSelector;
 
 /// The name of the rule on `device` of `pool` (the node's): a device name is a DNS label (no
 /// dot) and a pool a DNS subdomain, so everything after the first dot is the pool, and no node's
@@ -19,12 +19,11 @@ pub fn previous_name(node: &str, device: &str) -> String {
     format!("nvlabel-{node}-{device}")
 }
 
-/// Whether the listed rule `name` with `spec` is `node`'s: its pool is the node and its name is
-/// derived from its pool and device, as named now or by the released version. A rule another
-/// node made under the released version's looser policy (a name that reads as this node's, even
-/// this node's label, but another pool) is not, so it is never deleted in vain.
-pub fn owned(node: &str, name: &str, spec: &Value) -> bool {
-    let field = |f: &str| spec.pointer(&format!("/deviceSelector/{f}")).and_then(Value::as_str);
-    let (Some(pool), Some(device)) = (field("pool"), field("device")) else { return false };
+/// Whether the listed rule `name` selecting `device` is `node`'s: its pool is the node and its
+/// name is derived from its pool and device, as named now or by the released version. A rule
+/// another node made under the released version's looser policy (a name that reads as this
+/// node's, even this node's label, but another pool) is not, so it is never deleted in vain.
+pub fn owned(node: &str, name: &str, device: &DeviceSelector) -> bool {
+    let (Some(pool), Some(device)) = (device.pool.as_deref(), device.device.as_deref()) else { return false };
     pool == node && (name == rule_name(device, pool) || name == previous_name(node, device))
 }

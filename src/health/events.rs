@@ -4,8 +4,9 @@
 //! minute. Requests go through [`crate::kubeapi`]'s [`retry`] and fail as one [`ApiFailure`].
 
 use super::publish::FIELD_MANAGER;
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -115,7 +116,7 @@ pub struct NodeEvents {
     node: String,
     instance: String,
     limiter: Limiter,
-    backoff: Backoff,
+    backoff: FullJitter,
 }
 
 impl NodeEvents {
@@ -126,12 +127,12 @@ impl NodeEvents {
             node: node.into(),
             instance: instance.into(),
             limiter: Limiter::default(),
-            backoff: Backoff::default(),
+            backoff: FullJitter::default(),
         }
     }
 
     /// Sets how hard one Event retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeEvents {
+    pub fn with_backoff(mut self, backoff: FullJitter) -> NodeEvents {
         self.backoff = backoff;
         self
     }

@@ -6,8 +6,9 @@
 
 use super::record::{Record, ANNOTATION};
 use super::sticky::{Existing, Verdict};
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Patch, PatchParams};
@@ -44,7 +45,7 @@ pub struct NodeCondition {
     api: Api<Node>,
     node: String,
     condition_type: String,
-    backoff: Backoff,
+    backoff: FullJitter,
     /// Behind a lock only so that the retried attempts, which borrow `self`, can update it.
     seen: Mutex<Seen>,
 }
@@ -56,13 +57,13 @@ impl NodeCondition {
             api: Api::all(client),
             node: node.into(),
             condition_type: condition_type.into(),
-            backoff: Backoff::default(),
+            backoff: FullJitter::default(),
             seen: Mutex::default(),
         }
     }
 
     /// Sets how hard one read or apply retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeCondition {
+    pub fn with_backoff(mut self, backoff: FullJitter) -> NodeCondition {
         self.backoff = backoff;
         self
     }

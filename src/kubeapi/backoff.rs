@@ -68,7 +68,13 @@ impl FullJitter {
 
     /// A call failed at `now`: holds calls back for the next wait, drawn at random; returns it.
     pub fn failed(&mut self, now: Instant) -> Duration {
-        let wait = self.next_with(rand::rng().random::<f64>());
+        self.failed_with(now, rand::rng().random::<f64>())
+    }
+
+    /// [`FullJitter::failed`] with the wait drawn with `draw` (a number in `[0, 1)`); a caller on
+    /// tokio's clock passes its `Instant::into_std()`.
+    pub fn failed_with(&mut self, now: Instant, draw: f64) -> Duration {
+        let wait = self.next_with(draw);
         self.hold = Some(now + wait);
         wait
     }
@@ -147,6 +153,8 @@ mod tests {
             b.failed(t);
         }
         assert!(b.failed(t) < Duration::from_secs(300), "capped");
+        assert_eq!(b.failed_with(t, 1.0), Duration::from_secs(300));
+        assert!(!b.ready(t + Duration::from_secs(299)) && b.ready(t + Duration::from_secs(300)));
         b.reset();
         assert!(b.ready(t), "a success holds nothing back");
         assert_eq!(b.window(), Duration::from_secs(1), "and starts over");

@@ -10,8 +10,8 @@ use nvlabel::kubeapi::{client_from, Limits};
 use nvlabel::publish::{NodeLabels, Writer};
 use std::time::{Duration, Instant};
 
-fn quick() -> nvlabel::kubeapi::retry::Backoff {
-    nvlabel::kubeapi::retry::Backoff { attempts: 1, initial: Duration::ZERO, max: Duration::ZERO }
+fn quick() -> nvlabel::kubeapi::backoff::FullJitter {
+    nvlabel::kubeapi::backoff::FullJitter::new(Duration::ZERO, Duration::ZERO).retries(0)
 }
 
 fn limits(request: Duration) -> Limits {

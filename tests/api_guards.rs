@@ -1,7 +1,8 @@
 //! The API layer's guards that show only at fleet scale or on a bad day, each pinned by a test that
 //! fails without it: the NodeFeature object's owner and node-name label are restored; an object
 //! watch relists when `resourceVersion` goes back, resumes from the last bookmark, relists when it
-//! falls silent or ends early, and is limited per line, never by the request deadline; a plain
+//! falls silent or ends early, and is limited per line, never by the request deadline (the loop
+//! the slice watch shares: its bookmark and resourceVersion guards are in `slice_watch.rs`); a plain
 //! request whose body stalls after its headers ends at the request deadline (the real client's
 //! own stack against a stalling server on loopback is in `api_faults.rs`).
 //!
@@ -16,8 +17,8 @@ use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Node;
 use kube::client::Body;
 use kube::Api;
+use nvlabel::kubeapi::backoff::FullJitter;
 use nvlabel::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
-use nvlabel::kubeapi::retry::Backoff;
 use nvlabel::publish::{NodeFeature, NodeLabels, Writer};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -29,7 +30,7 @@ const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefea
 async fn publish_over(want: &nvlabel::labels::Labels, metadata: Value) -> Value {
     let (client, mut handle) = mock();
     let mut writer = NodeFeature::new(client, "gpu-operator", "gpu-1", Some(ds_owner()))
-        .with_backoff(Backoff { attempts: 1, initial: Duration::ZERO, max: Duration::ZERO });
+        .with_backoff(FullJitter::new(Duration::ZERO, Duration::ZERO).retries(0));
     let publish = tokio::spawn({
         let want = want.clone();
         async move { (writer.publish(&want).await.map_err(|e| e.to_string()), writer) }
@@ -172,11 +173,8 @@ async fn a_body_that_stalls_after_its_headers_ends_at_the_request_deadline() {
     let limited = nvlabel::kubeapi::limit::LimitLayer::new(Duration::from_secs(20), 1 << 20, "https://api")
         .layer(stalled);
     let client = kube::Client::new(limited, "default");
-    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(Backoff {
-        attempts: 1,
-        initial: Duration::ZERO,
-        max: Duration::ZERO,
-    });
+    let mut writer = NodeLabels::new(client, "gpu-1")
+        .with_backoff(FullJitter::new(Duration::ZERO, Duration::ZERO).retries(0));
     let labels = common::labels(&[("nvidia.com/gpu.count", "1")]);
     // An hour of virtual time: without the body deadline the read waits forever.
     let result = tokio::time::timeout(Duration::from_secs(3600), writer.publish(&labels)).await;

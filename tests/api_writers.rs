@@ -6,14 +6,14 @@ mod common;
 use common::labels;
 use common::mock_api::{ds_owner, expect, mock, no_more_requests, status};
 use http::Method;
-use nvlabel::kubeapi::retry::Backoff;
+use nvlabel::kubeapi::backoff::FullJitter;
 use nvlabel::labels::Labels;
 use nvlabel::publish::{NodeFeature, NodeLabels, PublishError, Writer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn quick() -> Backoff {
-    Backoff { attempts: 4, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
+fn quick() -> FullJitter {
+    FullJitter::new(Duration::from_millis(1), Duration::from_millis(5)).retries(3)
 }
 
 const NF: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-operator/nodefeatures";

@@ -11,7 +11,7 @@ use nvlabel::health::publish::NodeCondition;
 use nvlabel::health::record::{Record, ANNOTATION};
 use nvlabel::health::rules::Fault;
 use nvlabel::health::sticky::{Tracker, Verdict};
-use nvlabel::kubeapi::retry::Backoff;
+use nvlabel::kubeapi::backoff::FullJitter;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ const NODE: &str = "/api/v1/nodes/gpu-1";
 const APPLY: &str = "/api/v1/nodes/gpu-1/status?&force=true&fieldManager=nvlabel";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events?";
 
-fn quick() -> Backoff {
-    Backoff { attempts: 3, initial: Duration::from_millis(1), max: Duration::from_millis(5) }
+fn quick() -> FullJitter {
+    FullJitter::new(Duration::from_millis(1), Duration::from_millis(5)).retries(2)
 }
 
 fn node(uid: &str) -> Value {
@@ -272,7 +272,7 @@ async fn a_call_that_never_answers_ends_at_the_clients_deadline() {
     // The handle is kept and never answers: only the deadline can end the calls. The production
     // deadline (20 s), longer than the 15 s health once kept for itself.
     let (client, handle) = limited(nvlabel::kubeapi::Limits::default().request);
-    let once = Backoff { attempts: 2, initial: Duration::ZERO, max: Duration::ZERO };
+    let once = FullJitter::new(Duration::ZERO, Duration::ZERO).retries(1);
     let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", once);
     let error = condition.read().await.map(|_| ()).unwrap_err().to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server did not answer within 20s");

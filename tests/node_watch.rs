@@ -1,5 +1,8 @@
 //! The node-label watch against the mocked API server (`common::mock_api`): the daemon's one
-//! `ObjectWatch` of its Node, read through `node_view::views`, and the one read at start.
+//! `ObjectWatch` of its Node, read through `node_view::views`, and the one read at start; the
+//! relists' bound however long a fault lasts, `retry_now` cutting a waiting relist short (and
+//! only a waiting one), and a view from before a fault read again. The loop's other guards,
+//! shared with the slice watch, are in `api_guards.rs` and `slice_watch.rs`.
 //!
 //! On tokio's virtual clock, with the test itself answering each request, so every label change
 //! reaches the view before the next one is sent: nothing depends on machine speed.
@@ -118,6 +121,44 @@ async fn relists_come_within_eight_seconds_however_long_the_fault_lasts() {
         last = Some(now);
         send.send_response(refused(403));
     }
+}
+
+/// The next request, which must be a list (not a watch) of the node; where to answer it.
+async fn next_list(handle: &mut common::mock_api::Handle) -> tower_test::mock::SendResponse<Response<Body>> {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(3600), handle.next_request())
+        .await
+        .expect("a request within an hour")
+        .expect("the watch task alive");
+    assert!(!request.uri().query().unwrap_or_default().contains("watch=true"), "a list");
+    send
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_now_relists_a_waiting_watch_at_once_and_only_a_waiting_one() {
+    use tokio::time::Instant;
+    let (client, mut handle) = common::mock_api::mock();
+    // The longest wait every time: a relist sooner than 8 s after a failure is retry_now's doing.
+    let watch = ObjectWatch::spawn_with_jitter(Api::<Node>::all(client), "gpu-node-1", || 0.999_999);
+    next_list(&mut handle).await.send_response(refused(403));
+    // A second later the watch waits in its backoff (virtual time moves only once every task
+    // waits); a request elsewhere just succeeded (RBAC restored): the watch lists at once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kicked = Instant::now();
+    watch.retry_now();
+    let send = next_list(&mut handle).await;
+    assert!(kicked.elapsed() < Duration::from_secs(1), "relisted {:?} after retry_now", kicked.elapsed());
+    let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+        "items": [node(json!({}), "1")]});
+    send.send_response(Response::new(Body::from(serde_json::to_vec(&list).unwrap())));
+    let (request, send) = handle.next_request().await.expect("a watch request");
+    assert!(request.uri().query().unwrap_or_default().contains("watch=true"));
+    // Woken while nothing waits, nothing is kept for later: the next failure waits its backoff,
+    // so a fleet's relists after an API server restart keep their jitter.
+    watch.retry_now();
+    send.send_response(refused(500));
+    let failed = Instant::now();
+    next_list(&mut handle).await;
+    assert!(failed.elapsed() > Duration::from_secs(7), "relisted {:?} after the failure", failed.elapsed());
 }
 
 #[tokio::test(start_paused = true)]

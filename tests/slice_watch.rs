@@ -1,7 +1,9 @@
 //! The watch of this node's ResourceSlices against the mocked API server (`common::mock_api`),
 //! on tokio's virtual clock: the field selectors, a refused list said as `Unavailable` (so `auto`
-//! labels for the device plugin) and tried again, slices added and deleted by the watch, and a
-//! passing fault keeping the slices last seen.
+//! labels for the device plugin) and tried again, slices added and deleted by the watch, a
+//! passing fault keeping the slices last seen, and the guards of the list-then-watch loop it
+//! shares with the object watches (`api_guards.rs`, `node_watch.rs`): a rewatch resumes from the
+//! last bookmark, a resourceVersion that goes back relists.
 
 mod common;
 
@@ -18,20 +20,40 @@ fn slice(name: &str, rv: &str) -> serde_json::Value {
                     "devices": [{"name": "gpu-4", "attributes": {"uuid": {"string": "GPU-1"}}}]}})
 }
 
-/// Answers the next request, which must be a list (or a watch, `watch`) of this node's slices.
-async fn answer(handle: &mut common::mock_api::Handle, watch: bool, code: u16, body: String) {
-    let (request, send) = handle.next_request().await.expect("a request");
+/// The next request, which must be a list (or a watch) of this node's slices: (whether it is a
+/// watch, its `resourceVersion`), and where to answer it. An hour of virtual time is longer than
+/// any backoff.
+async fn next(handle: &mut common::mock_api::Handle) -> ((bool, Option<String>), Answer) {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(3600), handle.next_request())
+        .await
+        .expect("a request within an hour")
+        .expect("the watch task alive");
     assert_declared(request.method(), request.uri());
     assert_eq!(request.uri().path(), "/apis/resource.k8s.io/v1/resourceslices");
     let query = request.uri().query().unwrap_or_default().to_string();
+    let pairs: Vec<&str> = query.split('&').collect();
     assert!(
-        query.contains("fieldSelector=spec.nodeName%3Dgpu-node-1%2Cspec.driver%3Dgpu.nvidia.com"),
+        pairs.contains(&"fieldSelector=spec.nodeName%3Dgpu-node-1%2Cspec.driver%3Dgpu.nvidia.com"),
         "{query}"
     );
-    assert_eq!(query.contains("watch=true"), watch, "{query}");
+    let rv = pairs.iter().find_map(|p| p.strip_prefix("resourceVersion=")).map(String::from);
+    ((pairs.contains(&"watch=true"), rv), send)
+}
+
+type Answer = tower_test::mock::SendResponse<Response<Body>>;
+
+/// Answers with `code` and `body`.
+fn respond(send: Answer, code: u16, body: String) {
     let response =
         Response::builder().status(StatusCode::from_u16(code).unwrap()).body(Body::from(body.into_bytes()));
     send.send_response(response.unwrap());
+}
+
+/// Answers the next request, which must be a list (or a watch, `watch`) of this node's slices.
+async fn answer(handle: &mut common::mock_api::Handle, watch: bool, code: u16, body: String) {
+    let ((is_watch, _), send) = next(handle).await;
+    assert_eq!(is_watch, watch, "a watch, not a list, or the other way round");
+    respond(send, code, body);
 }
 
 fn list(items: &[serde_json::Value], rv: &str) -> String {
@@ -80,4 +102,60 @@ async fn the_watch_adds_and_deletes_and_a_fault_keeps_the_last_view() {
     answer(&mut handle, false, 500, status(500, "InternalError").to_string()).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(w.state().is_dra(), Some(true), "a passing fault flips nothing: {:?}", w.state());
+}
+
+/// Answers a watch after the server's watch timeout with `events`, one per line, so the watch
+/// ends normally: what follows is decided by the events alone.
+async fn watch_answer(send: Answer, events: &[serde_json::Value]) {
+    tokio::time::sleep(Duration::from_secs(290)).await;
+    respond(send, 200, events.iter().map(|e| format!("{e}\n")).collect());
+}
+
+/// The resourceVersion of slice `name` as the watch last reported it.
+fn seen_version(w: &SliceWatch, name: &str) -> Option<String> {
+    match w.state() {
+        SliceState::Listed(slices) => slices.get(name)?.metadata.resource_version.clone(),
+        other => panic!("not listed: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rewatch_resumes_from_the_last_bookmark() {
+    let (client, mut handle) = mock();
+    let _w = SliceWatch::spawn(client, "gpu-node-1");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a list first");
+    respond(send, 200, list(&[slice("s1", "1")], "1"));
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("1".into())));
+    // Quiet slices: the watch sees only bookmarks, the cluster's version moving on without them.
+    let bookmark = |rv: &str| json!({"type": "BOOKMARK", "object": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"resourceVersion": rv}}});
+    watch_answer(send, &[bookmark("7"), bookmark("9")]).await;
+    let (request, _send) = next(&mut handle).await;
+    // Version 1 may be compacted away by now: a 410 Gone and a full relist.
+    assert_eq!(request, (true, Some("9".into())), "resumed from the last bookmark");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_sees_the_resource_version_go_back_relists() {
+    let (client, mut handle) = mock();
+    let w = SliceWatch::spawn(client, "gpu-node-1");
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a list first");
+    respond(send, 200, list(&[slice("s1", "5"), slice("s2", "4")], "5"));
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("5".into())));
+    // The API server's store was restored from a backup: its slices are at version 3 now.
+    watch_answer(send, &[json!({"type": "MODIFIED", "object": slice("s2", "3")})]).await;
+    let (request, send) = next(&mut handle).await;
+    assert_eq!(request, (false, None), "a relist, not a watch that follows the old timeline");
+    assert_eq!(
+        seen_version(&w, "s2").as_deref(),
+        Some("4"),
+        "the event from the old timeline is not reported"
+    );
+    respond(send, 200, list(&[slice("s1", "2"), slice("s2", "3")], "3"));
+    let (request, _send) = next(&mut handle).await;
+    assert_eq!(request, (true, Some("3".into())), "the relist starts the new timeline");
+    assert_eq!(seen_version(&w, "s2").as_deref(), Some("3"));
 }

@@ -4,8 +4,9 @@
 //! minute. Requests go through [`crate::kubeapi`]'s [`retry`] and fail as one [`ApiFailure`].
 
 use super::publish::FIELD_MANAGER;
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -126,13 +127,13 @@ pub struct NodeEvents {
     node: String,
     instance: String,
     limiter: Limiter,
-    backoff: Backoff,
+    backoff: FullJitter,
 }
 
 impl NodeEvents {
     /// Events about Node `node`, in [`EVENTS_NAMESPACE`], reported by `instance`; each write
     /// retries as hard as `backoff` says.
-    pub fn new(client: kube::Client, node: &str, instance: &str, backoff: Backoff) -> NodeEvents {
+    pub fn new(client: kube::Client, node: &str, instance: &str, backoff: FullJitter) -> NodeEvents {
         NodeEvents {
             api: Api::namespaced(client, EVENTS_NAMESPACE),
             node: node.into(),

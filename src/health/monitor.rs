@@ -2,7 +2,6 @@
 //! record, out to the Node condition (only when it changes), Events and metrics. The task that
 //! drives it (its timer, the event thread, reloads, shutdown) is [`super::task`].
 
-use super::backoff::Backoff;
 pub use super::boot::{boot_id, BootIdError};
 use super::config::{HealthConfig, InForce, Judging};
 use super::events::{EventType, NodeEvents};
@@ -56,7 +55,7 @@ pub struct Monitor {
     /// Faults from events that came before the Node could be read.
     pending: Vec<Found>,
     /// After a failed API call: no call before this time (growing, jittered backoff).
-    backoff: Backoff,
+    backoff: crate::kubeapi::backoff::FullJitter,
     /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
     taints: Option<(DeviceTaints, SliceWatch)>,
     /// The GPUs the node should have.
@@ -99,7 +98,7 @@ impl Monitor {
             metrics,
             published: None,
             pending: Vec::new(),
-            backoff: Backoff::default(),
+            backoff: super::backoff::AFTER_FAILURE,
             taints,
             expected: Expected::new(judging.expected_gpus, node),
             signals: Signals::default(),
@@ -133,7 +132,7 @@ impl Monitor {
             }
             match self.condition.read().await {
                 Ok(existing) => {
-                    self.backoff.succeeded();
+                    self.backoff.reset();
                     let (t, cleared) = match &existing {
                         Some(c) => Tracker::recover(&boot, c),
                         None => (Tracker::new(&boot), Vec::new()),
@@ -389,7 +388,7 @@ impl Monitor {
         }
         match self.condition.apply(&verdict).await {
             Ok(()) => {
-                self.backoff.succeeded();
+                self.backoff.reset();
                 tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict);
             }

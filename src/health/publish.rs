@@ -6,8 +6,9 @@
 
 use super::record::{Record, ANNOTATION};
 use super::sticky::{Existing, Status, Verdict};
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KubeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Patch, PatchParams};
@@ -44,7 +45,7 @@ pub struct NodeCondition {
     api: Api<Node>,
     node: String,
     condition_type: String,
-    backoff: Backoff,
+    backoff: FullJitter,
     /// Behind a lock only so that the retried attempts, which borrow `self`, can update it.
     seen: Mutex<Seen>,
 }
@@ -52,7 +53,7 @@ pub struct NodeCondition {
 impl NodeCondition {
     /// The condition `condition_type` of Node `node`; each read or apply retries as hard as
     /// `backoff` says.
-    pub fn new(client: kube::Client, node: &str, condition_type: &str, backoff: Backoff) -> NodeCondition {
+    pub fn new(client: kube::Client, node: &str, condition_type: &str, backoff: FullJitter) -> NodeCondition {
         NodeCondition {
             api: Api::all(client),
             node: node.into(),

@@ -7,8 +7,9 @@
 
 use super::taint_names::{owned, rule_name};
 use super::taint_spec::Spec;
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{NotUsed, Object};
 use std::collections::BTreeMap;
@@ -87,7 +88,7 @@ impl RuleApi {
         let mut params = ListParams::default().labels(selector);
         params.limit = limit;
         let list =
-            retry("listing the GPU device taints", Backoff::default(), || self.api.list(&params)).await?;
+            retry("listing the GPU device taints", FullJitter::default(), || self.api.list(&params)).await?;
         Ok(list.items)
     }
 
@@ -136,7 +137,7 @@ impl RuleApi {
         let rule = rule(&self.resource, node, name, spec);
         let params = PatchParams::apply(crate::kubeapi::FIELD_MANAGER).force();
         let patch = Patch::Apply(&rule);
-        retry("applying a GPU device taint", Backoff::default(), || self.api.patch(name, &params, &patch))
+        retry("applying a GPU device taint", FullJitter::default(), || self.api.patch(name, &params, &patch))
             .await
             .map(|_| ())
             .map_err(|source| failure("apply", "patch", name, source))
@@ -145,7 +146,7 @@ impl RuleApi {
     /// Deletes rule `name` (gone already is done).
     pub async fn delete(&self, name: &str) -> Result<(), TaintError> {
         let params = DeleteParams::default();
-        match retry("deleting a GPU device taint", Backoff::default(), || self.api.delete(name, &params))
+        match retry("deleting a GPU device taint", FullJitter::default(), || self.api.delete(name, &params))
             .await
         {
             Ok(_) => Ok(()),

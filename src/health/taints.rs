@@ -10,15 +10,15 @@
 //! the server adds to a rule is no part of it) and deleted when its GPU is healthy again (a new
 //! boot). The requests are [`super::taint_api`]'s: where no version serves DeviceTaintRule, one
 //! warning says so and discovery is asked again at most every ten minutes; the Node condition
-//! works either way. After a failed pass no request goes before health's [`Backoff`] allows.
+//! works either way. After a failed pass no request goes before health's backoff ([`super::backoff::AFTER_FAILURE`]) allows.
 
-use super::backoff::Backoff;
 use super::config::TaintEffect;
 use super::metrics::HealthMetrics;
 use super::taint_api::RuleApi;
 pub use super::taint_api::{prune, prune_all, TaintError, API_CALLS, NODE_LABEL, PRUNE_CALLS};
 pub use super::taint_names::{owned, previous_name, rule_name};
 pub use super::taint_spec::{Spec, KEY};
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::slices::{SliceState, DRIVER};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -69,7 +69,7 @@ pub struct DeviceTaints {
     /// The rules as last listed or written (`None`: list first).
     existing: Option<BTreeMap<String, Spec>>,
     /// No request before a time after a failed pass.
-    backoff: Backoff,
+    backoff: FullJitter,
     /// The failure in force, logged once.
     failing: Option<String>,
     metrics: Arc<HealthMetrics>,
@@ -90,7 +90,7 @@ impl DeviceTaints {
             api: None,
             rediscover_at: None,
             existing: None,
-            backoff: Backoff::default(),
+            backoff: super::backoff::AFTER_FAILURE,
             failing: None,
             metrics,
         }
@@ -116,7 +116,7 @@ impl DeviceTaints {
         let want = desired(&self.node, slices, faulty, self.effect);
         match self.apply(&api, want).await {
             Ok(()) => {
-                self.backoff.succeeded();
+                self.backoff.reset();
                 if let Some(error) = self.failing.take() {
                     tracing::info!(%error, "resolved: the GPU device taints are written again");
                 }

@@ -9,6 +9,7 @@ pub const FIELD_MANAGER: &str = "nvlabel";
 pub mod backoff;
 pub mod errors;
 pub mod limit;
+mod list_watch;
 pub mod node_view;
 pub mod object_watch;
 pub mod ratelimit;

@@ -2,23 +2,24 @@
 //! with the field selectors `spec.nodeName` and `spec.driver`: whether the node is a DRA node
 //! (`--allocation-mode auto`), and which devices those slices publish (device taints).
 //!
-//! The same list-then-watch rules as [`super::object_watch`], with its timings: a watch that the
-//! server ends after its timeout is resumed; anything else relists after its wait (`[0, 8 s)`),
-//! keeping the last set seen meanwhile (a blip of the API server never flips a node's profile).
-//! Where the API refuses the list (403: no RBAC) or does not serve ResourceSlices (404), the set is
-//! [`SliceState::Unavailable`], said once, and the list is tried again on a backoff growing to
-//! five minutes, so a node without DRA costs its API server one request every few minutes.
+//! The watch is [`super::list_watch`]'s loop, the one the object watches use, with its guards and
+//! timings: a watch that the server ends after its timeout is resumed from the last
+//! resourceVersion or bookmark; anything else (a resourceVersion going back included) relists
+//! after its wait (`[0, 8 s)`), keeping the last set seen meanwhile (a blip of the API server never
+//! flips a node's profile). Where the API refuses the list (403: no RBAC) or does not serve
+//! ResourceSlices (404), the set is [`SliceState::Unavailable`], said once, and the list is tried
+//! again on a backoff growing to five minutes, so a node without DRA costs its API server one
+//! request every few minutes.
 
 use super::backoff::FullJitter;
-use super::object_watch::{BACKOFF as RELIST, IDLE, NORMAL_END, WATCH_TIMEOUT};
-use futures::StreamExt;
+use super::list_watch::{Change, Follower, Say, Spec};
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::ListParams;
 use kube::Api;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// Every API request the slice watch makes (its RBAC must grant exactly these); a one-shot run
 /// only lists.
@@ -122,8 +123,16 @@ impl SliceWatch {
     /// Watches `node`'s slices through `client`.
     pub fn spawn(client: kube::Client, node: &str) -> SliceWatch {
         let (tx, rx) = watch::channel(SliceState::Unknown);
-        let follow = Follow { api: Api::all(client), fields: selector(node), tx };
-        tokio::spawn(follow.run());
+        let spec = Spec {
+            api: Api::all(client),
+            fields: selector(node),
+            refused: UNAVAILABLE,
+            draw: rand::random::<f64>,
+            // Nothing cuts the slice watch's waits short.
+            kick: Default::default(),
+        };
+        let follow = Follow { fields: selector(node), tx, set: BTreeMap::new() };
+        tokio::spawn(super::list_watch::run(spec, follow));
         SliceWatch { rx }
     }
 
@@ -140,56 +149,15 @@ impl SliceWatch {
     }
 }
 
-/// The task behind a [`SliceWatch`].
+/// The watch's own part behind a [`SliceWatch`].
 struct Follow {
-    api: Api<ResourceSlice>,
     fields: String,
     tx: watch::Sender<SliceState>,
-}
-
-/// How a round ended.
-enum Ended {
-    Closed,
-    /// Relist after a wait from this backoff.
-    Failed {
-        error: String,
-        unavailable: bool,
-    },
+    /// The slices as last listed, with the changes seen since.
+    set: BTreeMap<String, ResourceSlice>,
 }
 
 impl Follow {
-    async fn run(self) {
-        let (mut relist, mut unavailable) = (RELIST, UNAVAILABLE);
-        let mut failing: Option<String> = None;
-        loop {
-            let (error, refused) = match self.round(&mut failing).await {
-                Ended::Closed => return,
-                Ended::Failed { error, unavailable } => (error, unavailable),
-            };
-            // The first failure after a success starts the slow backoff over.
-            if failing.is_none() {
-                unavailable.reset();
-            }
-            let wait = match refused {
-                true => unavailable.next_with(rand::random()),
-                false => relist.next_with(rand::random()),
-            };
-            if failing.is_none() {
-                let what = match refused {
-                    true => "ResourceSlices cannot be read here; GPU allocation is taken as the device plugin's and no device is tainted",
-                    false => "the ResourceSlice watch failed; listing again within seconds, keeping the slices last seen",
-                };
-                let server = super::errors::server();
-                tracing::warn!(selector = %self.fields, server, %error, retry_in_ms = wait.as_millis() as u64, "{what}");
-            }
-            failing = Some(error);
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = self.tx.closed() => return,
-            }
-        }
-    }
-
     /// Publishes `state` when it differs; false once every handle is gone.
     fn report(&self, state: SliceState) -> bool {
         self.tx.send_if_modified(|s| {
@@ -199,71 +167,57 @@ impl Follow {
         });
         !self.tx.is_closed()
     }
+}
 
-    /// One list, then watches from it for as long as they end normally.
-    async fn round(&self, failing: &mut Option<String>) -> Ended {
-        let (mut set, mut rv) = match self.api.list(&ListParams::default().fields(&self.fields)).await {
-            Ok(list) => {
-                let rv = list.metadata.resource_version.clone().unwrap_or_default();
-                (by_name(list.items), rv)
+impl Follower<ResourceSlice> for Follow {
+    fn listed(&mut self, items: Vec<ResourceSlice>) -> bool {
+        self.set = by_name(items);
+        self.report(SliceState::Listed(self.set.clone()))
+    }
+
+    fn changed(&mut self, change: Change<ResourceSlice>) -> bool {
+        match change {
+            Change::Applied(s) => {
+                self.set.insert(s.metadata.name.clone().unwrap_or_default(), s);
             }
-            Err(e) => {
-                let error = super::errors::Short(&e).to_string();
-                let refused = matches!(&e, kube::Error::Api(s) if s.code == 403 || s.code == 404);
-                if refused && !self.report(SliceState::Unavailable(error.clone())) {
-                    return Ended::Closed;
-                }
-                return Ended::Failed { error, unavailable: refused };
+            Change::Deleted(s) => {
+                self.set.remove(s.metadata.name.as_deref().unwrap_or_default());
             }
-        };
-        if !self.report(SliceState::Listed(set.clone())) {
-            return Ended::Closed;
         }
-        if let Some(error) = failing.take() {
-            let server = super::errors::server();
-            tracing::info!(selector = %self.fields, server, %error, "resolved: ResourceSlices are listed again");
+        self.report(SliceState::Listed(self.set.clone()))
+    }
+
+    fn list_failed(&mut self, e: &kube::Error, refused: bool) -> String {
+        let error = super::errors::Short(e).to_string();
+        if refused {
+            self.report(SliceState::Unavailable(error.clone()));
         }
-        loop {
-            let params = WatchParams::default().fields(&self.fields).timeout(WATCH_TIMEOUT);
-            let started = Instant::now();
-            let mut stream = match self.api.watch(&params, &rv).await {
-                Ok(s) => s.boxed(),
-                Err(e) => {
-                    return Ended::Failed {
-                        error: format!("watch: {}", super::errors::Short(&e)),
-                        unavailable: false,
-                    }
-                }
-            };
-            loop {
-                let event = tokio::select! {
-                    event = tokio::time::timeout(IDLE, stream.next()) => event,
-                    () = self.tx.closed() => return Ended::Closed,
+        error
+    }
+
+    /// The slices last seen stay: a passing fault never flips the node's profile.
+    fn failed(&mut self) {}
+
+    fn say(&self, line: Say<'_>) {
+        let (selector, server) = (&self.fields, super::errors::server());
+        match line {
+            Say::Failing { error, refused, wait } => {
+                let what = match refused {
+                    true => "ResourceSlices cannot be read here; GPU allocation is taken as the device plugin's and no device is tainted",
+                    false => "the ResourceSlice watch failed; listing again within seconds, keeping the slices last seen",
                 };
-                let failed = |error: String| Ended::Failed { error, unavailable: false };
-                match event {
-                    Err(_) => return failed(format!("no event for {}s", IDLE.as_secs())),
-                    Ok(None) if started.elapsed() >= NORMAL_END => break,
-                    Ok(None) => return failed("the watch ended early".into()),
-                    Ok(Some(Err(e))) => return failed(super::errors::Short(&e).to_string()),
-                    Ok(Some(Ok(WatchEvent::Error(s)))) => {
-                        return failed(format!("{} {}", s.code, super::errors::excerpt(&s.message)))
-                    }
-                    Ok(Some(Ok(WatchEvent::Bookmark(mark)))) => rv = mark.metadata.resource_version,
-                    Ok(Some(Ok(WatchEvent::Added(s) | WatchEvent::Modified(s)))) => {
-                        rv = s.metadata.resource_version.clone().unwrap_or(rv);
-                        set.insert(s.metadata.name.clone().unwrap_or_default(), s);
-                    }
-                    Ok(Some(Ok(WatchEvent::Deleted(s)))) => {
-                        rv = s.metadata.resource_version.clone().unwrap_or(rv);
-                        set.remove(s.metadata.name.as_deref().unwrap_or_default());
-                    }
-                }
-                if !self.report(SliceState::Listed(set.clone())) {
-                    return Ended::Closed;
-                }
+                tracing::warn!(%selector, server, %error, retry_in_ms = wait.as_millis() as u64, "{what}");
+            }
+            // Said once: a node without DRA access would otherwise say it every few minutes.
+            Say::Still { .. } => {}
+            Say::Resolved { error, .. } => {
+                tracing::info!(%selector, server, %error, "resolved: ResourceSlices are listed again")
             }
         }
+    }
+
+    fn closed(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.tx.closed()
     }
 }
 

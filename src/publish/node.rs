@@ -2,9 +2,10 @@
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
 use super::{DaemonWriter, PublishError, Writer};
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::object_watch::{resource_version, ObjectWatch, Seen};
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
@@ -35,7 +36,7 @@ pub struct NodeLabels {
     last: Option<Labels>,
     /// The Node's allocatable resources at the last read.
     allocatable: std::sync::Arc<std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>>,
-    backoff: Backoff,
+    backoff: FullJitter,
     /// The Node as our last apply returned it.
     applied: std::sync::Arc<std::sync::Mutex<Option<Node>>>,
     /// The Node as its watch last reported it; without one, each publish reads the Node.
@@ -71,7 +72,7 @@ impl NodeLabels {
             node: node.into(),
             last: None,
             allocatable: Default::default(),
-            backoff: Backoff::default(),
+            backoff: FullJitter::default(),
             applied: Default::default(),
             watch: None,
         }
@@ -135,7 +136,7 @@ impl NodeLabels {
     }
 
     /// Sets how hard one publish retries.
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeLabels {
+    pub fn with_backoff(mut self, backoff: FullJitter) -> NodeLabels {
         self.backoff = backoff;
         self
     }

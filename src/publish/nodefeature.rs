@@ -5,9 +5,10 @@
 
 use super::nodefeature_object::NodeFeatureObject;
 use super::{DaemonWriter, PublishError, Writer};
+use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
-use crate::kubeapi::retry::{retry, Backoff};
+use crate::kubeapi::retry::retry;
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
@@ -85,7 +86,7 @@ pub struct NodeFeature {
     node: String,
     name: String,
     owner: Option<OwnerReference>,
-    backoff: Backoff,
+    backoff: FullJitter,
     /// The object as its watch last reported it; without one, each publish reads it.
     watch: Option<ObjectWatch<NodeFeatureObject>>,
     /// What the last successful publish wrote, for drift detection.
@@ -104,7 +105,7 @@ impl NodeFeature {
             node: node.into(),
             name: object_name(node),
             owner,
-            backoff: Backoff::default(),
+            backoff: FullJitter::default(),
             watch: None,
             last: None,
         }
@@ -123,7 +124,7 @@ impl NodeFeature {
     }
 
     /// Sets how hard one publish retries (tests make it quick).
-    pub fn with_backoff(mut self, backoff: Backoff) -> NodeFeature {
+    pub fn with_backoff(mut self, backoff: FullJitter) -> NodeFeature {
         self.backoff = backoff;
         self
     }

@@ -17,8 +17,8 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// All of the daemon's flags; env, the config file and defaults are applied by
-/// [`super::Settings::resolve`].
+/// All of the daemon's flags, as parsed (a flag not given is `None`); the settings come from
+/// [`super::Settings::resolve`], which reads the given flags' text.
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelArgs {
     /// How facts are read.

@@ -136,3 +136,31 @@ pub struct Found {
     /// Where it came from.
     pub origin: Origin,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts errors have always used (tests/input_errors.rs and others pin them).
+    #[test]
+    fn origins_read_as_errors_name_them() {
+        let path = "/etc/cfg.yaml".to_string();
+        let cases = [
+            (Origin::CommandLine(Flag::Sink), "flag --sink"),
+            (
+                Origin::Env { var: "GFD_ONESHOT", flag: Flag::Oneshot },
+                "environment variable \"GFD_ONESHOT\" (flag --oneshot)",
+            ),
+            (Origin::File { key: "gfd.oneshot", path }, "flags.gfd.oneshot in config file /etc/cfg.yaml"),
+            (Origin::Default(Flag::SleepInterval), "the default of --sleep-interval"),
+            (
+                Origin::Both(Flag::HealthIgnoreXids, Flag::HealthFatalXids),
+                "--health-ignore-xids and --health-fatal-xids",
+            ),
+        ];
+        for (origin, text) in cases {
+            assert_eq!(origin.to_string(), text);
+        }
+        assert_eq!(Flag::ALL.iter().filter(|f| Flag::named(f.name()) == Some(**f)).count(), Flag::ALL.len());
+    }
+}

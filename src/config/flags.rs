@@ -235,8 +235,8 @@ pub enum CommandKind {
 }
 
 impl Cli {
-    /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
-    /// so that one resolver serves every command.
+    /// The subcommand, and every flag given (the subcommand's moved into the top-level groups,
+    /// where `main` reads `--log-format` before resolving and `nvlabel prune`'s own flags).
     pub fn split(self) -> (Option<CommandKind>, Cli) {
         let Cli { command, mut label, source, log, version, mut prune, given } = self;
         let (kind, source, log) = match command {

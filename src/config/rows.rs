@@ -1,9 +1,9 @@
 //! The flag table: one row per flag, with its env names, config-file key, default, how its value
-//! goes into [`Settings`] and where it has no effect. Everything else derives from it: `--help`'s
-//! env names, defaults and each subcommand's list ([`super::flags`]), the resolution
-//! ([`super::resolve`]), the config file's known keys, and the refusal of flags without effect
-//! ([`super::modes`]). The match is exhaustive, so a [`Flag`] without a row fails to compile; a
-//! clap flag without a [`Flag`] fails `every_flag_of_every_command_has_one_row`.
+//! goes into [`super::settings::Settings`] and where it has no effect. Everything else derives
+//! from it: `--help`'s env names, defaults and each subcommand's list ([`super::flags`]), the
+//! resolution ([`super::resolve`]), and the refusal of flags without effect ([`super::modes`]).
+//! The match is exhaustive, so a [`F`] without a row fails to compile; a clap flag without a
+//! [`F`] fails `every_flag_of_every_command_has_one_row`.
 //!
 //! No effect: a flag given on the command line where its row says it has none is a usage error
 //! naming the flag and the mode; the same from its environment variable is one warning, since the

@@ -110,17 +110,17 @@ impl Settings {
         }
     }
 
-    /// `--config-file` from the command line or env (`GFD_CONFIG_FILE`, `CONFIG_FILE`).
+    /// `--config-file` from the command line or env.
     pub fn config_file_path(cli: &Cli, env: Env) -> Option<PathBuf> {
         only(Flag::ConfigFile, cli, env).config_file
     }
 
-    /// `--config-default` from the command line or env (`NVLABEL_CONFIG_DEFAULT`); empty is unset.
+    /// `--config-default` from the command line or env; empty is unset.
     pub fn config_default_key(cli: &Cli, env: Env) -> Option<String> {
         only(Flag::ConfigDefault, cli, env).config_default
     }
 
-    /// `--config-dir` from the command line or env (`NVLABEL_CONFIG_DIR`).
+    /// `--config-dir` from the command line or env.
     pub fn config_dir_path(cli: &Cli, env: Env) -> Option<PathBuf> {
         only(Flag::ConfigDir, cli, env).config_dir
     }

@@ -87,7 +87,12 @@ mod tests {
             ("file alone", invalid().into()),
             (
                 "flag value",
-                CliError::Invalid { origin: "flag --x".into(), value: "v".into(), reason: "r".into() }.into(),
+                CliError::Invalid {
+                    origin: crate::config::flag::Origin::CommandLine(crate::config::Flag::Sink),
+                    value: "v".into(),
+                    reason: "r".into(),
+                }
+                .into(),
             ),
             ("listen address", DaemonError::ListenAddr("bogus".into()).into()),
             ("required flag", DaemonError::Setup(SetupError::NodeName).into()),

@@ -18,7 +18,10 @@ fn main() {
         .log
         .log_format
         .clone()
-        .or_else(|| nvlabel::config::env::env_names("log-format").iter().find_map(|n| env.get(*n).cloned()))
+        .or_else(|| {
+            let names = nvlabel::config::rows::row(nvlabel::config::Flag::LogFormat).env;
+            names.iter().find_map(|n| env.get(*n).cloned())
+        })
         .and_then(|v| LogFormat::parse(&v))
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);

@@ -140,9 +140,7 @@ fn edges_known_to_exist_are_found() {
         assert!(uses(&top, from).contains(to), "{from} -> {to} was not found: {top:?}");
     }
     let config = nvlabel().graph(&["config".to_string()]);
-    for (from, to) in
-        [("source", "settings"), ("settings", "flags"), ("health", "resolve"), ("usage", "flags")]
-    {
+    for (from, to) in [("source", "settings"), ("resolve", "rows"), ("rows", "health"), ("usage", "flags")] {
         assert!(uses(&config, from).contains(to), "config/{from} -> {to} was not found: {config:?}");
     }
     let probe = nvlabel().graph(&["probe".to_string()]);

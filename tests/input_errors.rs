@@ -209,6 +209,40 @@ fn help_and_version_answer_like_gfd_and_clap() {
     assert!(stdout.contains("Usage: nvlabel probe [OPTIONS]"), "{stdout}");
 }
 
+/// Each command's `--help` lists exactly the flags its mode can use, from their rows; each flag
+/// it leaves out still parses, and is refused there with why.
+#[test]
+fn each_commands_help_lists_exactly_the_flags_it_accepts() {
+    use nvlabel::config::{flags::command, row::Mode, rows::row, Flag};
+    let top = command();
+    let commands = std::iter::once(("", &top)).chain(top.get_subcommands().map(|s| (s.get_name(), s)));
+    for (name, cmd) in commands.filter(|(name, _)| *name != "help") {
+        let modes = Mode::of_command(name);
+        let takes: Vec<Flag> =
+            cmd.get_arguments().filter_map(|a| a.get_long().and_then(Flag::named)).collect();
+        let never = |f: &Flag| modes.iter().all(|m| row(*f).never(*m));
+        let accepted: Vec<&str> = takes.iter().filter(|f| !never(f)).map(|f| f.name()).collect();
+        let args: Vec<&str> = [name, "--help"].into_iter().filter(|a| !a.is_empty()).collect();
+        let (code, help, _) = run(nvlabel(None).args(&args));
+        assert_eq!(code, 0, "{args:?}");
+        // Option lines are indented at most 6 spaces, their descriptions more.
+        let listed: Vec<&str> = help
+            .lines()
+            .filter(|l| l.len() - l.trim_start().len() <= 6)
+            .filter_map(|l| l.split([' ', ',']).find_map(|w| w.strip_prefix("--")))
+            .map(|w| w.split(['[', '=', '<']).next().unwrap())
+            .filter(|f| !["help", "version"].contains(f))
+            .collect();
+        assert_eq!(listed, accepted, "`nvlabel {name} --help` lists other flags than it accepts:\n{help}");
+        for flag in takes.iter().filter(|f| never(f)) {
+            let given = format!("--{flag}={}", row(*flag).default.unwrap_or("/x"));
+            let (code, stdout, stderr) = run(nvlabel(Some("t4")).args([name, &given]));
+            assert_eq!((code, stdout.as_str()), (2, ""), "{name} {given}: {stderr}");
+            assert!(stderr.starts_with(&format!("nvlabel: error: --{flag} has no effect")), "{stderr}");
+        }
+    }
+}
+
 #[test]
 fn prune_refuses_flags_it_would_ignore() {
     for flag in [

@@ -1,6 +1,6 @@
 //! The flag groups, one per concern (facts, labels, config, API, target, output, daemon, health,
-//! source, logs), each with its one declared default; [`super::flags`] flattens into each
-//! subcommand only the groups it uses.
+//! source, logs): each flag's help and value syntax (its default and env names are its row's, in
+//! [`super::rows`]); [`super::flags`] flattens into each subcommand only the groups it uses.
 
 use clap::Args;
 use std::path::PathBuf;
@@ -17,8 +17,8 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// All of the daemon's flags; env, the config file and defaults are applied by
-/// [`super::Settings::resolve`].
+/// All of the daemon's flags, as parsed (a flag not given is `None`); the settings come from
+/// [`super::Settings::resolve`], which reads the given flags' text.
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelArgs {
     /// How facts are read.
@@ -50,10 +50,10 @@ pub struct LabelArgs {
 /// GPU health reporting (nvlabel's own).
 #[derive(Debug, Default, Clone, Args)]
 pub struct HealthArgs {
-    /// Publish GPU health as a Node condition (Node or NodeFeature publishing) [default: false]
+    /// Publish GPU health as a Node condition (Node or NodeFeature publishing)
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub health: Option<bool>,
-    /// Type of the Node condition [default: GPUHealthy]
+    /// Type of the Node condition
     #[arg(long)]
     pub health_condition_type: Option<String>,
     /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
@@ -69,15 +69,14 @@ pub struct HealthArgs {
     #[arg(long)]
     pub health_expected_gpus: Option<String>,
     /// How long an NVML call may run before health says Unknown (NvmlUnresponsive) and the
-    /// labelling pass stops waiting for it [default: 30s]
+    /// labelling pass stops waiting for it
     #[arg(long)]
     pub health_nvml_timeout: Option<String>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
-    /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None [default: NoSchedule]
+    /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None
     #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]
     pub health_taint_effect: Option<String>,
     /// The node's boot id file; a new boot id clears recorded faults
-    /// [default: /proc/sys/kernel/random/boot_id]
     #[arg(long)]
     pub boot_id_file: Option<PathBuf>,
 }
@@ -90,14 +89,14 @@ pub struct FactArgs {
     #[arg(long)]
     pub machine_type_file: Option<String>,
     /// Fail when the driver (NVML, or CUDA on integrated GPUs) cannot be initialised
-    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub fail_on_init_error: Option<bool>,
     /// Where GPUs are found: auto (as GFD decides: NVML, or CUDA on Jetson, IGX and Thor), nvml,
     /// tegra (CUDA) or vfio (GPUs bound to vfio-pci, from sysfs)
-    #[arg(long, default_value = "auto")]
+    #[arg(long)]
     pub device_discovery_strategy: Option<String>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
-    #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
+    #[arg(long, visible_alias = "container-driver-root")]
     pub driver_root_ctr_path: Option<String>,
 }
 
@@ -105,19 +104,19 @@ pub struct FactArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelOptionArgs {
     /// MIG strategy: none, single or mixed
-    #[arg(long, default_value = "none", value_parser = ["none", "single", "mixed"])]
+    #[arg(long, value_parser = ["none", "single", "mixed"])]
     pub mig_strategy: Option<String>,
     /// Leave out nvidia.com/gfd.timestamp
-    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub no_timestamp: Option<bool>,
     /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
     /// inventory) to GFD's
-    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub extended_labels: Option<bool>,
     /// How this node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
     /// only: no sharing or MIG-strategy labels) or auto (dra while the node has a gpu.nvidia.com
     /// ResourceSlice)
-    #[arg(long, default_value = "device-plugin", value_parser = ["device-plugin", "dra", "auto"])]
+    #[arg(long, value_parser = ["device-plugin", "dra", "auto"])]
     pub allocation_mode: Option<String>,
 }
 
@@ -145,7 +144,7 @@ pub struct ApiArgs {
     pub node_name: Option<String>,
     /// Namespace of the NodeFeature object (accepted without effect where labels go to a file or
     /// stdout, as GFD does)
-    #[arg(long, default_value = "default")]
+    #[arg(long)]
     pub namespace: Option<String>,
     /// This pod's name, for owner references (accepted without effect where labels go to a file
     /// or stdout, as GFD does)
@@ -156,10 +155,10 @@ pub struct ApiArgs {
     #[arg(long)]
     pub kubeconfig: Option<String>,
     /// API client QPS (accepted without effect where nothing reads the API, as GFD does)
-    #[arg(long, default_value = "5")]
+    #[arg(long)]
     pub kube_api_qps: Option<f64>,
     /// API client burst (accepted without effect where nothing reads the API, as GFD does)
-    #[arg(long, default_value = "10")]
+    #[arg(long)]
     pub kube_api_burst: Option<u32>,
 }
 
@@ -168,15 +167,15 @@ pub struct ApiArgs {
 pub struct TargetArgs {
     /// Feature file to write; "" prints to stdout (accepted without effect with the NodeFeature
     /// API or --sink node, as GFD does)
-    #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
+    #[arg(long, short = 'o', visible_alias = "output")]
     pub output_file: Option<String>,
     /// Publish a NodeFeature object instead of a file (accepted without effect with --sink node,
     /// as GFD does)
-    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
     /// this Node's labels by server-side apply, no NFD)
-    #[arg(long, default_value = "gfd", value_parser = ["gfd", "node"])]
+    #[arg(long, value_parser = ["gfd", "node"])]
     pub sink: Option<String>,
 }
 
@@ -188,7 +187,7 @@ pub struct OutputArgs {
     #[arg(long)]
     pub expiry: Option<String>,
     /// Output format of printed labels: text (key=value lines) or json
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, value_parser = ["text", "json"])]
     pub format: Option<String>,
 }
 
@@ -196,19 +195,19 @@ pub struct OutputArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct DaemonArgs {
     /// Label once and exit
-    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
     pub oneshot: Option<bool>,
     /// Time between passes: Go duration, `infinite`, or seconds (accepted without effect with
     /// --oneshot, as GFD does)
-    #[arg(long, default_value = "60s")]
+    #[arg(long)]
     pub sleep_interval: Option<String>,
     /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or
     /// `:port`; "" for none)
-    #[arg(long, default_value = ":8080")]
+    #[arg(long)]
     pub metrics_addr: Option<String>,
     /// With --extended-labels: how long the sharing labels and the Node's allocatable may
     /// disagree (the device plugin lags a config change) before a warning
-    #[arg(long, default_value = "5m")]
+    #[arg(long)]
     pub sharing_check_grace: Option<String>,
 }
 
@@ -216,16 +215,16 @@ pub struct DaemonArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct SourceArgs {
     /// NVML library name or path
-    #[arg(long, default_value = crate::probe::DEFAULT_LIBRARY)]
+    #[arg(long)]
     pub nvml_library: Option<PathBuf>,
     /// CUDA driver library name or path (integrated GPUs: Jetson, IGX, Thor)
-    #[arg(long, default_value = crate::probe::DEFAULT_CUDA_LIBRARY)]
+    #[arg(long)]
     pub cuda_library: Option<PathBuf>,
     /// Root of sysfs, for PCI class and vGPU facts
-    #[arg(long, default_value = "/sys")]
+    #[arg(long)]
     pub sysfs_root: Option<PathBuf>,
     /// The host's root directory, where /etc/nv_tegra_release marks a Tegra system
-    #[arg(long, default_value = "/")]
+    #[arg(long)]
     pub host_root: Option<PathBuf>,
     /// A pci.ids file naming vfio GPUs (default: the system's copy, else a built-in one)
     #[arg(long)]
@@ -251,6 +250,6 @@ pub struct PruneArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct LogArgs {
     /// Log format: text or json
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
 }

@@ -94,31 +94,8 @@ pub struct FileFlags {
 }
 
 impl FileFlags {
-    /// Every key of `flags` that sets one of nvlabel's flags, with that flag's long name (the
-    /// other keys are the device plugin's: accepted and ignored). The precedence test runs over
-    /// this list and the command line, so a key added here is tested.
-    pub const KEYS: &'static [(&'static str, &'static str)] = &[
-        ("migStrategy", "mig-strategy"),
-        ("failOnInitError", "fail-on-init-error"),
-        ("useNodeFeatureAPI", "use-node-feature-api"),
-        ("deviceDiscoveryStrategy", "device-discovery-strategy"),
-        ("extendedLabels", "extended-labels"),
-        ("allocationMode", "allocation-mode"),
-        ("health", "health"),
-        ("healthConditionType", "health-condition-type"),
-        ("healthIgnoreXids", "health-ignore-xids"),
-        ("healthFatalXids", "health-fatal-xids"),
-        ("healthTaintEffect", "health-taint-effect"),
-        ("healthExpectedGpus", "health-expected-gpus"),
-        ("healthNvmlTimeout", "health-nvml-timeout"),
-        ("gfd.oneshot", "oneshot"),
-        ("gfd.noTimestamp", "no-timestamp"),
-        ("gfd.sleepInterval", "sleep-interval"),
-        ("gfd.outputFile", "output-file"),
-        ("gfd.machineTypeFile", "machine-type-file"),
-    ];
-
-    /// The device plugin's keys, read and ignored.
+    /// The device plugin's keys, read and ignored; every other key sets one of nvlabel's flags
+    /// (its row in [`super::rows`] names it).
     pub const DEVICE_PLUGIN_KEYS: &'static [&'static str] = &[
         "mpsRoot",
         "nvidiaDriverRoot",
@@ -328,20 +305,12 @@ fn check_keys(map: &Map<String, Value>, at: &str, known: &[&str], warnings: &mut
 }
 
 fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad> {
-    // Unknown keys first, from the key lists, so a typo is named even when another field fails.
+    // Unknown keys first, from the structs' own field lists, so a typo is named even when another
+    // field fails.
     if let Value::Object(map) = v {
-        let known: Vec<&str> = FileFlags::KEYS
-            .iter()
-            .filter(|(k, _)| !k.contains('.'))
-            .map(|(k, _)| *k)
-            .chain(["gfd"])
-            .chain(FileFlags::DEVICE_PLUGIN_KEYS.iter().copied())
-            .collect();
-        check_keys(map, "flags", &known, warnings);
+        check_keys(map, "flags", fields::names::<FileFlags>(), warnings);
         if let Some(Value::Object(gfd)) = map.get("gfd") {
-            let known: Vec<&str> =
-                FileFlags::KEYS.iter().filter_map(|(k, _)| k.strip_prefix("gfd.")).collect();
-            check_keys(gfd, "flags.gfd", &known, warnings);
+            check_keys(gfd, "flags.gfd", fields::names::<GfdFlags>(), warnings);
         }
     }
     serde_path_to_error::deserialize(v).map_err(|e| {

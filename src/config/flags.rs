@@ -1,38 +1,50 @@
 //! The command line: GFD's flags and nvlabel's own, grouped so that each subcommand takes only
-//! the groups it uses, each with its one declared default. Values are checked here only for
-//! spelling; [`super::settings`] resolves them against env ([`FLAG_ENV`]), the config file and
-//! the defaults.
+//! the groups it uses. Values are checked here only for spelling; each flag's env names, default
+//! and where it has no effect come from its row ([`super::rows`]), and [`super::resolve`]
+//! resolves them against env, the config file and the defaults.
 
+use super::flag::Flag;
+use super::row::Mode;
+use super::rows::row;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use super::arg_groups::{
     parse_bool, ApiArgs, ConfigArgs, DaemonArgs, FactArgs, HealthArgs, LabelArgs, LabelOptionArgs, LogArgs,
     OutputArgs, PruneArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
 };
-pub use super::env::{env_names, env_vars, FLAG_ENV};
+pub use super::rows::env_vars;
 
-/// The clap command with each flag's env names appended to its help, in every subcommand.
+/// The clap command as `--help` shows it: each flag's env names and default from its row, and in
+/// each subcommand only the flags its mode can use (the others still parse, to be refused with
+/// why by [`super::modes`]).
 pub fn command() -> clap::Command {
-    fn decorate(cmd: clap::Command) -> clap::Command {
-        let ids: Vec<String> = cmd.get_arguments().filter_map(|a| a.get_long().map(String::from)).collect();
-        let mut cmd = ids.iter().fold(cmd, |cmd, long| {
-            let names = env_names(long);
-            if names.is_empty() {
-                return cmd;
-            }
-            let id = cmd.get_arguments().find(|a| a.get_long() == Some(long)).unwrap().get_id().clone();
-            cmd.mut_arg(id, |a| {
-                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-                a.help(format!("{help} [env: {}]", names.join(", ")))
-            })
-        });
-        let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-        for name in subs {
-            cmd = cmd.mut_subcommand(name, decorate);
+    decorate(Cli::command(), "", true)
+}
+
+/// [`command`] without defaults, so that a flag not given parses as `None`.
+fn parser() -> clap::Command {
+    decorate(Cli::command(), "", false)
+}
+
+/// `cmd` (named `name`, `""` for the labeller) and its subcommands, from the rows.
+fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
+    let modes = Mode::of_command(name);
+    let cmd = cmd.mut_args(|arg| {
+        let Some(row) = arg.get_long().and_then(Flag::named).map(row) else { return arg };
+        let mut arg = arg;
+        if !row.env.is_empty() {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            arg = arg.help(format!("{help} [env: {}]", row.env.join(", ")));
         }
-        cmd
-    }
-    decorate(Cli::command())
+        if let (Some(default), true) = (row.default, defaults) {
+            arg = arg.default_value(default);
+        }
+        // Refused in every run of this command: not listed.
+        let never = !modes.is_empty() && modes.iter().all(|m| row.never(*m));
+        arg.hide(never)
+    });
+    let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    subs.iter().fold(cmd, |cmd, sub| cmd.mut_subcommand(sub, |s| decorate(s, sub, defaults)))
 }
 
 impl Cli {
@@ -44,7 +56,7 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-        let cmd = without_defaults(command());
+        let cmd = parser();
         if let Some(slip) = bool_then_space(&cmd, &args) {
             return Err(cmd.clone().error(clap::error::ErrorKind::ValueValidation, slip));
         }
@@ -79,38 +91,20 @@ fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<S
     })
 }
 
-/// The long names of the flags given on the command line (the subcommand's, if one was given).
-fn given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<String> {
+/// The flags given on the command line (the subcommand's, if one was given), each with its text.
+fn given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<(Flag, String)> {
     let (cmd, matches) = match matches.subcommand() {
         Some((name, sub)) => (cmd.find_subcommand(name).unwrap_or(cmd), sub),
         None => (cmd, matches),
     };
     cmd.get_arguments()
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
-        .filter_map(|a| a.get_long().map(String::from))
+        .filter_map(|a| {
+            let flag = Flag::named(a.get_long()?)?;
+            let raw = matches.get_raw(a.get_id().as_str()).and_then(|mut v| v.next_back());
+            Some((flag, raw.map(|v| v.to_string_lossy().into_owned()).unwrap_or_default()))
+        })
         .collect()
-}
-
-/// `cmd` with no defaults, so that a flag not given parses as `None`.
-fn without_defaults(cmd: clap::Command) -> clap::Command {
-    let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-    let cmd = cmd.mut_args(|a| a.default_value(None::<&'static str>));
-    subs.iter().fold(cmd, |cmd, name| cmd.mut_subcommand(name, without_defaults))
-}
-
-/// The default of `flag` (its long name): clap's `default_value`, the one place defaults are
-/// written, which `--help` shows and [`super::settings`] applies after env and the config file.
-pub fn default_of(flag: &str) -> Option<&'static str> {
-    static DEFAULTS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    let all = DEFAULTS.get_or_init(|| {
-        let cmd = Cli::command();
-        cmd.get_arguments()
-            .filter_map(|a| {
-                Some((a.get_long()?.to_string(), a.get_default_values().first()?.to_str()?.to_string()))
-            })
-            .collect()
-    });
-    all.iter().find(|(f, _)| f == flag).map(|(_, d)| d.as_str())
 }
 
 /// The nvlabel command line. Without a subcommand it labels the node (GFD's flags); each
@@ -141,10 +135,10 @@ pub struct Cli {
     /// `nvlabel prune`'s own flags (default for every other command).
     #[arg(skip)]
     pub prune: PruneArgs,
-    /// The long names of the flags given on the command line (not env, not defaults), for
-    /// [`super::modes`].
+    /// The flags given on the command line (not env, not defaults), each with its text: what
+    /// [`super::resolve`] reads first and [`super::modes`] refuses where it has no effect.
     #[arg(skip)]
-    pub given: Vec<String>,
+    pub given: Vec<(Flag, String)>,
 }
 
 /// Subcommands, each with only the flags it uses.
@@ -241,8 +235,8 @@ pub enum CommandKind {
 }
 
 impl Cli {
-    /// The subcommand, and every flag given (the subcommand's moved into the top-level groups),
-    /// so that one resolver serves every command.
+    /// The subcommand, and every flag given (the subcommand's moved into the top-level groups,
+    /// where `main` reads `--log-format` before resolving and `nvlabel prune`'s own flags).
     pub fn split(self) -> (Option<CommandKind>, Cli) {
         let Cli { command, mut label, source, log, version, mut prune, given } = self;
         let (kind, source, log) = match command {

@@ -1,9 +1,6 @@
-//! `--health` and its options, resolved like every other flag (command line > env > config
-//! file `flags` > default).
+//! `--health` and its options (resolved like every other flag, from their rows in
+//! [`super::rows`]), and the checks of their values.
 
-use super::file::FileFlags;
-use super::flags::HealthArgs;
-use super::resolve::{bool_flag, found_flag, invalid, CliError, Env, Found};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -57,73 +54,8 @@ impl Default for HealthSettings {
     }
 }
 
-/// Resolves the health flags; `file_path` names the config file in errors.
-pub fn resolve(
-    a: &HealthArgs,
-    env: Env,
-    ff: &FileFlags,
-    file_path: &str,
-) -> Result<HealthSettings, CliError> {
-    let in_file = |field: &str, value: &str| Found {
-        value: value.to_string(),
-        origin: format!("{field} in config file {file_path}"),
-    };
-    let mut s = HealthSettings {
-        enabled: bool_flag(a.health, env, "health")?.or(ff.health).unwrap_or(false),
-        ..HealthSettings::default()
-    };
-    if let Some(f) = found_flag(a.health_condition_type.clone(), env, "health-condition-type")
-        .or_else(|| ff.health_condition_type.as_deref().map(|v| in_file("flags.healthConditionType", v)))
-    {
-        s.condition_type = condition_type(&f)?;
-    }
-    if let Some(f) = found_flag(a.health_ignore_xids.clone(), env, "health-ignore-xids")
-        .or_else(|| ff.health_ignore_xids.as_deref().map(|v| in_file("flags.healthIgnoreXids", v)))
-    {
-        s.ignored_xids = xids(&f)?;
-    }
-    if let Some(f) = found_flag(a.health_fatal_xids.clone(), env, "health-fatal-xids")
-        .or_else(|| ff.health_fatal_xids.as_deref().map(|v| in_file("flags.healthFatalXids", v)))
-    {
-        s.fatal_xids = xids(&f)?;
-    }
-    if let Some(xid) = s.ignored_xids.intersection(&s.fatal_xids).next() {
-        let origin =
-            Found { value: xid.to_string(), origin: "--health-ignore-xids and --health-fatal-xids".into() };
-        return Err(invalid(&origin, "an Xid cannot be both ignored and fatal"));
-    }
-    if let Some(f) = found_flag(a.health_taint_effect.clone(), env, "health-taint-effect")
-        .or_else(|| ff.health_taint_effect.as_deref().map(|v| in_file("flags.healthTaintEffect", v)))
-    {
-        s.taint_effect =
-            TaintEffect::parse(&f.value).ok_or_else(|| invalid(&f, "use NoSchedule, NoExecute or None"))?;
-    }
-    if let Some(f) = found_flag(a.health_expected_gpus.clone(), env, "health-expected-gpus")
-        .or_else(|| ff.health_expected_gpus.as_deref().map(|v| in_file("flags.healthExpectedGpus", v)))
-        .filter(|f| !f.value.trim().is_empty())
-    {
-        s.expected_gpus =
-            Some(gpu_count(&f.value).ok_or_else(|| invalid(&f, "use a whole number of GPUs from 1"))?);
-    }
-    if let Some(f) = found_flag(a.health_nvml_timeout.clone(), env, "health-nvml-timeout")
-        .or_else(|| ff.health_nvml_timeout.as_deref().map(|v| in_file("flags.healthNvmlTimeout", v)))
-    {
-        s.nvml_timeout = crate::duration::parse_go_duration(&f.value)
-            .ok()
-            .filter(|d| *d >= std::time::Duration::from_secs(1))
-            .ok_or_else(|| invalid(&f, "use a duration of at least 1s, such as 30s or 2m"))?;
-    }
-    if let Some(f) = found_flag(a.boot_id_file.clone().map(|p| p.display().to_string()), env, "boot-id-file")
-        .filter(|f| !f.value.is_empty())
-    {
-        s.boot_id_file = f.value.into();
-    }
-    Ok(s)
-}
-
 /// A condition type the API server accepts (a qualified name) and that is not the kubelet's.
-fn condition_type(f: &Found) -> Result<String, CliError> {
-    let v = f.value.as_str();
+pub fn condition_type(v: &str) -> Result<String, String> {
     let name = v.rsplit_once('/').map_or(v, |(_, n)| n);
     let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
     let valid = !name.is_empty()
@@ -132,24 +64,20 @@ fn condition_type(f: &Found) -> Result<String, CliError> {
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if !valid {
-        return Err(invalid(f, "a condition type is a name such as GPUHealthy (letters, digits, -_.)"));
+        return Err("a condition type is a name such as GPUHealthy (letters, digits, -_.)".into());
     }
     if KUBELET_CONDITIONS.contains(&v) {
-        return Err(invalid(f, "the kubelet owns this condition; choose another type such as GPUHealthy"));
+        return Err("the kubelet owns this condition; choose another type such as GPUHealthy".into());
     }
     Ok(v.to_string())
 }
 
 /// A comma-separated list of Xid numbers (empty: none).
-fn xids(f: &Found) -> Result<BTreeSet<u64>, CliError> {
-    f.value
-        .split(',')
+pub fn xids(text: &str) -> Result<BTreeSet<u64>, String> {
+    text.split(',')
         .map(str::trim)
         .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.parse()
-                .map_err(|_| invalid(f, format!("{x:?} is not an Xid number; use a list such as 13,31,43")))
-        })
+        .map(|x| x.parse().map_err(|_| format!("{x:?} is not an Xid number; use a list such as 13,31,43")))
         .collect()
 }
 
@@ -157,9 +85,13 @@ fn xids(f: &Found) -> Result<BTreeSet<u64>, CliError> {
 mod tests {
     use super::*;
 
+    use crate::config::{Cli, CliError, FileFlags, Settings};
+
     fn resolve_env(vars: &[(&str, &str)], ff: &FileFlags) -> Result<HealthSettings, CliError> {
         let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
-        resolve(&HealthArgs::default(), &env, ff, "/etc/config.yaml")
+        let cli = Cli::try_from_args(["nvlabel"]).unwrap();
+        let file = Some((std::path::Path::new("/etc/config.yaml"), ff));
+        Settings::resolve_with(&cli, &env, file).map(|s| s.health)
     }
 
     #[test]

@@ -1,11 +1,11 @@
 use super::*;
 use crate::config::Cli;
 
-fn resolved(args: &[&str]) -> (Option<CommandKind>, Vec<String>, Settings) {
+fn resolved(args: &[&str]) -> (Option<CommandKind>, Vec<(Flag, String)>, Settings) {
     resolved_with(args, &|_| None)
 }
 
-fn resolved_with(args: &[&str], env: Env) -> (Option<CommandKind>, Vec<String>, Settings) {
+fn resolved_with(args: &[&str], env: Env) -> (Option<CommandKind>, Vec<(Flag, String)>, Settings) {
     let all: Vec<&str> = std::iter::once("nvlabel").chain(args.iter().copied()).collect();
     let (command, cli) = Cli::try_from_args(all).unwrap().split();
     let settings = Settings::resolve(&cli, env).unwrap();
@@ -17,34 +17,56 @@ fn refused(args: &[&str]) -> Option<String> {
     check(command, &given, &|_| None, &settings).err().map(|e| e.to_string())
 }
 
+/// Every flag of every command is a [`Flag`], whose row the table's exhaustive match gives; every
+/// [`Flag`] is a flag of some command.
 #[test]
 fn every_flag_of_every_command_has_one_row() {
     let flags = all_flags();
-    let mut missing: Vec<String> = flags
-        .iter()
-        .filter(|(_, f)| !ROWS.iter().any(|r| r.flag == f))
-        .map(|(c, f)| format!("{c} --{f}"))
-        .collect();
+    let mut missing: Vec<String> =
+        flags.iter().filter(|(_, f)| Flag::named(f).is_none()).map(|(c, f)| format!("{c} --{f}")).collect();
     missing.dedup();
-    assert!(
-        missing.is_empty(),
-        "flags without a row in modes::ROWS (say where each has no effect): {missing:?}"
-    );
-    for row in ROWS {
-        assert_eq!(ROWS.iter().filter(|r| r.flag == row.flag).count(), 1, "--{} has two rows", row.flag);
-        assert!(flags.iter().any(|(_, f)| f == row.flag), "the row of --{} names no flag", row.flag);
+    assert!(missing.is_empty(), "flags without a Flag and a row in config/rows.rs: {missing:?}");
+    for flag in Flag::ALL {
+        assert_eq!(row(*flag).flag, *flag, "the row of --{flag} is another flag's");
+        assert_eq!(Flag::ALL.iter().filter(|f| *f == flag).count(), 1, "--{flag} is listed twice");
+        assert!(flags.iter().any(|(_, f)| f == flag.name()), "--{flag} is a flag of no command");
     }
 }
 
 #[test]
 fn gfds_flags_accepted_without_effect_say_so_in_help() {
     let top = command();
-    for row in ROWS.iter().filter(|r| r.gfd) {
-        let arg = top.get_arguments().find(|a| a.get_long() == Some(row.flag)).unwrap();
+    for row in Flag::ALL.iter().map(|f| row(*f)).filter(|r| r.gfd) {
+        let arg = top.get_arguments().find(|a| a.get_long() == Some(row.flag.name())).unwrap();
         let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
         let says = help.contains("accepted") && (help.contains("as GFD does") || help.contains("as in GFD"));
         assert!(says, "--{}'s help does not say where it is accepted as GFD does: {help}", row.flag);
     }
+}
+
+/// A flag a command's mode never uses is left out of its `--help`, and is refused there.
+#[test]
+fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
+    let top = command();
+    for cmd in std::iter::once(&top).chain(top.get_subcommands()) {
+        let name = if cmd.get_name() == "nvlabel" { "" } else { cmd.get_name() };
+        let modes = Mode::of_command(name);
+        for arg in cmd.get_arguments() {
+            let Some(flag) = arg.get_long().and_then(Flag::named) else { continue };
+            let never = !modes.is_empty() && modes.iter().all(|m| row(flag).never(*m));
+            assert_eq!(
+                arg.is_hide_set(),
+                never,
+                "`nvlabel {name}` --{flag}: hidden is {}",
+                arg.is_hide_set()
+            );
+        }
+    }
+    let hidden = |name: &str| {
+        let sub = top.find_subcommand(name).unwrap();
+        sub.get_arguments().filter(|a| a.is_hide_set()).count()
+    };
+    assert_eq!((hidden("health"), hidden("hook"), hidden("prune"), hidden("probe")), (9, 3, 1, 0));
 }
 
 #[test]

@@ -1,20 +1,24 @@
-//! The resolver's pieces: one flag's value from the command line, then env, then its declared
-//! default, remembering where it came from so that a bad value's error names its origin.
-//! [`super::settings`] and [`super::health`] resolve their flags with them.
+//! The resolver: each flag's value from the command line, then env, then the config file's
+//! `flags`, then its default (GFD's precedence), parsed into [`Settings`] by its row
+//! ([`super::rows`]), remembering where it came from so that a bad value's error names its
+//! origin; then the checks that span several flags. Env is read through a lookup function, so
+//! tests never touch the process environment.
 
-use super::arg_groups::parse_bool;
-use super::env::env_names;
-use super::flags::default_of;
+use super::flag::{Flag, Found, Origin};
+use super::flags::Cli;
+use super::row::{Empty, Row};
+use super::rows::row;
+use super::settings::{FileLayer, Settings};
 use std::path::PathBuf;
 
 /// A flag or env value that is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CliError {
-    /// A bad value, from the command line or from an env var.
+    /// A bad value, from the command line, an env var, the config file or a default.
     #[error("invalid value {value:?} for {origin}: {reason}")]
     Invalid {
-        /// `flag --x` or `environment variable "X" (flag --x)`.
-        origin: String,
+        /// Where it came from.
+        origin: Origin,
         /// The value.
         value: String,
         /// What is wrong.
@@ -22,91 +26,159 @@ pub enum CliError {
     },
 }
 
-/// One flag's value and where it came from.
-pub(super) struct Found {
-    pub(super) value: String,
-    pub(super) origin: String,
-}
-
-/// The env lookup used by [`super::Settings::resolve`].
+/// The env lookup used by [`Settings::resolve`].
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-/// `flag`'s value from the first of its env names that is defined.
-fn from_env(env: Env, flag: &str) -> Option<Found> {
-    // urfave/cli: the first *defined* variable wins, even when it is empty.
-    env_names(flag).iter().find_map(|n| {
-        env(n).map(|value| Found { value, origin: format!("environment variable {n:?} (flag --{flag})") })
-    })
-}
-
-/// `flag`'s default as declared on the command line, parsed; a default that does not parse is
-/// caught by the defaults test.
-pub(super) fn default<T: std::str::FromStr>(flag: &str) -> T {
-    let text = default_of(flag).unwrap_or_else(|| panic!("--{flag} declares no default"));
-    text.parse().unwrap_or_else(|_| panic!("--{flag}'s default {text:?} does not parse"))
-}
-
-/// `flag`'s default as a [`Found`].
-pub(super) fn defaulted(flag: &str) -> Found {
-    Found { value: default(flag), origin: format!("the default of --{flag}") }
-}
-
 /// The error for `found`'s value, naming where it came from.
-pub(super) fn invalid(found: &Found, reason: impl ToString) -> CliError {
+fn invalid(found: &Found, reason: impl ToString) -> CliError {
     CliError::Invalid { origin: found.origin.clone(), value: found.value.clone(), reason: reason.to_string() }
 }
 
-/// A boolean from the command line or env; `None` when neither sets it.
-pub(super) fn bool_flag(cli: Option<bool>, env: Env, flag: &str) -> Result<Option<bool>, CliError> {
-    if let Some(v) = cli {
-        return Ok(Some(v));
-    }
-    match from_env(env, flag) {
-        // urfave: an empty boolean env var means false.
-        Some(f) if f.value.is_empty() => Ok(Some(false)),
-        Some(f) => parse_bool(&f.value).map(Some).map_err(|e| invalid(&f, e)),
-        None => Ok(None),
-    }
-}
+/// Where the DMI product name lives under sysfs.
+const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
-/// A string flag from the command line or env.
-pub(super) fn string_flag(cli: Option<String>, env: Env, flag: &str) -> Option<String> {
-    cli.or_else(|| from_env(env, flag).map(|f| f.value))
-}
-
-/// A string flag as a [`Found`], remembering where it came from for error messages.
-pub(super) fn found_flag(cli: Option<String>, env: Env, flag: &str) -> Option<Found> {
-    cli.map(|value| Found { value, origin: format!("flag --{flag}") }).or_else(|| from_env(env, flag))
-}
-
-/// A path flag from the command line or env; empty means unset.
-pub(super) fn path_flag(cli: Option<PathBuf>, env: Env, flag: &str) -> Option<PathBuf> {
-    cli.or_else(|| from_env(env, flag).filter(|f| !f.value.is_empty()).map(|f| PathBuf::from(f.value)))
-}
-
-/// A flag with a fixed set of values, from the command line, env or its default, parsed by `parse`.
-pub(super) fn choice<T>(
-    cli: Option<String>,
-    env: Env,
-    flag: &str,
-    parse: impl Fn(&str) -> Option<T>,
-    choices: &str,
-) -> Result<T, CliError> {
-    let f = found_flag(cli, env, flag).unwrap_or_else(|| defaulted(flag));
-    parse(&f.value).ok_or_else(|| invalid(&f, format!("use {choices}")))
-}
-
-/// A number from the command line or env, else its default; an empty env value is ignored.
-pub(super) fn number_flag<T: std::str::FromStr>(cli: Option<T>, env: Env, flag: &str) -> Result<T, CliError>
-where
-    T::Err: std::fmt::Display,
-{
-    if let Some(v) = cli {
-        return Ok(v);
-    }
-    match from_env(env, flag) {
-        // urfave ignores empty numeric env vars.
-        Some(f) if !f.value.is_empty() => f.value.parse().map_err(|e| invalid(&f, e)),
-        _ => Ok(default(flag)),
+/// `row`'s value, and where it came from: the command line, else env, else the config file,
+/// else its default.
+fn lookup(row: &Row, cli: &Cli, env: Env, file: FileLayer) -> Option<Found> {
+    let flag = row.flag;
+    let given = cli.given.iter().rev().find(|(f, _)| *f == flag);
+    let from_command_line = given.map(|(_, v)| Found { value: v.clone(), origin: Origin::CommandLine(flag) });
+    // urfave/cli: the first *defined* variable wins, even when it is empty.
+    let from_env = || {
+        let first = row.env.iter().find_map(|var| env(var).map(|v| (*var, v)));
+        let (var, value) = first.filter(|(_, v)| !v.is_empty() || row.empty != Empty::EnvUnset)?;
+        Some(Found { value, origin: Origin::Env { var, flag } })
+    };
+    let from_file = || {
+        let ((path, flags), key) = file.zip(row.file.as_ref())?;
+        let origin = Origin::File { key: key.key, path: path.display().to_string() };
+        (key.get)(flags).map(|value| Found { value, origin })
+    };
+    let default = || row.default.map(|d| Found { value: d.to_string(), origin: Origin::Default(flag) });
+    match from_command_line.or_else(from_env).or_else(from_file) {
+        Some(f) if f.value.is_empty() && row.empty == Empty::Default => default(),
+        None => default(),
+        found => found,
     }
 }
+
+impl Settings {
+    /// Resolves the command line against an env lookup (`std::env::var(..).ok()` in `main`),
+    /// without a config file.
+    pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, CliError> {
+        Self::resolve_with(cli, env, None)
+    }
+
+    /// Resolves command line > env > config file `flags` > default, row by row, then the checks
+    /// that span several flags.
+    pub fn resolve_with(cli: &Cli, env: Env, file: FileLayer) -> Result<Settings, CliError> {
+        let mut settings = unset();
+        let mut found: Vec<(Flag, Found)> = Vec::new();
+        for flag in Flag::ALL {
+            let row = row(*flag);
+            let (Some(set), Some(f)) = (row.set, lookup(&row, cli, env, file)) else { continue };
+            set(&mut settings, &f).map_err(|reason| invalid(&f, reason))?;
+            found.push((*flag, f));
+        }
+        let found = |flag: Flag| found.iter().find(|(f, _)| *f == flag).map(|(_, found)| found);
+        if found(Flag::MachineTypeFile).is_none() {
+            settings.machine_type_file = settings.sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS);
+        }
+        let health = &settings.health;
+        if let Some(xid) = health.ignored_xids.intersection(&health.fatal_xids).next() {
+            let origin = Origin::Both(Flag::HealthIgnoreXids, Flag::HealthFatalXids);
+            return Err(invalid(
+                &Found { value: xid.to_string(), origin },
+                "an Xid cannot be both ignored and fatal",
+            ));
+        }
+        // vfio GPUs have no driver on this node: nothing could read their health.
+        if let Some(f) = found(Flag::DeviceDiscoveryStrategy)
+            .filter(|_| health.enabled && settings.device_discovery_strategy == crate::probe::Strategy::Vfio)
+        {
+            return Err(invalid(
+                f,
+                "--health reads GPU health through the driver, and GPUs bound to vfio-pci have none on this node: turn --health off here",
+            ));
+        }
+        // From env it is one warning (`modes`): the GPU Operator's env serves every mode.
+        match found(Flag::Expiry).filter(|f| f.origin.is_command_line() && !settings.expiry_applies()) {
+            Some(f) => {
+                Err(invalid(f, "--expiry applies only to the feature file (--output-file <path> with --use-node-feature-api=false), and labels do not go there"))
+            }
+            None => Ok(settings),
+        }
+    }
+
+    /// `--config-file` from the command line or env.
+    pub fn config_file_path(cli: &Cli, env: Env) -> Option<PathBuf> {
+        only(Flag::ConfigFile, cli, env).config_file
+    }
+
+    /// `--config-default` from the command line or env; empty is unset.
+    pub fn config_default_key(cli: &Cli, env: Env) -> Option<String> {
+        only(Flag::ConfigDefault, cli, env).config_default
+    }
+
+    /// `--config-dir` from the command line or env.
+    pub fn config_dir_path(cli: &Cli, env: Env) -> Option<PathBuf> {
+        only(Flag::ConfigDir, cli, env).config_dir
+    }
+}
+
+/// The settings with `flag` alone resolved (from the command line and env: these name the config
+/// file, so it cannot set them), for the flags whose values always parse.
+fn only(flag: Flag, cli: &Cli, env: Env) -> Settings {
+    let mut settings = unset();
+    let row = row(flag);
+    if let (Some(set), Some(f)) = (row.set, lookup(&row, cli, env, None)) {
+        // Text is these flags' type: every value parses.
+        let _ = set(&mut settings, &f);
+    }
+    settings
+}
+
+/// The settings before any row is applied: what a flag without a default and not given leaves.
+/// Every other field is overwritten by its row's default.
+fn unset() -> Settings {
+    Settings {
+        mig_strategy: crate::labels::MigStrategy::None,
+        fail_on_init_error: false,
+        oneshot: false,
+        no_timestamp: false,
+        extended_labels: false,
+        allocation_mode: crate::labels::AllocationMode::default(),
+        sharing_check_grace: std::time::Duration::ZERO,
+        sleep_interval: crate::duration::Interval::Infinite,
+        output_file: String::new(),
+        expiry: None,
+        machine_type_file: PathBuf::new(),
+        config_file: None,
+        config_dir: None,
+        config_default: None,
+        use_node_feature_api: false,
+        device_discovery_strategy: crate::probe::Strategy::default(),
+        namespace: String::new(),
+        node_name: None,
+        pod_name: None,
+        kubeconfig: None,
+        kube_api_qps: 0.0,
+        kube_api_burst: 0,
+        format: crate::publish::Format::Text,
+        sink: crate::publish::Sink::Gfd,
+        metrics_addr: String::new(),
+        nvml_library: PathBuf::new(),
+        cuda_library: PathBuf::new(),
+        host_root: PathBuf::new(),
+        pci_ids: None,
+        sysfs_root: PathBuf::new(),
+        snapshot: None,
+        log_format: crate::logging::LogFormat::Text,
+        notes: Vec::new(),
+        health: super::health::HealthSettings::default(),
+    }
+}
+
+#[cfg(test)]
+#[path = "settings_tests.rs"]
+mod tests;

@@ -1,7 +1,11 @@
 //! The resolver: GFD's defaults, precedence, env quirks, value syntax and error origins.
 use super::*;
-use crate::config::env::env_names;
+use crate::config::file::FileFlags;
+use crate::config::settings::DEFAULT_OUTPUT_FILE;
+use crate::duration::Interval;
+use crate::labels::MigStrategy;
 use std::collections::HashMap;
+use std::path::Path;
 
 fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {
     let cli = Cli::try_from_args(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
@@ -128,7 +132,7 @@ fn bad_command_line_values_are_rejected_by_the_parser() {
     assert!(Cli::try_from_args(["nvlabel", "--oneshot=maybe"]).is_err());
 }
 
-/// The config file's `flags` for one key of [`FileFlags::KEYS`] (`gfd.x` nests).
+/// The config file's `flags` for one row's key (`gfd.x` nests).
 fn file_with(key: &str, value: &str) -> FileFlags {
     let yaml = match key.split_once('.') {
         Some((outer, inner)) => format!("flags:\n  {outer}:\n    {inner}: '{value}'\n"),
@@ -141,38 +145,42 @@ fn file_with(key: &str, value: &str) -> FileFlags {
 
 /// Two values for a flag the config file can set: the first is not the default, the second
 /// differs from the first.
-fn samples(flag: &str) -> (&'static str, &'static str) {
+fn samples(flag: Flag) -> (&'static str, &'static str) {
     match flag {
-        "mig-strategy" => ("single", "mixed"),
-        "fail-on-init-error" | "use-node-feature-api" => ("false", "true"),
-        "extended-labels" | "oneshot" | "no-timestamp" | "health" => ("true", "false"),
-        "health-condition-type" => ("FileGPUHealthy", "EnvGPUHealthy"),
-        "health-ignore-xids" => ("13", "31"),
-        "health-fatal-xids" => ("94", "43"),
-        "health-taint-effect" => ("NoExecute", "None"),
-        "health-expected-gpus" => ("8", "4"),
-        "health-nvml-timeout" => ("10s", "1m"),
-        "device-discovery-strategy" => ("nvml", "auto"),
-        "allocation-mode" => ("dra", "auto"),
-        "sleep-interval" => ("5s", "7s"),
-        "output-file" => ("/file/out", "/env/out"),
-        "machine-type-file" => ("/file/dmi", "/env/dmi"),
+        Flag::MigStrategy => ("single", "mixed"),
+        Flag::FailOnInitError | Flag::UseNodeFeatureApi => ("false", "true"),
+        Flag::ExtendedLabels | Flag::Oneshot | Flag::NoTimestamp | Flag::Health => ("true", "false"),
+        Flag::HealthConditionType => ("FileGPUHealthy", "EnvGPUHealthy"),
+        Flag::HealthIgnoreXids => ("13", "31"),
+        Flag::HealthFatalXids => ("94", "43"),
+        Flag::HealthTaintEffect => ("NoExecute", "None"),
+        Flag::HealthExpectedGpus => ("8", "4"),
+        Flag::HealthNvmlTimeout => ("10s", "1m"),
+        Flag::DeviceDiscoveryStrategy => ("nvml", "auto"),
+        Flag::AllocationMode => ("dra", "auto"),
+        Flag::SleepInterval => ("5s", "7s"),
+        Flag::OutputFile => ("/file/out", "/env/out"),
+        Flag::MachineTypeFile => ("/file/dmi", "/env/dmi"),
         _ => panic!("--{flag} can be set in the config file: give it two sample values here"),
     }
 }
 
-/// Every flag of the command line that has a config-file key, generated from the flag table:
-/// the file beats the default, env beats the file, the command line beats env.
+/// The rows with a config-file key: (flag, key).
+fn file_keys() -> Vec<(Flag, &'static str)> {
+    Flag::ALL.iter().filter_map(|f| Some((*f, row(*f).file?.key))).collect()
+}
+
+/// Every flag whose row has a config-file key, from the table: the file beats the default, env
+/// beats the file, the command line beats env.
 #[test]
 fn every_config_file_flag_sits_between_env_and_default() {
     let path = Path::new("/etc/cfg.yaml");
     let defaults = resolve(&[], &[]).unwrap();
-    let mut covered = Vec::new();
-    for arg in crate::config::flags::command().get_arguments() {
-        let Some(flag) = arg.get_long() else { continue };
-        let Some((key, _)) = FileFlags::KEYS.iter().find(|(_, f)| *f == flag) else { continue };
+    let keys = file_keys();
+    assert!(keys.len() >= 18, "{keys:?}");
+    for (flag, key) in keys {
         let (in_file, in_env) = samples(flag);
-        let env_name = env_names(flag)[0];
+        let env_name = row(flag).env[0];
         let with = |args: &[String], env: &[(&str, &str)]| {
             let cli = Cli::try_from_args(std::iter::once("nvlabel".to_string()).chain(args.iter().cloned()))
                 .unwrap();
@@ -189,25 +197,21 @@ fn every_config_file_flag_sits_between_env_and_default() {
         assert_eq!(with(&[], &[(env_name, in_env)]), flag_is(in_env), "{env_name} beats flags.{key}");
         let cli = [format!("--{flag}={in_file}")];
         assert_eq!(with(&cli, &[(env_name, in_env)]), flag_is(in_file), "--{flag} beats {env_name}");
-        covered.push(*key);
     }
-    let mut keys: Vec<&str> = FileFlags::KEYS.iter().map(|(k, _)| *k).collect();
-    covered.sort();
-    keys.sort();
-    assert_eq!(covered, keys, "every config-file key names a flag of the command line");
 }
 
-/// The file reader knows exactly the keys of [`FileFlags::KEYS`] and the device plugin's: a
-/// field added to [`FileFlags`] without a place in those lists fails to compile here.
+/// The file reader knows exactly the rows' keys and the device plugin's: a field added to
+/// [`FileFlags`] without a row naming its key fails to compile here, a row's key that the file
+/// reader does not know fails with its warning.
 #[test]
-fn the_key_lists_cover_every_field_of_the_file_flags() {
+fn the_rows_keys_cover_every_field_of_the_file_flags() {
     let mut yaml = String::from("flags:\n  gfd:\n");
-    for (key, flag) in FileFlags::KEYS {
+    for (flag, key) in file_keys() {
         if let Some(inner) = key.strip_prefix("gfd.") {
             yaml.push_str(&format!("    {inner}: '{}'\n", samples(flag).0));
         }
     }
-    for (key, flag) in FileFlags::KEYS.iter().filter(|(k, _)| !k.contains('.')) {
+    for (flag, key) in file_keys().into_iter().filter(|(_, k)| !k.contains('.')) {
         yaml.push_str(&format!("  {key}: '{}'\n", samples(flag).0));
     }
     for key in FileFlags::DEVICE_PLUGIN_KEYS {
@@ -273,7 +277,7 @@ fn the_key_lists_cover_every_field_of_the_file_flags() {
         machine_type_file.is_some(),
     ];
     assert!(set.iter().all(|s| *s), "{set:?}");
-    assert_eq!(set.len(), FileFlags::KEYS.len() + FileFlags::DEVICE_PLUGIN_KEYS.len());
+    assert_eq!(set.len(), file_keys().len() + FileFlags::DEVICE_PLUGIN_KEYS.len());
 }
 
 /// Defaults are declared on the command line (for `--help`) but applied last: a flag not given

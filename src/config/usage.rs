@@ -107,7 +107,9 @@ fn before_subcommand(message: &str, text: &str, top: &clap::Command) -> Option<S
     if flags.is_empty() {
         return None;
     }
-    let takes = |f: &str| sub.get_arguments().any(|a| a.get_long() == f.strip_prefix("--"));
+    // A flag its help leaves out is one it refuses: never "put it after".
+    let takes =
+        |f: &str| sub.get_arguments().any(|a| a.get_long() == f.strip_prefix("--") && !a.is_hide_set());
     let (after, foreign): (Vec<&String>, Vec<&String>) = flags.iter().partition(|f| takes(f));
     let list = |fs: &[&String]| fs.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" and ");
     let mut line = format!(
@@ -185,6 +187,11 @@ mod tests {
                 "a flag before a subcommand that does not take it",
                 &["nvlabel", "--oneshot", "health"],
                 "the subcommand 'health' cannot be used with --oneshot given before it; `nvlabel health` does not use --oneshot (see `nvlabel help health`)",
+            ),
+            (
+                "a flag before a subcommand that parses it but never uses it",
+                &["nvlabel", "--namespace", "x", "hook"],
+                "the subcommand 'hook' cannot be used with --namespace given before it; `nvlabel hook` does not use --namespace (see `nvlabel help hook`)",
             ),
             (
                 "both",

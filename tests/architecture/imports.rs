@@ -59,7 +59,7 @@ pub fn load(src: &Path, root: &str) -> Result<Crate, String> {
 
 impl Crate {
     /// The file-module a path lands in: its longest prefix that is a file, following re-exports
-    /// (`super::CliError` through `config/mod.rs`'s `pub use settings::CliError` is `settings`).
+    /// (`super::Settings` through `config/mod.rs`'s `pub use settings::Settings` is `settings`).
     pub fn resolve(&self, path: &[String]) -> ModPath {
         let mut path = path.to_vec();
         for _ in 0..16 {

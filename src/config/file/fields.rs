@@ -79,3 +79,33 @@ pub fn xid_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Er
         .collect();
     xids.map(|x| Some(x.join(",")))
 }
+
+/// The keys a derived `Deserialize` struct reads (serde's own list, renames applied): the one
+/// place a key of the config file is written is its field.
+pub fn names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    /// A deserializer that only records the fields a struct asks for.
+    struct Fields(&'static [&'static str]);
+    impl<'de> Deserializer<'de> for &mut Fields {
+        type Error = serde::de::value::Error;
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = fields;
+            Err(serde::de::Error::custom("only the field names were asked for"))
+        }
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+            unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields = Fields(&[]);
+    // Its error is the one above: the names are what was asked for.
+    let _ = T::deserialize(&mut fields);
+    fields.0
+}

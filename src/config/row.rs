@@ -1,0 +1,220 @@
+//! What a row of the flag table ([`super::rows`]) says about its flag, the modes a run can be in
+//! (where a row says its flag has no effect), and the value parsers rows share.
+
+use super::arg_groups::parse_bool;
+use super::file::FileFlags;
+use super::flag::{Flag, Found};
+use super::settings::Settings;
+use crate::duration::{parse_interval, Interval};
+
+/// How a row puts its value into the settings; `Err` says what is wrong with the value (the
+/// resolver names the value and where it came from).
+pub type Set = fn(&mut Settings, &Found) -> Result<(), String>;
+
+/// Why a flag has no effect in a run (`None`: it has one).
+pub type NoEffect = fn(&Run) -> Option<&'static str>;
+
+/// What an empty value means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Empty {
+    /// A value like any other, for the row's parser.
+    Value,
+    /// From env, as if the variable were not set (urfave/cli ignores empty env for numbers and
+    /// durations, as GFD does); on the command line, a value.
+    EnvUnset,
+    /// From anywhere, the default.
+    Default,
+}
+
+/// A key of the config file's `flags` and how to read it there, as text.
+pub struct FileKey {
+    /// The key under `flags` (`migStrategy`, `gfd.oneshot`).
+    pub key: &'static str,
+    /// Its value in a config file, as text.
+    pub get: fn(&FileFlags) -> Option<String>,
+}
+
+/// One flag: everything nvlabel knows about it except its `--help` text and value syntax, which
+/// its clap field in [`super::arg_groups`] declares.
+pub struct Row {
+    /// The flag.
+    pub flag: Flag,
+    /// Its environment variables, in precedence order: the first one defined wins, even when
+    /// empty, as urfave/cli does in GFD.
+    pub env: &'static [&'static str],
+    /// Its key in the config file's `flags`, if the file can set it.
+    pub file: Option<FileKey>,
+    /// Its default, which `--help` shows and the resolver applies last.
+    pub default: Option<&'static str>,
+    /// What an empty value means.
+    pub empty: Empty,
+    /// How its value goes into the settings; `None` for a flag the settings do not hold.
+    pub set: Option<Set>,
+    /// The modes in which it never has an effect, and why (its subcommand's `--help` leaves it
+    /// out).
+    pub never_in: &'static [(Mode, &'static str)],
+    /// In the other modes, the runs in which it has none.
+    pub when: NoEffect,
+    /// A GFD flag accepted without effect somewhere, as GFD accepts it (its `--help` says so).
+    pub gfd: bool,
+    /// Whether its env var, where it has no effect, is worth a warning.
+    pub env_warns: bool,
+}
+
+fn everywhere(_: &Run) -> Option<&'static str> {
+    None
+}
+
+impl Row {
+    /// A row for `flag` read from `env`: no file key, no default, no effect in the settings,
+    /// effective everywhere, until the builders below say otherwise.
+    pub fn new(flag: Flag, env: &'static [&'static str]) -> Row {
+        Row {
+            flag,
+            env,
+            file: None,
+            default: None,
+            empty: Empty::Value,
+            set: None,
+            never_in: &[],
+            when: everywhere,
+            gfd: false,
+            env_warns: true,
+        }
+    }
+
+    /// Settable in the config file at `key`.
+    pub fn file(self, key: &'static str, get: fn(&FileFlags) -> Option<String>) -> Row {
+        Row { file: Some(FileKey { key, get }), ..self }
+    }
+
+    /// With this default.
+    pub fn default(self, default: &'static str) -> Row {
+        Row { default: Some(default), ..self }
+    }
+
+    /// An empty value means `empty`.
+    pub fn empty(self, empty: Empty) -> Row {
+        Row { empty, ..self }
+    }
+
+    /// Its value goes into the settings through `set`.
+    pub fn set(self, set: Set) -> Row {
+        Row { set: Some(set), ..self }
+    }
+
+    /// Never has an effect in these modes.
+    pub fn never_in(self, never_in: &'static [(Mode, &'static str)]) -> Row {
+        Row { never_in, ..self }
+    }
+
+    /// Has no effect in the runs `when` names.
+    pub fn when(self, when: NoEffect) -> Row {
+        Row { when, ..self }
+    }
+
+    /// One of GFD's flags, accepted where GFD accepts it without effect.
+    pub fn gfd(self) -> Row {
+        Row { gfd: true, ..self }
+    }
+
+    /// Its env var is quiet where it has no effect.
+    pub fn quiet_env(self) -> Row {
+        Row { env_warns: false, ..self }
+    }
+
+    /// Why it has no effect in `run` (`None`: it has one).
+    pub fn no_effect(&self, run: &Run) -> Option<&'static str> {
+        let never = self.never_in.iter().find(|(m, _)| *m == run.mode).map(|(_, why)| *why);
+        never.or_else(|| (self.when)(run))
+    }
+
+    /// Whether it has no effect in any run of `mode`.
+    pub fn never(&self, mode: Mode) -> bool {
+        self.never_in.iter().any(|(m, _)| *m == mode)
+    }
+}
+
+/// What a run does: label (as a daemon or once), or one subcommand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Labelling without `--oneshot`.
+    Daemon,
+    /// Labelling with `--oneshot`.
+    Oneshot,
+    /// `nvlabel probe`.
+    Probe,
+    /// `nvlabel prune`.
+    Prune,
+    /// `nvlabel hook`.
+    Hook,
+    /// `nvlabel health`.
+    Health,
+}
+
+impl Mode {
+    /// The modes a command runs in, by its clap name (`""` for the labeller); none for `help`.
+    pub fn of_command(name: &str) -> &'static [Mode] {
+        match name {
+            "" => &[Mode::Daemon, Mode::Oneshot],
+            "probe" => &[Mode::Probe],
+            "prune" => &[Mode::Prune],
+            "hook" => &[Mode::Hook],
+            "health" => &[Mode::Health],
+            _ => &[],
+        }
+    }
+
+    /// Whether it labels the node.
+    pub fn labels(self) -> bool {
+        matches!(self, Mode::Daemon | Mode::Oneshot)
+    }
+}
+
+/// A run as a row's rule sees it.
+pub struct Run<'a> {
+    /// The mode.
+    pub mode: Mode,
+    /// The settings resolved for it.
+    pub settings: &'a Settings,
+}
+
+/// Puts a parsed value into its field.
+pub fn put<T>(field: &mut T, value: Result<T, String>) -> Result<(), String> {
+    *field = value?;
+    Ok(())
+}
+
+/// A boolean as GFD reads it; empty (only env can be) is false, as urfave/cli reads it.
+pub fn boolean(text: &str) -> Result<bool, String> {
+    if text.is_empty() {
+        return Ok(false);
+    }
+    parse_bool(text)
+}
+
+/// One of a fixed set of values.
+pub fn choice<T>(text: &str, parse: fn(&str) -> Option<T>, choices: &str) -> Result<T, String> {
+    parse(text).ok_or_else(|| format!("use {choices}"))
+}
+
+/// A number.
+pub fn number<T: std::str::FromStr>(text: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text.parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// Text where empty means none.
+pub fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// A duration (not `infinite`), or `otherwise` as the reason.
+pub fn duration(text: &str, otherwise: &str) -> Result<std::time::Duration, String> {
+    match parse_interval(text).map_err(|e| e.to_string())? {
+        (Interval::Every(d), _) => Ok(d),
+        (Interval::Infinite, _) => Err(otherwise.to_string()),
+    }
+}

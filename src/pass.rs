@@ -2,6 +2,7 @@
 //! wrong along the way. Publishing is the caller's.
 
 use crate::config::Settings;
+use crate::exit::Classify;
 use crate::labels::{self, LabelConfig, Labels};
 use crate::probe::{self, ProbeError, Session};
 use crate::sharing::Sharing;
@@ -28,6 +29,17 @@ pub enum PassError {
         /// The timeout.
         limit: std::time::Duration,
     },
+}
+
+impl Classify for PassError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PassError::Probe(e) => e.is_bad_configuration(),
+            PassError::Snapshot(e) => e.is_bad_configuration(),
+            PassError::Worker(e) => e.is_bad_configuration(),
+            PassError::Unresponsive { .. } => false,
+        }
+    }
 }
 
 /// The node's snapshot: from `--snapshot`, or probed through `session`. An NVML init failure

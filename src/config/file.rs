@@ -4,6 +4,7 @@
 //! fields are warned about instead of silently ignored.
 
 use crate::duration::Interval;
+use crate::exit::Classify;
 use crate::sharing::Sharing;
 /// Whether config text is blank (see [`crate::yaml::is_blank`]): defaults at start-up, refused on
 /// reload ([`super::source`]).
@@ -192,6 +193,18 @@ pub enum ConfigError {
         /// GFD's message for it.
         message: String,
     },
+}
+
+impl Classify for ConfigError {
+    /// A config file that is missing is as bad as one that is not YAML: the operator named it.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            ConfigError::Read { .. }
+            | ConfigError::NotText { .. }
+            | ConfigError::Syntax { .. }
+            | ConfigError::Invalid { .. } => true,
+        }
+    }
 }
 
 /// A validation failure inside the file: (YAML path, message).

@@ -7,6 +7,7 @@
 use super::flags::{command, CommandKind};
 use super::resolve::Env;
 use super::settings::Settings;
+use crate::exit::Classify;
 use crate::labels::AllocationMode;
 use crate::publish::Target;
 
@@ -230,6 +231,12 @@ pub struct NoEffectError {
     pub flag: String,
     /// Where it has none.
     pub why: String,
+}
+
+impl Classify for NoEffectError {
+    fn is_bad_configuration(&self) -> bool {
+        true
+    }
 }
 
 /// Checks the flags `given` on the command line (long names) and those set in `env` against

@@ -5,6 +5,7 @@
 use super::arg_groups::parse_bool;
 use super::env::env_names;
 use super::flags::default_of;
+use crate::exit::Classify;
 use std::path::PathBuf;
 
 /// A flag or env value that is not acceptable.
@@ -20,6 +21,14 @@ pub enum CliError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl Classify for CliError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            CliError::Invalid { .. } => true,
+        }
+    }
 }
 
 /// One flag's value and where it came from.

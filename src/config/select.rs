@@ -1,6 +1,7 @@
 //! Which config a node uses, from a mounted ConfigMap directory (one file per key) and the node's
 //! `nvidia.com/device-plugin.config` label. This replaces GFD's config-manager sidecar.
 
+use crate::exit::Classify;
 use std::path::{Path, PathBuf};
 
 /// The node label that names the config key (defined with the Node view, which reads it).
@@ -29,6 +30,15 @@ pub enum SelectError {
         /// The I/O error.
         error: String,
     },
+}
+
+impl Classify for SelectError {
+    /// A directory that cannot be listed is the `--config-dir` the operator named.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            SelectError::MissingKey { .. } | SelectError::List { .. } => true,
+        }
+    }
 }
 
 /// The keys of a ConfigMap mount: visible regular files (following symlinks), sorted. Kubernetes'

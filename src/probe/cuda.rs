@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+use crate::exit::Classify;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,12 @@ pub struct CudaError {
     pub name: String,
     /// `cuGetErrorString`'s answer.
     pub text: String,
+}
+
+impl Classify for CudaError {
+    fn is_bad_configuration(&self) -> bool {
+        false
+    }
 }
 
 /// Why the CUDA driver could not be used at all.
@@ -63,6 +70,15 @@ pub enum CudaOpenError {
         /// What `cuInit` answered.
         source: CudaError,
     },
+}
+
+impl Classify for CudaOpenError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            CudaOpenError::Load { .. } | CudaOpenError::Symbol { .. } => false,
+            CudaOpenError::Init { source, .. } => source.is_bad_configuration(),
+        }
+    }
 }
 
 type Fn0 = unsafe extern "C" fn(c_uint) -> CuResult;

@@ -176,12 +176,12 @@ pub enum ConfigError {
         what: String,
     },
     /// Not YAML (or JSON); the parser's message carries line and column.
-    #[error("unable to parse config file {path}: {message}")]
+    #[error("unable to parse config file {path}: {source}")]
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's message.
-        message: String,
+        /// The parser's message, with line and column.
+        source: crate::yaml::YamlError,
     },
     /// A field has an unacceptable value.
     #[error("invalid config file {path}: {field}: {message}")]
@@ -238,7 +238,7 @@ impl ConfigFile {
             what: "is not UTF-8".into(),
         })?;
         Self::parse(text).map_err(|e| match e {
-            ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
+            ParseError::Syntax(source) => ConfigError::Syntax { path: path.into(), source },
             ParseError::Invalid((field, message)) => {
                 ConfigError::Invalid { path: path.into(), field, message }
             }
@@ -270,7 +270,7 @@ impl ConfigFile {
         if is_blank(text) {
             return Ok(ConfigFile::default());
         }
-        let value: Value = crate::yaml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+        let value: Value = crate::yaml::from_str(text).map_err(ParseError::Syntax)?;
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
@@ -328,7 +328,7 @@ impl ConfigFile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// YAML syntax, with the parser's line and column.
-    Syntax(String),
+    Syntax(crate::yaml::YamlError),
     /// A field's value: (YAML path, message).
     Invalid(Bad),
 }

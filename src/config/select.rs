@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 pub use crate::kubeapi::node_view::CONFIG_LABEL;
 
 /// Why no config could be chosen.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SelectError {
     /// The label (or `--config-default`) names a key the directory does not have.
     #[error("{source_name} selects config {key:?}, but {dir} has no such key (keys: {available:?})")]
@@ -23,12 +23,12 @@ pub enum SelectError {
         available: Vec<String>,
     },
     /// The directory cannot be listed.
-    #[error("cannot list config directory {dir}: {error}")]
+    #[error("cannot list config directory {dir}: {source}")]
     List {
         /// The directory.
         dir: String,
         /// The I/O error.
-        error: String,
+        source: std::io::Error,
     },
 }
 
@@ -45,7 +45,7 @@ impl Classify for SelectError {
 /// own entries (`..data`, `..2024_...`) start with dots and are skipped.
 pub fn keys(dir: &Path) -> Result<Vec<String>, SelectError> {
     let rd = std::fs::read_dir(dir)
-        .map_err(|e| SelectError::List { dir: dir.display().to_string(), error: e.to_string() })?;
+        .map_err(|source| SelectError::List { dir: dir.display().to_string(), source })?;
     let mut keys: Vec<String> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().map(String::from))

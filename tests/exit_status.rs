@@ -74,7 +74,7 @@ fn every_configuration_error_exits_2() {
         ("a flag's value".into(), with(&["--sleep-interval=abc"], &print), vec![]),
         ("an env var's value".into(), with(&[], &print), vec![("GFD_SLEEP_INTERVAL", "abc")]),
         ("clap's own usage error".into(), with(&["--oneshot=maybe"], &[]), vec![]),
-        ("a flag given before its subcommand's place".into(), with(&["probe", "--oneshot"], &[]), vec![]),
+        ("a labeller's flag on a subcommand".into(), with(&["probe", "--oneshot"], &[]), vec![]),
         ("a missing config file".into(), with(&["--config-file", missing], &print), vec![]),
         ("a config file that is not YAML".into(), with(&["--config-file", syntax], &print), vec![]),
         ("an invalid sharing section".into(), with(&["--config-file", invalid], &print), vec![]),

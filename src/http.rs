@@ -1,6 +1,7 @@
 //! The HTTP endpoint: `/healthz` (the process is alive), `/readyz` (the last publish succeeded,
 //! recently enough) and `/metrics` (Prometheus text format).
 
+use crate::exit::Classify;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
@@ -95,9 +96,25 @@ pub fn handle(path: &str, liveness: &Liveness, registry: &Registry) -> Response<
 }
 
 /// Parses `host:port`, or Go's `:port` for every address.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, ListenAddrError> {
     let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
-    full.parse().map_err(|e| format!("invalid listen address {text:?}: {e} (use host:port or :port)"))
+    full.parse().map_err(|source| ListenAddrError { text: text.into(), source })
+}
+
+/// A `--metrics-addr` that is not an address.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid listen address {text:?}: {source} (use host:port or :port)")]
+pub struct ListenAddrError {
+    /// The flag's value.
+    pub text: String,
+    /// Why it is not an address.
+    pub source: std::net::AddrParseError,
+}
+
+impl Classify for ListenAddrError {
+    fn is_bad_configuration(&self) -> bool {
+        true
+    }
 }
 
 /// Why the endpoint could not start.
@@ -110,6 +127,13 @@ pub struct ServeError {
     pub addr: SocketAddr,
     /// Why binding failed.
     pub source: std::io::Error,
+}
+
+impl Classify for ServeError {
+    /// An address that parses but cannot be bound (in use, not this host's) is the node's state.
+    fn is_bad_configuration(&self) -> bool {
+        false
+    }
 }
 
 /// The endpoint being served; dropping it stops serving.

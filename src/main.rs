@@ -1,11 +1,17 @@
 //! The nvlabel binary: parse, resolve the settings, log, install the signals, hand over.
 //! Everything else is library code.
 
-use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState};
+use nvlabel::config::modes::NoEffectError;
+use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState, ReloadError};
 use nvlabel::daemon::service::Service;
-use nvlabel::daemon::Control;
+use nvlabel::daemon::{Control, DaemonError};
+use nvlabel::exit::Classify;
+use nvlabel::health::prune::PruneError;
 use nvlabel::logging::LogFormat;
+use nvlabel::pass::PassError;
 use nvlabel::probe::Session;
+use nvlabel::publish::{PublishError, SetupError};
+use nvlabel::snapshot::SnapshotError;
 use nvlabel::startup::{self, Startup};
 use std::collections::HashMap;
 
@@ -26,28 +32,75 @@ fn main() {
         .unwrap_or(LogFormat::Text);
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
-        nvlabel::logging::fatal(log_format, e.as_ref(), hint(&e));
+        nvlabel::logging::fatal(log_format, &e, e.hint());
         std::process::exit(nvlabel::exit::code(&e));
     }
 }
 
-/// What to do about an error that ended the process, when there is a usual fix: a driver that
-/// does not start is the commonest first-run failure.
-fn hint(e: &anyhow::Error) -> Option<&'static str> {
-    use nvlabel::daemon::DaemonError;
-    use nvlabel::pass::PassError;
-    let probe = match (e.downcast_ref::<DaemonError>(), e.downcast_ref::<PassError>()) {
-        (Some(DaemonError::Pass(PassError::Probe(p))), _) | (_, Some(PassError::Probe(p))) => p,
-        _ => return None,
-    };
-    probe.hint()
+/// The error that ended the run, as the room that met it made it: kept typed to the end, so it
+/// says itself whether it is a bad configuration. Each says what it says on its own: the line
+/// and the chain of causes are the wrapped error's.
+#[derive(Debug, thiserror::Error)]
+enum Stop {
+    /// The configuration (flags, env, the config file) is unusable.
+    #[error(transparent)]
+    Config(#[from] ReloadError),
+    /// A flag given where it has no effect.
+    #[error(transparent)]
+    NoEffect(#[from] NoEffectError),
+    /// `nvlabel prune --health-only` (or its flags).
+    #[error(transparent)]
+    Prune(#[from] PruneError),
+    /// The signal handlers could not be installed.
+    #[error(transparent)]
+    Signals(std::io::Error),
+    /// The daemon, a one-shot run or what they start from.
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    /// `nvlabel probe` or `nvlabel hook`'s pass.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// `nvlabel probe`'s snapshot could not be rendered.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// `nvlabel prune`'s writer could not be set up.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// `nvlabel prune`'s writer failed.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
 }
 
-async fn real_main(
-    command: Option<CommandKind>,
-    cli: Cli,
-    env: HashMap<String, String>,
-) -> anyhow::Result<()> {
+impl Classify for Stop {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            Stop::Config(e) => e.is_bad_configuration(),
+            Stop::NoEffect(e) => e.is_bad_configuration(),
+            Stop::Prune(e) => e.is_bad_configuration(),
+            Stop::Signals(_) => false,
+            Stop::Daemon(e) => e.is_bad_configuration(),
+            Stop::Pass(e) => e.is_bad_configuration(),
+            Stop::Snapshot(e) => e.is_bad_configuration(),
+            Stop::Setup(e) => e.is_bad_configuration(),
+            Stop::Publish(e) => e.is_bad_configuration(),
+        }
+    }
+}
+
+impl Stop {
+    /// What to do about it, when there is a usual fix: a driver that does not start is the
+    /// commonest first-run failure.
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            Stop::Daemon(DaemonError::Pass(PassError::Probe(p))) | Stop::Pass(PassError::Probe(p)) => {
+                p.hint()
+            }
+            _ => None,
+        }
+    }
+}
+
+async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, String>) -> Result<(), Stop> {
     let prune = cli.prune.clone();
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
     let given = cli.given.clone();
@@ -59,7 +112,7 @@ async fn real_main(
         tracing::warn!("{warning}");
     }
     if prune.all_nodes && !prune.health_only {
-        return Err(nvlabel::health::prune::PruneError::AllNodesAlone.into());
+        return Err(PruneError::AllNodesAlone.into());
     }
     if command == Some(CommandKind::Prune) && prune.health_only {
         // No writer is set up: the labels stay.
@@ -69,7 +122,7 @@ async fn real_main(
     }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
-    let control = if daemon { Some(signals()?) } else { None };
+    let control = if daemon { Some(signals().map_err(Stop::Signals)?) } else { None };
     let Startup { config, client, rejected_reloads } = startup::prepare(command, config).await?;
     let settings = config.loaded().settings.clone();
     match (command, control) {
@@ -111,7 +164,7 @@ async fn real_main(
 
 /// SIGHUP reloads; SIGTERM (what Kubernetes sends), SIGINT and SIGQUIT stop cleanly. A signal
 /// that arrives during a pass waits in the channel, so none is lost.
-fn signals() -> anyhow::Result<tokio::sync::mpsc::Receiver<Control>> {
+fn signals() -> std::io::Result<tokio::sync::mpsc::Receiver<Control>> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let mut hup = signal(SignalKind::hangup())?;

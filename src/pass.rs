@@ -1,6 +1,7 @@
 //! One labelling pass: the snapshot (NVML, or a snapshot file), then the labels, with what went
 //! wrong along the way. Publishing is the caller's.
 
+use crate::exit::Classify;
 use crate::labels::{self, LabelConfig, Labels, Profile};
 use crate::probe::{self, ProbeError, Session};
 use crate::snapshot::{Snapshot, SnapshotError};
@@ -39,6 +40,17 @@ pub enum PassError {
         /// The timeout.
         limit: std::time::Duration,
     },
+}
+
+impl Classify for PassError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PassError::Probe(e) => e.is_bad_configuration(),
+            PassError::Snapshot(e) => e.is_bad_configuration(),
+            PassError::Worker(e) => e.is_bad_configuration(),
+            PassError::Unresponsive { .. } => false,
+        }
+    }
 }
 
 /// The node's snapshot: from `--snapshot`, or probed through `session`. An NVML init failure

@@ -227,12 +227,12 @@ pub enum SnapshotError {
         source: std::io::Error,
     },
     /// The file is not a valid snapshot.
-    #[error("invalid snapshot {path}: {message}")]
+    #[error("invalid snapshot {path}: {source}")]
     Parse {
         /// The file.
         path: String,
         /// The parser's message, with line and column.
-        message: String,
+        source: crate::yaml::YamlError,
     },
     /// The file holds no snapshot at all (empty, comments, a bare `---`).
     #[error("invalid snapshot {path}: it is empty; write one with `nvlabel probe > {path}`")]
@@ -242,7 +242,20 @@ pub enum SnapshotError {
     },
     /// The snapshot could not be rendered as YAML.
     #[error("cannot render snapshot as YAML: {0}")]
-    Render(String),
+    Render(#[source] serde_saphyr::ser::Error),
+}
+
+impl crate::exit::Classify for SnapshotError {
+    /// A `--snapshot` stands in for the hardware: one that cannot be read is the node's, as a
+    /// driver that cannot be loaded is.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            SnapshotError::Read { .. }
+            | SnapshotError::Parse { .. }
+            | SnapshotError::Empty { .. }
+            | SnapshotError::Render(_) => false,
+        }
+    }
 }
 
 impl Gpu {
@@ -288,12 +301,11 @@ impl Snapshot {
         if crate::yaml::is_blank(text) {
             return Err(SnapshotError::Empty { path: path.into() });
         }
-        crate::yaml::from_str(text)
-            .map_err(|e| SnapshotError::Parse { path: path.into(), message: e.to_string() })
+        crate::yaml::from_str(text).map_err(|source| SnapshotError::Parse { path: path.into(), source })
     }
 
     /// Renders the snapshot as YAML.
     pub fn to_yaml(&self) -> Result<String, SnapshotError> {
-        serde_saphyr::to_string(self).map_err(|e| SnapshotError::Render(e.to_string()))
+        serde_saphyr::to_string(self).map_err(SnapshotError::Render)
     }
 }

@@ -23,6 +23,14 @@ pub enum WorkerError {
     Gone(String),
 }
 
+impl crate::exit::Classify for WorkerError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            WorkerError::Panicked { .. } | WorkerError::Gone(_) => false,
+        }
+    }
+}
+
 /// One long-lived thread; it ends when its `Worker` is dropped and the job in hand is done.
 #[derive(Debug)]
 pub struct Worker {

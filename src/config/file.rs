@@ -4,6 +4,7 @@
 //! fields are warned about instead of silently ignored.
 
 use crate::duration::Interval;
+use crate::exit::Classify;
 use crate::sharing::Sharing;
 /// Whether config text is blank (see [`crate::yaml::is_blank`]): defaults at start-up, refused on
 /// reload ([`super::source`]).
@@ -152,12 +153,12 @@ pub enum ConfigError {
         what: String,
     },
     /// Not YAML (or JSON); the parser's message carries line and column.
-    #[error("unable to parse config file {path}: {message}")]
+    #[error("unable to parse config file {path}: {source}")]
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's message.
-        message: String,
+        /// The parser's message, with line and column.
+        source: crate::yaml::YamlError,
     },
     /// A field has an unacceptable value.
     #[error("invalid config file {path}: {field}: {message}")]
@@ -169,6 +170,18 @@ pub enum ConfigError {
         /// GFD's message for it.
         message: String,
     },
+}
+
+impl Classify for ConfigError {
+    /// A config file that is missing is as bad as one that is not YAML: the operator named it.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            ConfigError::Read { .. }
+            | ConfigError::NotText { .. }
+            | ConfigError::Syntax { .. }
+            | ConfigError::Invalid { .. } => true,
+        }
+    }
 }
 
 /// A validation failure inside the file: (YAML path, message).
@@ -202,7 +215,7 @@ impl ConfigFile {
             what: "is not UTF-8".into(),
         })?;
         Self::parse(text).map_err(|e| match e {
-            ParseError::Syntax(message) => ConfigError::Syntax { path: path.into(), message },
+            ParseError::Syntax(source) => ConfigError::Syntax { path: path.into(), source },
             ParseError::Invalid((field, message)) => {
                 ConfigError::Invalid { path: path.into(), field, message }
             }
@@ -234,7 +247,7 @@ impl ConfigFile {
         if is_blank(text) {
             return Ok(ConfigFile::default());
         }
-        let value: Value = crate::yaml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+        let value: Value = crate::yaml::from_str(text).map_err(ParseError::Syntax)?;
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
@@ -292,7 +305,7 @@ impl ConfigFile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// YAML syntax, with the parser's line and column.
-    Syntax(String),
+    Syntax(crate::yaml::YamlError),
     /// A field's value: (YAML path, message).
     Invalid(Bad),
 }

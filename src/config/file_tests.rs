@@ -263,7 +263,7 @@ fn json_is_accepted() {
 #[test]
 fn syntax_errors_carry_line_and_column() {
     match ConfigFile::parse("sharing:\n  timeSlicing:\n    resources: [\n") {
-        Err(ParseError::Syntax(m)) => assert!(m.contains("line"), "{m}"),
+        Err(ParseError::Syntax(m)) => assert!(m.to_string().contains("line"), "{m}"),
         other => panic!("{other:?}"),
     }
 }

@@ -11,6 +11,7 @@ use super::resolve::Env;
 use super::row::{Mode, Run};
 use super::rows::row;
 use super::settings::Settings;
+use crate::exit::Classify;
 use crate::labels::AllocationMode;
 
 /// The mode of `command` with these settings.
@@ -33,6 +34,12 @@ pub struct NoEffectError {
     pub flag: Flag,
     /// Where it has none.
     pub why: String,
+}
+
+impl Classify for NoEffectError {
+    fn is_bad_configuration(&self) -> bool {
+        true
+    }
 }
 
 /// Checks the flags `given` on the command line and those set in `env` against their rows

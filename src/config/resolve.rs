@@ -9,6 +9,7 @@ use super::flags::Cli;
 use super::row::{Empty, Row};
 use super::rows::row;
 use super::settings::{FileLayer, Settings};
+use crate::exit::Classify;
 use std::path::PathBuf;
 
 /// A flag or env value that is not acceptable.
@@ -24,6 +25,14 @@ pub enum CliError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl Classify for CliError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            CliError::Invalid { .. } => true,
+        }
+    }
 }
 
 /// The env lookup used by [`Settings::resolve`].

@@ -1,13 +1,14 @@
 //! Which config a node uses, from a mounted ConfigMap directory (one file per key) and the node's
 //! `nvidia.com/device-plugin.config` label. This replaces GFD's config-manager sidecar.
 
+use crate::exit::Classify;
 use std::path::{Path, PathBuf};
 
 /// The node label that names the config key (defined with the Node view, which reads it).
 pub use crate::kubeapi::node_view::CONFIG_LABEL;
 
 /// Why no config could be chosen.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SelectError {
     /// The label (or `--config-default`) names a key the directory does not have.
     #[error("{source_name} selects config {key:?}, but {dir} has no such key (keys: {available:?})")]
@@ -22,20 +23,29 @@ pub enum SelectError {
         available: Vec<String>,
     },
     /// The directory cannot be listed.
-    #[error("cannot list config directory {dir}: {error}")]
+    #[error("cannot list config directory {dir}: {source}")]
     List {
         /// The directory.
         dir: String,
         /// The I/O error.
-        error: String,
+        source: std::io::Error,
     },
+}
+
+impl Classify for SelectError {
+    /// A directory that cannot be listed is the `--config-dir` the operator named.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            SelectError::MissingKey { .. } | SelectError::List { .. } => true,
+        }
+    }
 }
 
 /// The keys of a ConfigMap mount: visible regular files (following symlinks), sorted. Kubernetes'
 /// own entries (`..data`, `..2024_...`) start with dots and are skipped.
 pub fn keys(dir: &Path) -> Result<Vec<String>, SelectError> {
     let rd = std::fs::read_dir(dir)
-        .map_err(|e| SelectError::List { dir: dir.display().to_string(), error: e.to_string() })?;
+        .map_err(|source| SelectError::List { dir: dir.display().to_string(), source })?;
     let mut keys: Vec<String> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().map(String::from))

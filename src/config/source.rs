@@ -12,6 +12,7 @@ use super::file::ConfigFile;
 use super::flags::Cli;
 use super::select::{self, SelectError};
 use super::settings::Settings;
+use crate::exit::Classify;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -80,6 +81,17 @@ pub enum ReloadError {
         "config file {0} is empty or only comments; on reload that is taken for a file being written, not for \"no configuration\" (link it to /dev/null for defaults)"
     )]
     Blank(PathBuf),
+}
+
+impl Classify for ReloadError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            ReloadError::Select(e) => e.is_bad_configuration(),
+            ReloadError::Config(e) => e.is_bad_configuration(),
+            ReloadError::Flags(e) => e.is_bad_configuration(),
+            ReloadError::BothSources | ReloadError::StartOnly { .. } | ReloadError::Blank(_) => true,
+        }
+    }
 }
 
 /// The configuration in force.

@@ -7,8 +7,8 @@
 
 use super::flags::{command, Cli, Command};
 
-/// The exit status of a usage error.
-pub const EXIT: i32 = 2;
+/// The exit status of a usage error: that of every bad configuration.
+pub const EXIT: i32 = crate::exit::BAD_CONFIGURATION;
 
 // Beside the rule it applies rather than in flags.rs, so flags.rs stays the command line's
 // definition alone.

@@ -9,6 +9,7 @@ mod allocation;
 pub mod config;
 mod cross_check;
 pub mod drift;
+mod error;
 pub mod metrics;
 pub mod publisher;
 pub mod runner;
@@ -16,6 +17,7 @@ mod serve;
 pub mod service;
 pub mod watch;
 
+pub use error::{DaemonError, ThreadError};
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
 use crate::health::config::HealthConfig;
@@ -24,7 +26,7 @@ use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::pass::{self, PassError};
 use crate::probe::Session;
-use crate::publish::{PublishError, SetupError, Target};
+use crate::publish::Target;
 use crate::sharing_check::SharingCheck;
 use crate::troubles::Troubles;
 use config::{Inputs, LoopConfig};
@@ -47,46 +49,6 @@ pub enum Control {
     /// SIGTERM/SIGINT/SIGQUIT: stop after the write in flight; labels stay.
     Shutdown,
 }
-
-/// Why the daemon stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
-    #[error(transparent)]
-    Pass(#[from] PassError),
-    /// Publishing failed in a one-shot run.
-    #[error(transparent)]
-    Publish(#[from] PublishError),
-    /// The writer could not be set up.
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    /// The config watch could not be set up.
-    #[error("cannot watch the configuration: {0}")]
-    Watch(#[from] notify::Error),
-    /// A thread of the daemon could not be started.
-    #[error(transparent)]
-    Thread(#[from] ThreadError),
-    /// GPU health could not be started.
-    #[error(transparent)]
-    Health(#[from] crate::health::task::HealthError),
-    /// The HTTP endpoint could not be started.
-    #[error(transparent)]
-    Serve(#[from] crate::http::ServeError),
-    /// The API client could not be made.
-    #[error(transparent)]
-    Client(#[from] crate::kubeapi::ClientError),
-    /// `--metrics-addr` is not an address.
-    #[error("{0}")]
-    ListenAddr(String),
-    /// The labelling loop panicked.
-    #[error("the labelling loop panicked: {0}")]
-    Panicked(String),
-}
-
-/// A thread could not be started.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot start the {0} thread: {1}")]
-pub struct ThreadError(pub &'static str, #[source] pub std::io::Error);
 
 /// The shortest time between passes.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);

@@ -142,7 +142,7 @@ impl Service {
         drop(endpoint);
         match result {
             Ok(ended) => ended,
-            Err(e) => Err(DaemonError::Panicked(e.to_string())),
+            Err(e) => Err(DaemonError::Panicked(e)),
         }
     }
 }

@@ -4,24 +4,32 @@ use std::path::{Path, PathBuf};
 
 /// Why the boot id is unknown.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read the boot id from {path}: {reason}")]
-pub struct BootIdError {
-    /// The file.
-    pub path: PathBuf,
-    /// What went wrong.
-    pub reason: String,
+pub enum BootIdError {
+    /// The file could not be opened or read.
+    #[error("cannot read the boot id from {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file holds nothing.
+    #[error("cannot read the boot id from {path}: the file is empty")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// Reads the node's boot id (a UUID line; at most 128 bytes are read).
 pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
-    let err = |reason: String| BootIdError { path: path.into(), reason };
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let err = |source| BootIdError::Read { path: path.into(), source };
+    let file = std::fs::File::open(path).map_err(err)?;
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text)
-        .map_err(|e| err(e.to_string()))?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text).map_err(err)?;
     let id = text.trim();
     if id.is_empty() {
-        return Err(err("the file is empty".into()));
+        return Err(BootIdError::Empty { path: path.into() });
     }
     Ok(id.to_string())
 }

@@ -8,7 +8,8 @@
 use super::config::HealthConfig;
 use super::publish::{health_wrote, NodeCondition};
 use super::taints::{self, TaintError};
-use crate::kubeapi::errors::{ApiFailure, Short};
+use crate::exit::Classify;
+use crate::kubeapi::errors::ApiFailure;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
@@ -36,14 +37,25 @@ pub enum PruneError {
     #[error(transparent)]
     Client(#[from] crate::kubeapi::ClientError),
     /// The nodes could not be listed.
-    #[error("cannot list the nodes: {0}")]
-    List(String),
+    #[error(transparent)]
+    List(ApiFailure),
     /// The condition and record could not be removed.
     #[error(transparent)]
     Condition(#[from] ApiFailure),
     /// The device taints could not be removed.
     #[error(transparent)]
     Taints(#[from] TaintError),
+}
+
+impl Classify for PruneError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PruneError::AllNodesAlone | PruneError::NoNodes => true,
+            PruneError::Client(e) => e.is_bad_configuration(),
+            PruneError::List(e) | PruneError::Condition(e) => e.is_bad_configuration(),
+            PruneError::Taints(e) => e.is_bad_configuration(),
+        }
+    }
 }
 
 /// Removes this node's GPU health condition, its fault record and its device taints, where the
@@ -76,7 +88,15 @@ where
     let (mut nodes, mut cleared) = (0, 0);
     let mut page = ListParams::default().limit(PAGE);
     loop {
-        let list = api.list(&page).await.map_err(|e| PruneError::List(Short(&e).to_string()))?;
+        let list = api.list(&page).await.map_err(|source| {
+            PruneError::List(ApiFailure {
+                action: "list",
+                object: "the nodes".into(),
+                verb: "list",
+                resource: "nodes",
+                source,
+            })
+        })?;
         for node in list.items.iter().filter(|n| health_wrote(n)) {
             let name = node.metadata.name.clone().unwrap_or_default();
             let mut condition =

@@ -67,7 +67,7 @@ pub struct RecordedFault {
 pub enum RecordError {
     /// Not JSON, or not a record's shape.
     #[error("annotation {ANNOTATION} is not a GPU health record: {0}")]
-    Malformed(serde_json::Error),
+    Malformed(#[source] serde_json::Error),
     /// Another schema version (a newer nvlabel's, after a downgrade).
     #[error("annotation {ANNOTATION} has record version {0}; this nvlabel reads versions 1 and {VERSION}")]
     Version(String),

@@ -28,6 +28,14 @@ use tokio::time::Instant;
 /// How often discovery is asked again where DeviceTaintRule is not served.
 const REDISCOVER: Duration = Duration::from_secs(600);
 
+impl crate::exit::Classify for TaintError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            TaintError::Api { .. } => false,
+        }
+    }
+}
+
 /// The rules `faulty` (GPU UUID → reason) asks for on the devices of `slices`, by name. Only
 /// devices of the pool named after `node` (as NVIDIA's driver names it): the admission policy
 /// admits no other, and a restart could not tell another pool's rules for this node's.

@@ -16,6 +16,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 pub use super::monitor::HealthError;
 
+impl crate::exit::Classify for HealthError {
+    /// `--health` where labels do not go to the API has nowhere to write its condition.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            HealthError::NoApi => true,
+            HealthError::Thread(..) => false,
+        }
+    }
+}
+
 /// How long a stop waits for the event thread (it looks at its stop flag every half second).
 pub const STOP_WAIT: Duration = Duration::from_secs(2);
 

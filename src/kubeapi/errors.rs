@@ -96,6 +96,14 @@ impl fmt::Display for ApiFailure {
 // kube's `ServiceError: ...` wrapper to the one line a second time.
 impl std::error::Error for ApiFailure {}
 
+impl crate::exit::Classify for ApiFailure {
+    /// An API server's refusal is the cluster's, even where its fix is a flag (a namespace that
+    /// does not exist, NFD's CRD not installed).
+    fn is_bad_configuration(&self) -> bool {
+        false
+    }
+}
+
 impl ApiFailure {
     /// The HTTP status, if the server answered.
     pub fn code(&self) -> Option<u16> {

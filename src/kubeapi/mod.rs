@@ -16,6 +16,7 @@ pub mod ratelimit;
 pub mod retry;
 pub mod slices;
 
+use crate::exit::Classify;
 use std::time::Duration;
 
 /// The limits every request of a client gets.
@@ -67,35 +68,38 @@ pub enum ClientError {
         source: std::io::Error,
     },
     /// The `--kubeconfig` file was read but is not usable.
-    #[error("cannot use the kubeconfig {path:?}: {reason}")]
+    #[error("cannot use the kubeconfig {path:?}: {source}")]
     Kubeconfig {
         /// The `--kubeconfig` file.
         path: String,
         /// What is wrong with it.
-        reason: String,
+        source: kube::config::KubeconfigError,
     },
     /// No kubeconfig and no in-cluster configuration.
-    #[error("cannot find a Kubernetes API server: no --kubeconfig, no KUBECONFIG, no ~/.kube/config, and not in a pod ({reason})")]
+    #[error("cannot find a Kubernetes API server: no --kubeconfig, no KUBECONFIG, no ~/.kube/config, and not in a pod ({source})")]
     Infer {
         /// What the last attempt said.
-        reason: String,
+        source: kube::config::InferConfigError,
     },
     /// The configuration was found but no client could be built from it.
-    #[error("cannot create a Kubernetes client for {url}: {reason}")]
+    #[error("cannot create a Kubernetes client for {url}: {source}")]
     Build {
         /// The API server.
         url: String,
         /// Why.
-        reason: String,
+        source: kube::Error,
     },
 }
 
-impl ClientError {
-    /// Whether this is a configuration nvlabel cannot use: a `--kubeconfig` that cannot be read
-    /// or used names a file the operator chose (not finding an API server at all, or a client
-    /// that cannot be built from a good configuration, is the node's or the cluster's).
-    pub fn is_bad_configuration(&self) -> bool {
-        matches!(self, ClientError::Read { .. } | ClientError::Kubeconfig { .. })
+impl Classify for ClientError {
+    /// A `--kubeconfig` that cannot be read or used names a file the operator chose (not finding
+    /// an API server at all, or a client that cannot be built from a good configuration, is the
+    /// node's or the cluster's).
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            ClientError::Read { .. } | ClientError::Kubeconfig { .. } => true,
+            ClientError::Infer { .. } | ClientError::Build { .. } => false,
+        }
     }
 }
 
@@ -114,14 +118,14 @@ pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<ku
                 kube::config::KubeconfigError::ReadConfig(source, _) => {
                     ClientError::Read { path: path.to_string(), source }
                 }
-                other => ClientError::Kubeconfig { path: path.to_string(), reason: other.to_string() },
+                source => ClientError::Kubeconfig { path: path.to_string(), source },
             };
             let file = kube::config::Kubeconfig::read_from(path).map_err(fail)?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(fail)?
         }
-        None => kube::Config::infer().await.map_err(|e| ClientError::Infer { reason: e.to_string() })?,
+        None => kube::Config::infer().await.map_err(|source| ClientError::Infer { source })?,
     };
     errors::remember_server(&config.cluster_url.to_string());
     client_from(config, qps, burst, Limits::default())
@@ -144,7 +148,7 @@ pub fn client_from(
     config.default_retry = false;
     let agent = hyper::header::HeaderValue::from_str(&user_agent()).expect("a valid header value");
     config.headers.push((hyper::header::USER_AGENT, agent));
-    let fail = |e: kube::Error| ClientError::Build { url: url.clone(), reason: e.to_string() };
+    let fail = |source: kube::Error| ClientError::Build { url: url.clone(), source };
     let builder = kube::client::ClientBuilder::try_from(config).map_err(fail)?;
     let builder = builder.with_layer(&limit::LimitLayer::new(
         limits.request,

@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+use crate::exit::Classify;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
@@ -36,16 +37,22 @@ pub struct CudaError {
     pub text: String,
 }
 
+impl Classify for CudaError {
+    fn is_bad_configuration(&self) -> bool {
+        false
+    }
+}
+
 /// Why the CUDA driver could not be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum CudaOpenError {
     /// The library did not load.
-    #[error("cannot load {library}: {reason}")]
+    #[error("cannot load {library}: {}", loader_said(library, source))]
     Load {
         /// The library asked for.
         library: String,
         /// What the loader said.
-        reason: String,
+        source: libloading::Error,
     },
     /// A function the probe needs is not in the library.
     #[error("{library} is not the CUDA driver: {symbol} is missing")]
@@ -63,6 +70,21 @@ pub enum CudaOpenError {
         /// What `cuInit` answered.
         source: CudaError,
     },
+}
+
+impl Classify for CudaOpenError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            CudaOpenError::Load { .. } | CudaOpenError::Symbol { .. } => false,
+            CudaOpenError::Init { source, .. } => source.is_bad_configuration(),
+        }
+    }
+}
+
+/// The loader's text without the path it starts with, which the message names already.
+fn loader_said(library: &str, e: &libloading::Error) -> String {
+    let text = e.to_string();
+    text.strip_prefix(&format!("{library}: ")).unwrap_or(&text).to_string()
 }
 
 type Fn0 = unsafe extern "C" fn(c_uint) -> CuResult;
@@ -111,11 +133,8 @@ impl Cuda {
         let shown = library.display().to_string();
         // SAFETY: loading runs the library's initialisers; libcuda's are the driver's own, the
         // same ones any CUDA program runs.
-        let lib = unsafe { libloading::Library::new(library.as_os_str()) }.map_err(|e| {
-            let text = e.to_string();
-            let reason = text.strip_prefix(&format!("{shown}: ")).unwrap_or(&text).to_string();
-            CudaOpenError::Load { library: shown.clone(), reason }
-        })?;
+        let lib = unsafe { libloading::Library::new(library.as_os_str()) }
+            .map_err(|source| CudaOpenError::Load { library: shown.clone(), source })?;
         let need = |symbol: &'static str| CudaOpenError::Symbol { library: shown.clone(), symbol };
         // SAFETY: each type below is cuda.h's declaration of the function it names.
         let (init, cuda) = unsafe {

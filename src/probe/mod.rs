@@ -31,6 +31,7 @@ pub use raw::clocks_event_reasons;
 pub use session::Session;
 pub use source::{Backend, Strategy};
 
+use crate::exit::Classify;
 use crate::snapshot::{Issue, Snapshot};
 use std::path::PathBuf;
 
@@ -144,6 +145,20 @@ pub enum ProbeError {
     /// The `--pci-ids` file could not be read (vfio).
     #[error("{0}")]
     PciIds(#[source] pci_ids::PciIdsError),
+}
+
+impl Classify for ProbeError {
+    /// A driver that is missing or will not start is the node's, even where `--nvml-library` or
+    /// `--cuda-library` points at the wrong file: the same file is right on another node.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::DeviceCount(_) => false,
+            ProbeError::Cuda(e) => e.is_bad_configuration(),
+            ProbeError::CudaCount(e) => e.is_bad_configuration(),
+            ProbeError::Vfio(e) => e.is_bad_configuration(),
+            ProbeError::PciIds(e) => e.is_bad_configuration(),
+        }
+    }
 }
 
 impl ProbeError {

@@ -34,6 +34,15 @@ pub enum PciIdsError {
     },
 }
 
+impl crate::exit::Classify for PciIdsError {
+    /// Like a snapshot, the PCI database describes the hardware: unreadable, it is the node's.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PciIdsError::Read { .. } => false,
+        }
+    }
+}
+
 /// Which copy of the database the names come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

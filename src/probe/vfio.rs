@@ -38,12 +38,20 @@ pub enum VfioError {
     },
 }
 
+impl crate::exit::Classify for VfioError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            VfioError::List { .. } => false,
+        }
+    }
+}
+
 /// Why one sysfs file of a device gave no value.
 #[derive(Debug, thiserror::Error)]
 enum FileError {
     /// It could not be read or resolved.
     #[error("{0}")]
-    Read(std::io::Error),
+    Read(#[source] std::io::Error),
     /// It holds no number of the expected width.
     #[error("{value:?} is not a {bits}-bit number")]
     Parse {

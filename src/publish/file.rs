@@ -6,6 +6,7 @@
 
 use super::render::{self as output, OutputError};
 use super::{PublishError, Writer};
+use crate::exit::Classify;
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,15 @@ pub enum PruneFileError {
     /// Reading or removing failed.
     #[error(transparent)]
     Io(#[from] OutputError),
+}
+
+impl Classify for PruneFileError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PruneFileError::NotOurs { .. } => false,
+            PruneFileError::Io(e) => e.is_bad_configuration(),
+        }
+    }
 }
 
 impl FeatureFile {

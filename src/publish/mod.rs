@@ -57,6 +57,7 @@ pub use node::NodeLabels;
 pub use nodefeature::NodeFeature;
 pub use stdout::Stdout;
 
+use crate::exit::Classify;
 use crate::labels::Labels;
 use futures::future::BoxFuture;
 
@@ -68,7 +69,7 @@ pub enum PublishError {
     File(#[from] render::OutputError),
     /// Writing stdout failed.
     #[error("cannot write labels to stdout: {0}")]
-    Stdout(std::io::Error),
+    Stdout(#[source] std::io::Error),
     /// The Kubernetes API refused or could not be reached (after retries).
     #[error(transparent)]
     Api(#[from] crate::kubeapi::errors::ApiFailure),
@@ -81,6 +82,19 @@ pub enum PublishError {
     /// The publish did not finish within the pass's deadline and was abandoned.
     #[error("publishing did not finish within {}s and was abandoned; the next attempt backs off", .0.as_secs())]
     Timeout(std::time::Duration),
+}
+
+impl Classify for PublishError {
+    /// A writer that fails is the node's (a file that cannot be written) or the API's: its
+    /// configuration was checked when it was set up ([`SetupError`]).
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            PublishError::File(e) => e.is_bad_configuration(),
+            PublishError::Api(e) => e.is_bad_configuration(),
+            PublishError::Prune(e) => e.is_bad_configuration(),
+            PublishError::Stdout(_) | PublishError::NodeMissing(_) | PublishError::Timeout(_) => false,
+        }
+    }
 }
 
 /// Why a publish failed, as the failure metric's `reason` label.
@@ -178,6 +192,18 @@ pub enum SetupError {
     /// An API writer was built without a client (a caller's mistake, not the user's).
     #[error("no Kubernetes client was configured for the {0} writer")]
     NoClient(&'static str),
+}
+
+impl Classify for SetupError {
+    /// A writer without the flag it requires; a client that cannot be built is the client's to
+    /// say; a writer without a client is a caller's mistake, not the operator's.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            SetupError::NodeName | SetupError::NodeNameToPrint | SetupError::Namespace => true,
+            SetupError::Client(e) => e.is_bad_configuration(),
+            SetupError::NoClient(_) => false,
+        }
+    }
 }
 
 /// Which writer the settings ask for.

@@ -1,5 +1,6 @@
 //! Rendering labels (NFD `key=value` lines or JSON) and writing the NFD feature file atomically.
 
+use crate::exit::Classify;
 use crate::labels::Labels;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,15 @@ pub enum OutputError {
         /// What is there.
         kind: &'static str,
     },
+}
+
+impl Classify for OutputError {
+    /// Even a path that is no regular file is the node's state, like a missing directory.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            OutputError::Write { .. } | OutputError::TooLarge { .. } | OutputError::NotAFile { .. } => false,
+        }
+    }
 }
 
 /// `key=value` lines, sorted by key: NFD's feature-file format.

@@ -105,6 +105,8 @@ pub struct InForce {
     pub nvml_timeout: Duration,
     /// Where NVML and sysfs are read.
     pub probe: ProbeOptions,
+    /// The device taints' effect, where devices are tainted.
+    pub taint_effect: Option<TaintEffect>,
     /// The time between readings.
     pub every: Duration,
 }
@@ -116,6 +118,7 @@ impl HealthConfig {
             judging: self.judging.clone(),
             nvml_timeout: self.nvml_timeout,
             probe: self.probe.clone(),
+            taint_effect: self.taints_devices.then_some(self.taint_effect),
             every: self.every,
         }
     }

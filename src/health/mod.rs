@@ -28,3 +28,24 @@ pub mod taint_spec;
 pub mod taints;
 pub mod task;
 pub mod watchdog;
+
+/// Why health could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// `--health` without Kubernetes API access.
+    #[error("--health publishes a Node condition, which needs API access: use --sink=node or --use-node-feature-api with --node-name")]
+    NoApi,
+    /// A thread of health's could not be started.
+    #[error("cannot start the {0} thread: {1}")]
+    Thread(&'static str, #[source] std::io::Error),
+}
+
+impl crate::exit::Classify for HealthError {
+    /// `--health` where labels do not go to the API has nowhere to write its condition.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            HealthError::NoApi => true,
+            HealthError::Thread(..) => false,
+        }
+    }
+}

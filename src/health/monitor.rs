@@ -15,6 +15,7 @@ use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
 use super::watchdog::Watchdog;
+use super::HealthError;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
@@ -25,17 +26,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Why health could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum HealthError {
-    /// `--health` without Kubernetes API access.
-    #[error("--health publishes a Node condition, which needs API access: use --sink=node or --use-node-feature-api with --node-name")]
-    NoApi,
-    /// A thread of health's could not be started.
-    #[error("cannot start the {0} thread: {1}")]
-    Thread(&'static str, #[source] std::io::Error),
-}
 
 /// The health state between passes.
 pub struct Monitor {
@@ -177,10 +167,10 @@ impl Monitor {
         }
     }
 
-    /// Takes up a reloaded configuration, only what changed: which Xids decide, the expected
-    /// count, the NVML timeout and where NVML and sysfs are. The condition type, `--health`
-    /// itself and the boot-id file are start-only (a reload that changes them is rejected before
-    /// it gets here).
+    /// Takes up a reloaded configuration: which Xids decide, the expected count, the NVML
+    /// timeout, where NVML and sysfs are, and the device taints' effect (rewritten at the next
+    /// sync). The condition type, `--health` itself and the allocation mode are start-only (a
+    /// reload that changes them is rejected before it gets here).
     pub fn reconfigure(&mut self, config: &HealthConfig) {
         let j = &config.judging;
         if self.rules.ignored_xids != j.ignored_xids || self.rules.fatal_xids != j.fatal_xids {
@@ -190,11 +180,10 @@ impl Monitor {
         }
         // The count in force (the rules') changes at the next reading, which says so.
         self.expected.set_flag(j.expected_gpus);
-        if self.watchdog.timeout != config.nvml_timeout {
-            self.watchdog.timeout = config.nvml_timeout;
-        }
-        if self.opts != config.probe {
-            self.opts = config.probe.clone();
+        self.watchdog.timeout = config.nvml_timeout;
+        self.opts = config.probe.clone();
+        if let Some((taints, _)) = &mut self.taints {
+            taints.set_effect(config.taint_effect);
         }
     }
 
@@ -209,6 +198,7 @@ impl Monitor {
             },
             nvml_timeout: self.watchdog.timeout,
             probe: self.opts.clone(),
+            taint_effect: self.taints.as_ref().map(|(t, _)| t.effect()),
             every,
         }
     }

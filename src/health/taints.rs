@@ -104,6 +104,16 @@ impl DeviceTaints {
         }
     }
 
+    /// The effect the rules are written with.
+    pub fn effect(&self) -> TaintEffect {
+        self.effect
+    }
+
+    /// Writes the rules with `effect` from the next sync on (a reload changed it).
+    pub fn set_effect(&mut self, effect: TaintEffect) {
+        self.effect = effect;
+    }
+
     /// Brings the rules in line with `faulty` (GPU UUID → reason) on the devices of `slices`.
     /// Nothing is written or deleted until the slices are listed, so a view the API cannot give
     /// never removes a taint.

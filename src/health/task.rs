@@ -14,17 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use super::monitor::HealthError;
-
-impl crate::exit::Classify for HealthError {
-    /// `--health` where labels do not go to the API has nowhere to write its condition.
-    fn is_bad_configuration(&self) -> bool {
-        match self {
-            HealthError::NoApi => true,
-            HealthError::Thread(..) => false,
-        }
-    }
-}
+pub use super::HealthError;
 
 /// How long a stop waits for the event thread (it looks at its stop flag every half second).
 pub const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -214,12 +204,15 @@ mod tests {
     /// back from the parts that use it), and a stop ends the event thread.
     #[tokio::test]
     async fn a_reload_reaches_health_and_a_stop_ends_the_event_thread() {
-        let first = config(no_driver());
-        let mut task =
-            start(&first, Some(client()), Session::new(), Watches::default()).unwrap().expect("on");
+        let first = HealthConfig { taints_devices: true, ..config(no_driver()) };
+        let slices = Some(crate::kubeapi::slices::SliceWatch::spawn(client(), "n1"));
+        let watches = Watches { slices, node: None };
+        let mut task = start(&first, Some(client()), Session::new(), watches).unwrap().expect("on");
         assert_eq!(task.in_force(), first.in_force());
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
         let mut reloaded = config(ProbeOptions { sysfs_root: "/elsewhere/sys".into(), ..no_driver() });
+        reloaded.taints_devices = true;
+        reloaded.taint_effect = crate::health::config::TaintEffect::NoExecute;
         reloaded.judging.ignored_xids = [79].into();
         reloaded.judging.fatal_xids = [31].into();
         reloaded.judging.expected_gpus = Some(8);

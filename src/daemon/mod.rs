@@ -12,6 +12,7 @@ pub mod drift;
 mod error;
 pub mod metrics;
 pub mod publisher;
+mod retry;
 pub mod runner;
 mod serve;
 pub mod service;
@@ -21,24 +22,22 @@ pub use error::{DaemonError, ThreadError};
 pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 
 use crate::health::config::HealthConfig;
-use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::pass::{self, PassError};
 use crate::probe::Session;
 use crate::publish::Target;
-use crate::sharing_check::SharingCheck;
 use crate::troubles::Troubles;
 use config::{Inputs, LoopConfig};
+use cross_check::CrossCheck;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use publisher::Publisher;
+use retry::{Retry, MIN_INTERVAL};
 use runner::PassRunner;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch as broadcast;
 
 /// What the process is told from outside.
@@ -49,15 +48,6 @@ pub enum Control {
     /// SIGTERM/SIGINT/SIGQUIT: stop after the write in flight; labels stay.
     Shutdown,
 }
-
-/// The shortest time between passes.
-const MIN_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
-const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
-
-/// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time.
-const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
 
 /// What the labeller is made of, given in one step (nothing can be set in the wrong order).
 pub struct Parts {
@@ -95,20 +85,12 @@ pub struct Daemon {
     views: std::sync::Mutex<Option<BoxStream<'static, NodeView>>>,
     /// The writer, the labels last published, drift repair and refresh.
     publisher: Publisher,
-    /// Failed passes in a row, and the wait before the next attempt.
-    retry: FullJitter,
-    retry_wait: Option<Duration>,
-    /// Whether the last pass found NVML down (a publish that goes through later does not end
-    /// that pass's retry schedule).
-    nvml_down: bool,
-    /// Draws the jitter (a test seam: tests draw the largest wait to count attempts exactly).
-    draw: fn() -> f64,
+    /// When the next pass comes after one that could not do its whole job.
+    retry: Retry,
     /// What went wrong in the last pass, logged when it starts and when it ends.
     troubles: Troubles,
-    /// The Node's allocatable resources as the node watch last saw them.
-    watched_allocatable: Option<BTreeMap<String, String>>,
-    /// The sharing cross-check's memory (created with the grace period in force).
-    sharing_check: Option<SharingCheck>,
+    /// The sharing labels against the Node's allocatable resources.
+    cross: CrossCheck,
     /// What the session had cost at the last count (for the metrics' counters).
     costs: (u64, u64),
     /// The allocation mode, and the slices that decide `auto`.
@@ -147,13 +129,9 @@ impl Daemon {
             runner,
             views: std::sync::Mutex::new(views),
             publisher,
-            retry: RETRY,
-            retry_wait: None,
-            nvml_down: false,
-            draw,
+            retry: Retry::new(draw),
             troubles: Troubles::default(),
-            watched_allocatable: None,
-            sharing_check: None,
+            cross: CrossCheck::default(),
             costs: (0, 0),
             node_watch,
         })
@@ -227,8 +205,8 @@ impl Daemon {
                         .inc();
                 }
                 self.metrics.liveness.record(false);
-                self.nvml_down = true;
-                self.back_off(true);
+                self.retry.nvml(true);
+                self.retry.back_off(true);
                 return Ok(());
             }
         };
@@ -238,7 +216,7 @@ impl Daemon {
         self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
         let nvml_down = pass.nvml_down();
-        self.nvml_down = nvml_down;
+        self.retry.nvml(nvml_down);
         let labels = pass.labels;
         let count = labels.len() as i64;
         let published = match self.config().target.clone() {
@@ -250,8 +228,8 @@ impl Daemon {
             }
         };
         match (&published, nvml_down) {
-            (Err(reason), false) => self.publish_failed(*reason),
-            _ => self.back_off(nvml_down || published.is_err()),
+            (Err(reason), false) => self.retry.publish_failed(*reason),
+            _ => self.retry.back_off(nvml_down || published.is_err()),
         }
         if published.is_ok() {
             self.metrics.liveness.record(true);
@@ -263,40 +241,24 @@ impl Daemon {
         Ok(())
     }
 
-    /// After a publish the API refused (RBAC, a missing CRD or Node: what an operator fixes by
-    /// hand), the next try comes within [`REFUSED_RETRY`]'s window however long the refusal
-    /// lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
-    /// failure backs off as [`RETRY`] says.
-    fn publish_failed(&mut self, reason: crate::publish::FailureReason) {
-        use crate::publish::FailureReason::{NodeMissing, Refused};
-        match reason {
-            Refused | NodeMissing => {
-                let mut window = REFUSED_RETRY;
-                self.retry_wait = Some(window.next_with((self.draw)()).max(MIN_INTERVAL));
-            }
-            _ => self.back_off(true),
-        }
-    }
-
     /// A failed publish went through outside a pass (the watched object changed, so it was tried
     /// at once): the pass's retry schedule and unreadiness end with it, unless NVML failed too.
     fn publish_recovered(&mut self) {
-        if !self.nvml_down {
-            self.back_off(false);
+        if self.retry.publish_recovered() {
             self.metrics.liveness.record(true);
         }
     }
 
-    /// After a pass that could not do its whole job (NVML down, publish failed), the next one
-    /// waits a full-jitter backoff (from 2 s, doubling to 5 minutes, never under the 1 s floor)
-    /// instead of the interval; a good pass goes back to the interval.
-    fn back_off(&mut self, failed: bool) {
-        self.retry_wait = if failed {
-            Some(self.retry.next_with((self.draw)()).max(MIN_INTERVAL))
-        } else {
-            self.retry.reset();
-            None
+    /// The sharing labels against the Node's allocatable resources (`--extended-labels`).
+    fn cross_check(&mut self) {
+        let config = self.config.current();
+        let with = cross_check::Against {
+            grace: config.sharing_check,
+            published: self.publisher.published(),
+            from_writer: self.publisher.node_allocatable(),
+            sharing: &config.pass.labels.sharing,
         };
+        self.cross.run(with, &self.metrics);
     }
 }
 

@@ -1,10 +1,44 @@
-//! The labeller's loop: a pass, then waiting for whatever comes first.
+//! The labeller's loop: a pass, then waiting for whatever comes first. The waiting only selects
+//! ([`Daemon::wake`]); what each wake-up does is [`Daemon::handle`]'s.
 
 use super::{watch, Control, Daemon, DaemonError, MIN_INTERVAL};
 use crate::duration::Interval;
+use crate::kubeapi::node_view::NodeView;
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// What woke the loop between passes.
+enum Wake {
+    /// The pass deadline came.
+    Deadline,
+    /// The feature file's expiry wants it written again.
+    Refresh,
+    /// The object the writer publishes into changed.
+    ObjectChanged,
+    /// A repair (of drift, or of a failed publish) is due.
+    Repair,
+    /// `auto`: a `gpu.nvidia.com` ResourceSlice appeared or went.
+    Switched,
+    /// A watched configuration directory changed.
+    ConfigFile,
+    /// The Node's view (config label, allocatable) changed.
+    View(NodeView),
+    /// A signal (or the owner's channel closing).
+    Control(Option<Control>),
+}
+
+/// What the loop does after a wake-up.
+enum Next {
+    /// Goes on waiting for the pass deadline.
+    Wait,
+    /// Runs a pass now.
+    Pass,
+    /// Stops (labels stay).
+    Stop,
+}
 
 impl Daemon {
     /// The time to the next pass: the interval (with its 1 s floor), or sooner while retrying.
@@ -27,11 +61,12 @@ impl Daemon {
         };
         *self.metrics.liveness.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
             interval.map(|d| d * 3 + Duration::from_secs(60));
-        self.retry_wait.or(interval)
+        self.retry.wait().or(interval)
     }
 
-    /// Runs until `control` says stop (or closes). Passes run on a deadline set when the last one
-    /// ended: no other event moves it.
+    /// Runs until `control` says stop (or closes). Each pass's deadline is set when the pass
+    /// before it ended; between passes only a signal, a configuration change or an `auto` switch
+    /// brings the next pass forward.
     pub async fn serve(mut self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
         let mut node = self.views.lock().unwrap_or_else(|p| p.into_inner()).take();
         for note in &self.config().notes {
@@ -56,68 +91,91 @@ impl Daemon {
             }
             self.metrics.liveness.busy(false);
             watch.follow(self.config.watched_dirs())?;
-            let next_pass = self.next_pass_in(&mut floor_noted).map(|d| tokio::time::Instant::now() + d);
+            let deadline = self.next_pass_in(&mut floor_noted).map(|d| Instant::now() + d);
             loop {
-                // The feature file's expiry is refreshed on its own clock, whatever the interval; a
-                // failed refresh waits like a failed pass, so a broken file is not a hot loop.
-                let refresh_in =
-                    self.publisher.refresh_in().map(|d| d.max(self.retry_wait.unwrap_or(Duration::ZERO)));
-                // A repair that must wait (a fight) is a timer here, so signals are heard meanwhile.
-                let repair_in = self
-                    .publisher
-                    .repair_due()
-                    .map(|at| at.saturating_duration_since(std::time::Instant::now()));
-                let next_view = async {
-                    match node.as_mut() {
-                        Some(s) => s.next().await,
-                        None => futures::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = sleep_until_or_never(next_pass) => break,
-                    () = sleep_or_never(refresh_in) => {
-                        let failed = self.publisher.refresh(&self.metrics).await.is_err();
-                        self.back_off(failed);
-                    }
-                    Some(()) = self.publisher.next_change() => {
-                        self.publisher.object_changed(std::time::Instant::now());
-                        if self.config().sharing_check.is_some() {
-                            self.cross_check();
-                        }
-                    }
-                    () = sleep_or_never(repair_in) => {
-                        let was_failed = self.publisher.retrying();
-                        match self.publisher.repair(&self.metrics).await {
-                            Err(reason) => self.publish_failed(reason),
-                            Ok(()) if was_failed => self.publish_recovered(),
-                            Ok(()) => {}
-                        }
-                    }
-                    // auto: a gpu.nvidia.com ResourceSlice appeared or went; label again now.
-                    () = self.allocation.switched() => break,
-                    () = watch.changed() => {
-                        if self.reload(false) {
-                            break;
-                        }
-                        watch.follow(self.config.watched_dirs())?;
-                    }
-                    Some(view) = next_view => {
-                        self.watched_allocatable = Some(view.allocatable);
-                        if self.set_label(view.config_label) && self.reload(false) {
-                            break;
-                        }
-                        self.cross_check();
-                    }
-                    // A signal that arrived during a pass waits in the channel: none is lost.
-                    message = control.recv() => {
-                        if self.heard(message, "") {
-                            return Ok(());
-                        }
-                        break;
-                    }
+                let wake = self.wake(deadline, &mut node, &mut watch, &mut control).await;
+                match self.handle(wake, &mut watch).await? {
+                    Next::Wait => {}
+                    Next::Pass => break,
+                    Next::Stop => return Ok(()),
                 }
             }
         }
+    }
+
+    /// Waits for the first of everything that can wake the loop before `deadline`.
+    async fn wake(
+        &mut self,
+        deadline: Option<Instant>,
+        node: &mut Option<BoxStream<'static, NodeView>>,
+        watch: &mut watch::ConfigWatch,
+        control: &mut mpsc::Receiver<Control>,
+    ) -> Wake {
+        // The feature file's expiry is refreshed on its own clock, whatever the interval; a
+        // failed refresh waits like a failed pass, so a broken file is not a hot loop.
+        let refresh_in =
+            self.publisher.refresh_in().map(|d| d.max(self.retry.wait().unwrap_or(Duration::ZERO)));
+        // A repair that must wait (a fight) is a timer here, so signals are heard meanwhile.
+        let repair_in =
+            self.publisher.repair_due().map(|at| at.saturating_duration_since(std::time::Instant::now()));
+        let next_view = async {
+            match node.as_mut() {
+                Some(s) => s.next().await,
+                None => futures::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep_until_or_never(deadline) => Wake::Deadline,
+            () = sleep_or_never(refresh_in) => Wake::Refresh,
+            Some(()) = self.publisher.next_change() => Wake::ObjectChanged,
+            () = sleep_or_never(repair_in) => Wake::Repair,
+            () = self.allocation.switched() => Wake::Switched,
+            () = watch.changed() => Wake::ConfigFile,
+            Some(view) = next_view => Wake::View(view),
+            // A signal that arrived during a pass waits in the channel: none is lost.
+            message = control.recv() => Wake::Control(message),
+        }
+    }
+
+    /// Does what `wake` asks; what the loop does next.
+    async fn handle(&mut self, wake: Wake, watch: &mut watch::ConfigWatch) -> Result<Next, DaemonError> {
+        Ok(match wake {
+            Wake::Deadline | Wake::Switched => Next::Pass,
+            Wake::Refresh => {
+                let failed = self.publisher.refresh(&self.metrics).await.is_err();
+                self.retry.back_off(failed);
+                Next::Wait
+            }
+            Wake::ObjectChanged => {
+                self.publisher.object_changed(std::time::Instant::now());
+                self.cross_check();
+                Next::Wait
+            }
+            Wake::Repair => {
+                let was_failed = self.publisher.retrying();
+                match self.publisher.repair(&self.metrics).await {
+                    Err(reason) => self.retry.publish_failed(reason),
+                    Ok(()) if was_failed => self.publish_recovered(),
+                    Ok(()) => {}
+                }
+                Next::Wait
+            }
+            Wake::ConfigFile if self.reload(false) => Next::Pass,
+            Wake::ConfigFile => {
+                watch.follow(self.config.watched_dirs())?;
+                Next::Wait
+            }
+            Wake::View(view) => {
+                self.cross.saw(view.allocatable);
+                if self.set_label(view.config_label) && self.reload(false) {
+                    return Ok(Next::Pass);
+                }
+                self.cross_check();
+                Next::Wait
+            }
+            Wake::Control(message) if self.heard(message, "") => Next::Stop,
+            Wake::Control(_) => Next::Pass,
+        })
     }
 
     /// Acts on a control message; returns true to stop.
@@ -143,7 +201,7 @@ impl Daemon {
 }
 
 /// Sleeps until `at`, or forever.
-async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+async fn sleep_until_or_never(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => futures::future::pending().await,

@@ -114,15 +114,18 @@ pub struct Loaded {
 /// change one is rejected (the last good configuration stays) rather than half applied.
 fn start_only_change(now: &Loaded, next: &Loaded) -> Option<ReloadError> {
     let (a, b) = (&now.settings, &next.settings);
-    let pairs: [(&'static str, String, String); 4] = [
-        ("health", a.health.enabled.to_string(), b.health.enabled.to_string()),
-        ("healthConditionType", a.health.condition_type.clone(), b.health.condition_type.clone()),
-        ("gfd.oneshot", a.oneshot.to_string(), b.oneshot.to_string()),
-        ("allocationMode", a.allocation_mode.as_str().into(), b.allocation_mode.as_str().into()),
+    use super::flag::Flag;
+    let pairs: [(Flag, String, String); 4] = [
+        (Flag::Health, a.health.enabled.to_string(), b.health.enabled.to_string()),
+        (Flag::HealthConditionType, a.health.condition_type.clone(), b.health.condition_type.clone()),
+        (Flag::Oneshot, a.oneshot.to_string(), b.oneshot.to_string()),
+        (Flag::AllocationMode, a.allocation_mode.as_str().into(), b.allocation_mode.as_str().into()),
     ];
-    pairs.into_iter().find(|(_, x, y)| x != y).map(|(key, now_value, asked)| ReloadError::StartOnly {
+    // A start-only flag the file cannot set never differs here; its key is the row's.
+    let key = |flag: Flag| super::rows::row(flag).file.map_or("", |f| f.key);
+    pairs.into_iter().find(|(_, x, y)| x != y).map(|(flag, now_value, asked)| ReloadError::StartOnly {
         file: next.path.as_ref().map_or_else(|| "(none)".into(), |p| p.display().to_string()),
-        key,
+        key: key(flag),
         now: now_value,
         asked,
     })

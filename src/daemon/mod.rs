@@ -2,7 +2,7 @@
 //! feature file's expiry refresh, a config change (the file, or the node label choosing another
 //! ConfigMap key), or a signal. A config change is applied without restarting; an invalid one
 //! keeps the last good config and labels. [`service`] owns the process: this loop, health, the
-//! HTTP endpoint and the NVML session; [`startup`] resolves what they start from. The loop's
+//! HTTP endpoint and the NVML session; [`crate::startup`] resolves what they start from. The loop's
 //! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
 mod allocation;
@@ -46,7 +46,8 @@ use tokio::sync::watch as broadcast;
 pub enum Control {
     /// SIGHUP: re-read the configuration and label again.
     Reload,
-    /// SIGTERM/SIGINT/SIGQUIT: stop after the write in flight; labels stay.
+    /// SIGTERM/SIGINT/SIGQUIT: stop (a pass in flight is abandoned, a refresh or repair in
+    /// flight finishes first); labels stay.
     Shutdown,
 }
 
@@ -56,7 +57,8 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
 const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
 
-/// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time.
+/// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time, which
+/// [`Daemon::publish_failed`] raises to the 1 s floor ([`MIN_INTERVAL`]).
 const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
 
 /// What the labeller is made of, given in one step (nothing can be set in the wrong order).
@@ -118,8 +120,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// The labeller, with this Node's one watch when the Node writer or the config label needs it
-    /// (shared by both, so a pass that changes nothing sends nothing).
+    /// The labeller, with this Node's one watch when the Node writer, the config label or health
+    /// needs it (shared by all three, so a pass that changes nothing sends nothing).
     pub fn new(parts: Parts) -> Result<Daemon, ThreadError> {
         let Parts { config, metrics, client, session, views, slices, draw } = parts;
         let current = config.current().clone();
@@ -264,8 +266,8 @@ impl Daemon {
     }
 
     /// After a publish the API refused (RBAC, a missing CRD or Node: what an operator fixes by
-    /// hand), the next try comes within [`REFUSED_RETRY`]'s window however long the refusal
-    /// lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
+    /// hand), the next try comes 1 to 8 s later ([`REFUSED_RETRY`], floored at [`MIN_INTERVAL`])
+    /// however long the refusal lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
     /// failure backs off as [`RETRY`] says.
     fn publish_failed(&mut self, reason: crate::publish::FailureReason) {
         use crate::publish::FailureReason::{NodeMissing, Refused};

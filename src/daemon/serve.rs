@@ -30,8 +30,9 @@ impl Daemon {
         self.retry_wait.or(interval)
     }
 
-    /// Runs until `control` says stop (or closes). Passes run on a deadline set when the last one
-    /// ended: no other event moves it.
+    /// Runs until `control` says stop (or closes). The next pass's time is set when the last one
+    /// ended: a refresh, a repair or a change of the watched object never moves it; a config
+    /// change, slices that switch `auto`'s profile, or a signal start the next pass at once.
     pub async fn serve(mut self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
         let mut node = self.views.lock().unwrap_or_else(|p| p.into_inner()).take();
         for note in &self.config().notes {
@@ -93,7 +94,7 @@ impl Daemon {
                             Ok(()) => {}
                         }
                     }
-                    // auto: a gpu.nvidia.com ResourceSlice appeared or went; label again now.
+                    // auto: the slices now give the other profile; label again now.
                     () = self.allocation.switched() => break,
                     () = watch.changed() => {
                         if self.reload(false) {

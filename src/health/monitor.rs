@@ -178,9 +178,9 @@ impl Monitor {
     }
 
     /// Takes up a reloaded configuration, only what changed: which Xids decide, the expected
-    /// count, the NVML timeout and where NVML and sysfs are. The condition type, `--health`
-    /// itself and the boot-id file are start-only (a reload that changes them is rejected before
-    /// it gets here).
+    /// count, the NVML timeout and where NVML and sysfs are. A reload changing `--health` or the
+    /// condition type is rejected before it gets here; the boot-id file is no config-file key;
+    /// the taint effect is not taken up (the device taints keep the one they started with).
     pub fn reconfigure(&mut self, config: &HealthConfig) {
         let j = &config.judging;
         if self.rules.ignored_xids != j.ignored_xids || self.rules.fatal_xids != j.fatal_xids {

@@ -1,6 +1,6 @@
 //! Settings: the command line, env, the config file's `flags` and defaults resolved into one
 //! value ([`super::resolve`]), which `main` and [`crate::startup`] read; the rooms get their own
-//! configuration made from it ([`super::rooms`]).
+//! configuration made from it (`rooms.rs`).
 
 use super::file::FileFlags;
 pub use super::flags::DEFAULT_OUTPUT_FILE;

@@ -2,7 +2,7 @@
 //! server last reported, kept current by a watch, so a pass that changes nothing sends nothing and
 //! a change someone else makes is seen within moments.
 //!
-//! The watch is [`super::list_watch`]'s loop with the field selector `metadata.name`: it relists
+//! The watch is `list_watch.rs`'s loop with the field selector `metadata.name`: it relists
 //! after any fault within eight seconds of each failed try (a refused list too: a 403 until
 //! RBAC is restored, a CRD installed late). [`ObjectWatch::retry_now`]
 //! cuts a wait short once another request shows the cause is gone. A failure is logged when it

@@ -1,6 +1,7 @@
 //! What one Rust file says, read with `syn`: its out-of-line `mod` declarations, the names its
 //! `use` items bring in, and every module path its non-test code names (`use` trees however
-//! grouped, inline paths, paths inside macro and attribute tokens), made absolute.
+//! grouped, inline paths, paths inside macro and attribute tokens), made absolute; and the methods
+//! its inherent `impl` blocks define and the method calls inside its `impl` blocks, by type.
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
@@ -167,6 +168,7 @@ impl Collector<'_> {
     /// grouped `crate::{a, b::C}` the way a `use` inside a macro writes it.
     fn tokens(&mut self, tokens: TokenStream) {
         let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        self.token_calls(&trees);
         let mut i = 0;
         while i < trees.len() {
             match &trees[i] {
@@ -199,6 +201,28 @@ impl Collector<'_> {
                 _ => {}
             }
             i += 1;
+        }
+    }
+}
+
+impl Collector<'_> {
+    /// Method calls inside macro tokens (`tokio::select!`'s arms): `.name(` and `Self::name(`,
+    /// recorded as [`Parsed::calls`] where the walk is inside an `impl`.
+    fn token_calls(&mut self, trees: &[TokenTree]) {
+        let Some(ty) = self.in_impl.clone() else { return };
+        for (i, t) in trees.iter().enumerate() {
+            let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
+                (trees.get(i + 1), trees.get(i + 2))
+            else {
+                continue;
+            };
+            let dot = matches!(t, TokenTree::Punct(p) if p.as_char() == '.');
+            let of_self = i >= 2
+                && matches!(&trees[i - 2], TokenTree::Ident(s) if s == "Self")
+                && is_path_sep(trees, i - 1);
+            if args.delimiter() == Delimiter::Parenthesis && (dot || of_self) {
+                self.parsed.calls.insert((ty.clone(), name.to_string()));
+            }
         }
     }
 }

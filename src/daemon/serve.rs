@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 impl Daemon {
-    /// The time to the next pass: the interval (with its 1 s floor), or sooner while retrying.
+    /// The time to the next pass: the interval (with its 1 s floor), or while retrying the retry's
+    /// wait instead, shorter or longer.
     fn next_pass_in(&self, floor_noted: &mut Option<Duration>) -> Option<Duration> {
         let interval = match self.config().interval {
             // GFD relabels in a busy loop on 0; one second is the floor here.

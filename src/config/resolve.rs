@@ -72,8 +72,8 @@ fn lookup(row: &Row, cli: &Cli, env: Env, file: FileLayer) -> Option<Found> {
 }
 
 impl Settings {
-    /// Resolves the command line against an env lookup (`std::env::var(..).ok()` in `main`),
-    /// without a config file.
+    /// Resolves the command line against an env lookup, without a config file (the tests' way in;
+    /// a run resolves through [`super::source::ConfigState::load`], with its config file).
     pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, CliError> {
         Self::resolve_with(cli, env, None)
     }

@@ -1,6 +1,7 @@
-//! The settings turned into each room's own configuration: health's [`HealthConfig`] and the
-//! pass's [`PassConfig`]. The rooms define these types and never read [`Settings`]; a reload
-//! hands them new values made here.
+//! The settings turned into each room's own configuration: health's [`HealthConfig`], the
+//! pass's [`PassConfig`] and the labelling loop's [`LoopConfig`] (with [`DaemonInputs`], the
+//! loop's [`Inputs`]). The rooms define these types and never read [`Settings`]; a reload hands
+//! them new values made here.
 
 use super::settings::Settings;
 use super::source::{ConfigSource, ConfigState, Loaded};

@@ -1,5 +1,6 @@
 //! Settings: the command line, env, the config file's `flags` and defaults resolved into one
-//! value ([`super::resolve`]), which every command and the daemon receive.
+//! value ([`super::resolve`]), which `main` and [`crate::startup`] read; the rooms get their own
+//! configuration made from it (`rooms.rs`).
 
 use super::file::FileFlags;
 pub use super::flags::DEFAULT_OUTPUT_FILE;
@@ -68,7 +69,7 @@ pub struct Settings {
     pub cuda_library: PathBuf,
     /// `--host-root`.
     pub host_root: PathBuf,
-    /// `--pci-ids`; `None` for the system's copy, else the built-in one.
+    /// `--pci-ids`; `None`: the system's copy where one is readable, else the built-in one.
     pub pci_ids: Option<PathBuf>,
     /// `--sysfs-root`.
     pub sysfs_root: PathBuf,

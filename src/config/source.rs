@@ -108,10 +108,10 @@ pub struct Loaded {
     pub timestamp: Option<u64>,
 }
 
-/// The settings only a restart can change: the HTTP endpoint is bound, health's condition and
-/// boot id are the Node's record, a one-shot run is another program, and the allocation mode
-/// decides which watches the owner starts. A reload asking to
-/// change one is rejected (the last good configuration stays) rather than half applied.
+/// The settings the config file can set that only a restart can change: `--health` and its
+/// condition type (the Node's record), `gfd.oneshot` (a one-shot run is another program), and the
+/// allocation mode (it decides which watches the owner starts). A reload asking to change one is
+/// rejected (the last good configuration stays) rather than half applied.
 fn start_only_change(now: &Loaded, next: &Loaded) -> Option<ReloadError> {
     let (a, b) = (&now.settings, &next.settings);
     use super::flag::Flag;

@@ -8,7 +8,8 @@ use crate::publish::{PublishError, SetupError};
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// A pass failed in a way that ends the process (NVML init with `--fail-on-init-error`).
+    /// A pass failed in a way that ends the process: any failure of a one-shot run's pass; in
+    /// the daemon, only NVML init with `--fail-on-init-error`.
     #[error(transparent)]
     Pass(#[from] PassError),
     /// Publishing failed in a one-shot run.

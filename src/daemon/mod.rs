@@ -2,7 +2,7 @@
 //! feature file's expiry refresh, a config change (the file, or the node label choosing another
 //! ConfigMap key), or a signal. A config change is applied without restarting; an invalid one
 //! keeps the last good config and labels. [`service`] owns the process: this loop, health, the
-//! HTTP endpoint and the NVML session; [`startup`] resolves what they start from. The loop's
+//! HTTP endpoint and the NVML session; [`crate::startup`] resolves what they start from. The loop's
 //! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
 
 mod allocation;
@@ -45,7 +45,8 @@ use tokio::sync::watch as broadcast;
 pub enum Control {
     /// SIGHUP: re-read the configuration and label again.
     Reload,
-    /// SIGTERM/SIGINT/SIGQUIT: stop after the write in flight; labels stay.
+    /// SIGTERM/SIGINT/SIGQUIT: stop (a pass in flight is abandoned, a refresh or repair in
+    /// flight finishes first); labels stay.
     Shutdown,
 }
 
@@ -100,8 +101,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// The labeller, with this Node's one watch when the Node writer or the config label needs it
-    /// (shared by both, so a pass that changes nothing sends nothing).
+    /// The labeller, with this Node's one watch when the Node writer, the config label or health
+    /// needs it (shared by all three, so a pass that changes nothing sends nothing).
     pub fn new(parts: Parts) -> Result<Daemon, ThreadError> {
         let Parts { config, metrics, client, session, views, slices, draw } = parts;
         let current = config.current().clone();

@@ -55,9 +55,9 @@ impl Retry {
     }
 
     /// After a publish the API refused (RBAC, a missing CRD or Node: what an operator fixes by
-    /// hand), the next try comes within [`REFUSED_RETRY`]'s window however long the refusal
-    /// lasts, so the fix is used within seconds (a refusal is cheap for the server); any other
-    /// failure backs off as [`RETRY`] says.
+    /// hand), the next try comes 1 to 8 s later ([`REFUSED_RETRY`], floored at [`MIN_INTERVAL`])
+    /// however long the refusal lasts, so the fix is used within seconds (a refusal is cheap for
+    /// the server); any other failure backs off as [`RETRY`] says.
     pub fn publish_failed(&mut self, reason: FailureReason) {
         match reason {
             FailureReason::Refused | FailureReason::NodeMissing => {

@@ -20,7 +20,7 @@ enum Wake {
     ObjectChanged,
     /// A repair (of drift, or of a failed publish) is due.
     Repair,
-    /// `auto`: a `gpu.nvidia.com` ResourceSlice appeared or went.
+    /// `auto`: this node's slices now give the other label profile.
     Switched,
     /// A watched configuration directory changed.
     ConfigFile,
@@ -41,7 +41,8 @@ enum Next {
 }
 
 impl Daemon {
-    /// The time to the next pass: the interval (with its 1 s floor), or sooner while retrying.
+    /// The time to the next pass: the interval (with its 1 s floor), or while retrying the retry's
+    /// wait instead, shorter or longer.
     fn next_pass_in(&self, floor_noted: &mut Option<Duration>) -> Option<Duration> {
         let interval = match self.config().interval {
             // GFD relabels in a busy loop on 0; one second is the floor here.
@@ -64,9 +65,9 @@ impl Daemon {
         self.retry.wait().or(interval)
     }
 
-    /// Runs until `control` says stop (or closes). Each pass's deadline is set when the pass
-    /// before it ended; between passes only a signal, a configuration change or an `auto` switch
-    /// brings the next pass forward.
+    /// Runs until `control` says stop (or closes). The next pass's time is set when the last one
+    /// ended: a refresh, a repair or a change of the watched object never moves it; a config
+    /// change, slices that switch `auto`'s profile, or a signal start the next pass at once.
     pub async fn serve(mut self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
         let mut node = self.views.lock().unwrap_or_else(|p| p.into_inner()).take();
         for note in &self.config().notes {

@@ -20,7 +20,8 @@ pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
 pub struct Plan {
     /// The labelling loop's configuration and how it is read again.
     pub inputs: Box<dyn Inputs>,
-    /// The API client, where the writer, the config label or health needs one.
+    /// The API client, where the writer or the config label needs one, or `auto` could make one
+    /// (health starts only with it).
     pub client: Option<kube::Client>,
     /// Config reloads rejected before the service started (counted by its metrics).
     pub rejected_reloads: u64,

@@ -1,5 +1,6 @@
 //! What health is told: its own configuration as plain values, made by `config/` from the flags,
-//! env and the config file, and handed to health at start and after every accepted reload.
+//! env and the config file, and handed to health at start and after every accepted reload that
+//! changes it.
 //! Health never reads the command line or the settings of the rest of nvlabel.
 
 use crate::probe::ProbeOptions;

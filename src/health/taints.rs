@@ -10,7 +10,8 @@
 //! the server adds to a rule is no part of it) and deleted when its GPU is healthy again (a new
 //! boot). The requests are [`super::taint_api`]'s: where no version serves DeviceTaintRule, one
 //! warning says so and discovery is asked again at most every ten minutes; the Node condition
-//! works either way. After a failed pass no request goes before health's backoff ([`super::backoff::AFTER_FAILURE`]) allows.
+//! works either way. After a failed pass no request goes before health's backoff
+//! (`backoff.rs`'s `AFTER_FAILURE`) allows.
 
 use super::config::TaintEffect;
 use super::metrics::HealthMetrics;

@@ -1,6 +1,7 @@
-//! Health as one of the daemon's tasks: a reading every pass interval and each NVML event as it
-//! comes, the settings of every reload, and a stop that ends the event thread too. Started and
-//! stopped by the daemon's owner, never on its own.
+//! Health as one of the daemon's tasks: a reading every labelling interval (60 s where that is
+//! infinite) and each NVML event as it comes, the configuration of every reload that changes it,
+//! and a stop that ends the event thread too. Started and stopped by the daemon's owner, never on
+//! its own.
 
 use super::config::{HealthConfig, InForce};
 use super::metrics::HealthMetrics;

@@ -3,8 +3,9 @@
 //! back spread over the first window, and a lasting failure is tried less and less often, up to
 //! the cap. Each user gives its own base and cap: the watches' relists `[0, 8 s)` every time (a
 //! window that never grows, `list_watch.rs`), the retries within one API call (the
-//! [`Default`], given up after four), the daemon's passes after a failure, health's API calls
-//! and NVML event listener. A backoff may also hold calls back until its wait is over
+//! [`Default`], given up after four), the daemon's passes after a failure and its retries after
+//! a refused publish, a slice list the API refuses, health's API calls and its NVML event
+//! listener. A backoff may also hold calls back until its wait is over
 //! ([`FullJitter::failed`], [`FullJitter::ready`]), for a caller that is asked again before then.
 
 use rand::Rng;

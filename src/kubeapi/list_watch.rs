@@ -12,10 +12,10 @@
 //!
 //! Relists wait a uniform random time in `[0, 8 s)` ([`RELIST`]: full jitter whose window never
 //! grows), so after an API server restart the watchers of many nodes spread over eight seconds,
-//! and whatever the fault was (the server away for minutes, a 403 until RBAC is restored, a CRD
-//! installed late) the watch lists again within eight seconds of its end, at a bounded rate
-//! meanwhile (a refused or failed list is cheap for the server). A list the API refuses (403,
-//! 404) waits on the watch's own [`Spec::refused`] backoff instead. The backoffs start over as
+//! and however long the fault lasts (the server away for minutes, a cut network) the watch lists
+//! again within eight seconds of each failed try, at a bounded rate meanwhile (a failed list is
+//! cheap for the server). A list the API refuses (403, 404) waits on the watch's own
+//! [`Spec::refused`] backoff instead (the object watches' is [`RELIST`] too). The backoffs start over as
 //! soon as a list succeeds (the relists' also on any event); a kick ([`Spec::kick`]) cuts a wait
 //! short. A failure is said when it starts, reminded of at most once a minute, and said resolved
 //! once a list and a watch work again.
@@ -37,7 +37,7 @@ const NORMAL_END: Duration = Duration::from_secs(280);
 /// A watch silent for this long (no event, no bookmark) is dead.
 const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
 /// The relists' backoff: every wait in `[0, 8 s)`, however long the failure lasts, so the end of
-/// any fault is seen within eight seconds and the labels are right within ten.
+/// a fault is seen within eight seconds of the last failed try.
 pub const RELIST: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
 /// A failure that goes on is said again at most this often.
 const REMIND_EVERY: Duration = Duration::from_secs(60);

@@ -2,9 +2,9 @@
 //! server last reported, kept current by a watch, so a pass that changes nothing sends nothing and
 //! a change someone else makes is seen within moments.
 //!
-//! The watch is [`super::list_watch`]'s loop with the field selector `metadata.name`: it relists
-//! on any fault within eight seconds of its end (a refused list too: a 403 until RBAC is
-//! restored, a CRD installed late), so labels are right within ten. [`ObjectWatch::retry_now`]
+//! The watch is `list_watch.rs`'s loop with the field selector `metadata.name`: it relists
+//! after any fault within eight seconds of each failed try (a refused list too: a 403 until
+//! RBAC is restored, a CRD installed late). [`ObjectWatch::retry_now`]
 //! cuts a wait short once another request shows the cause is gone. A failure is logged when it
 //! starts, reminded of at most once a minute, and logged as resolved once a list and a watch work
 //! again.

@@ -1,4 +1,4 @@
-//! Retrying Kubernetes API calls within one publish: conflicts, throttling, server errors and
+//! Retrying one Kubernetes API call (a writer's, health's, the device taints'): conflicts, throttling, server errors and
 //! connection failures are retried on the one backoff ([`FullJitter`], by default waits under
 //! 200 ms doubling, four of them); anything else is returned at once.
 

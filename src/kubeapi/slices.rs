@@ -2,7 +2,7 @@
 //! with the field selectors `spec.nodeName` and `spec.driver`: whether the node is a DRA node
 //! (`--allocation-mode auto`), and which devices those slices publish (device taints).
 //!
-//! The watch is [`super::list_watch`]'s loop, the one the object watches use, with its guards and
+//! The watch is `list_watch.rs`'s loop, the one the object watches use, with its guards and
 //! timings: a watch that the server ends after its timeout is resumed from the last
 //! resourceVersion or bookmark; anything else (a resourceVersion going back included) relists
 //! after its wait (`[0, 8 s)`), keeping the last set seen meanwhile (a blip of the API server never

@@ -79,7 +79,7 @@ pub enum PublishError {
     /// Our Node does not exist; it is never created by us.
     #[error("node {0:?} not found; its labels are not written (a deleted Node is never re-created)")]
     NodeMissing(String),
-    /// The publish did not finish within the pass's deadline and was abandoned.
+    /// The publish did not finish within the daemon's publish deadline (60 s) and was abandoned.
     #[error("publishing did not finish within {}s and was abandoned; the next attempt backs off", .0.as_secs())]
     Timeout(std::time::Duration),
 }

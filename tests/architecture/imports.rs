@@ -78,14 +78,46 @@ impl Crate {
         path
     }
 
-    /// Every (file, file it names) pair, both as module paths, self-references left out.
+    /// Every (file, file it names) pair, both as module paths, self-references left out, and
+    /// every (file, file whose `impl` defines a method it calls) pair of [`Crate::method_edges`].
     pub fn edges(&self) -> BTreeSet<(ModPath, ModPath)> {
-        let mut edges = BTreeSet::new();
+        let mut edges = self.method_edges();
         for (module, file) in &self.files {
             for r in &file.parsed.refs {
                 let to = self.resolve(r);
                 if &to != module {
                     edges.insert((module.clone(), to));
+                }
+            }
+        }
+        edges
+    }
+
+    /// Calls through an `impl` split over the files of one directory, which name no path: a
+    /// call of `name` inside an `impl T` leads to the one other file of the directory (its
+    /// siblings, its `mod.rs`, or the files a `mod.rs` declares) whose inherent `impl T` defines
+    /// `name`. A method the caller defines itself, or that two other files define, is no edge.
+    pub fn method_edges(&self) -> BTreeSet<(ModPath, ModPath)> {
+        let near = |a: &ModPath, b: &ModPath| {
+            a != b
+                && ((a.len() == b.len() && !a.is_empty() && a[..a.len() - 1] == b[..b.len() - 1])
+                    || (a.len() + 1 == b.len() && b.starts_with(a))
+                    || (b.len() + 1 == a.len() && a.starts_with(b)))
+        };
+        let mut edges = BTreeSet::new();
+        for (module, file) in &self.files {
+            for call in &file.parsed.calls {
+                if file.parsed.methods.contains(call) {
+                    continue;
+                }
+                let definers: Vec<&ModPath> = self
+                    .files
+                    .iter()
+                    .filter(|(other, f)| near(module, other) && f.parsed.methods.contains(call))
+                    .map(|(other, _)| other)
+                    .collect();
+                if let [only] = definers[..] {
+                    edges.insert((module.clone(), only.clone()));
                 }
             }
         }

@@ -143,3 +143,52 @@ fn a_rule_naming_a_missing_module_fails() {
     let asked = std::panic::catch_unwind(|| crate::uses(&g, "renamed").len());
     assert!(asked.is_err(), "a rule about a missing module passed");
 }
+
+#[test]
+fn methods_of_a_split_impl_and_calls_to_them_are_seen() {
+    let text = r#"
+        impl Daemon {
+            pub fn serve(&mut self) { self.check(); self.inner.len(); Self::helper(); }
+            #[cfg(test)]
+            fn only_tests(&self) { self.tested(); }
+        }
+        impl Drop for Daemon { fn drop(&mut self) { self.close(); } }
+        impl<T> Wrapper<T> { fn wrap(&self) { tokio::select! { _ = self.in_macro() => {} } } }
+        fn free() { x.not_in_an_impl(); }
+    "#;
+    let parsed = parse(text, &module("daemon::serve")).unwrap();
+    let pairs = |v: &[(&str, &str)]| -> BTreeSet<(String, String)> {
+        v.iter().map(|(t, n)| (t.to_string(), n.to_string())).collect()
+    };
+    assert_eq!(parsed.methods, pairs(&[("Daemon", "serve"), ("Wrapper", "wrap")]), "inherent methods");
+    let calls = [
+        ("Daemon", "check"),
+        ("Daemon", "len"),
+        ("Daemon", "helper"),
+        ("Daemon", "close"),
+        ("Wrapper", "in_macro"),
+    ];
+    assert_eq!(parsed.calls, pairs(&calls), "calls inside impls of a type");
+}
+
+#[test]
+fn siblings_calling_each_other_through_a_split_impl_make_a_circle() {
+    let x = "pub struct Thing;\nimpl Thing { pub fn f(&self) { self.h() } }\n";
+    // The reader does not compile: `y` names `Thing` without importing it, so that the only
+    // edge between the files is the call.
+    let y = "impl Thing { pub fn h(&self) {} }\npub struct Other;\n";
+    let krate = tiny_crate("arch-split-one-way", x, y);
+    let g = krate.graph(&module("a"));
+    assert_eq!(g["x"], BTreeSet::from(["y".to_string()]), "a call into a sibling's impl: {g:?}");
+    assert_eq!(crate::circle(&g), None);
+    let y = "impl Thing { pub fn h(&self) { self.f() } }\npub struct Other;\n";
+    let krate = tiny_crate("arch-split-circle", x, y);
+    assert_eq!(crate::circle(&krate.graph(&module("a"))).as_deref(), Some("x -> y -> x"));
+    // A call of a method the file defines itself, or one a sibling defines only for another
+    // type, is no edge.
+    let x = "pub struct Thing;\nimpl Thing { fn k(&self) {} fn g(&self) { self.k(); self.f() } }\n";
+    let y = "impl super::Thing { fn k(&self) {} }\nimpl Other { fn f(&self) {} }\npub struct Other;\n";
+    let krate = tiny_crate("arch-split-none", x, y);
+    let g = krate.graph(&module("a"));
+    assert!(g["x"].is_empty(), "{g:?}");
+}

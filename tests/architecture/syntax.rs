@@ -1,6 +1,7 @@
 //! What one Rust file says, read with `syn`: its out-of-line `mod` declarations, the names its
 //! `use` items bring in, and every module path its non-test code names (`use` trees however
-//! grouped, inline paths, paths inside macro and attribute tokens), made absolute.
+//! grouped, inline paths, paths inside macro and attribute tokens), made absolute; and the methods
+//! its inherent `impl` blocks define and the method calls inside its `impl` blocks, by type.
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +23,11 @@ pub struct Parsed {
     pub external: BTreeSet<String>,
     /// Its out-of-line `mod` declarations: name, `#[path]` if any, and whether only tests see it.
     pub mods: Vec<ModDecl>,
+    /// (type, method) for every method its non-test inherent `impl` blocks define.
+    pub methods: BTreeSet<(String, String)>,
+    /// (type, method) for every method call (`.name(`, `Self::name(`) inside an `impl` of that
+    /// type: the receiver is not resolved, so `self.inner.len()` counts as a call of `len`.
+    pub calls: BTreeSet<(String, String)>,
 }
 
 /// One `mod name;` declaration.
@@ -68,7 +74,7 @@ pub fn parse(text: &str, module: &[String]) -> Result<Parsed, String> {
         }
     }
     let children = parsed.mods.iter().filter(|m| !m.test).map(|m| m.name.clone()).collect();
-    let mut c = Collector { module: module.to_vec(), depth: 0, children, parsed: &mut parsed };
+    let mut c = Collector { module: module.to_vec(), depth: 0, children, in_impl: None, parsed: &mut parsed };
     c.visit_file(&file);
     Ok(parsed)
 }
@@ -79,6 +85,8 @@ struct Collector<'a> {
     /// How deep inside inline `mod { }` blocks of this file the walk is.
     depth: usize,
     children: BTreeSet<String>,
+    /// The type whose `impl` block the walk is in.
+    in_impl: Option<String>,
     parsed: &'a mut Parsed,
 }
 
@@ -160,6 +168,7 @@ impl Collector<'_> {
     /// grouped `crate::{a, b::C}` the way a `use` inside a macro writes it.
     fn tokens(&mut self, tokens: TokenStream) {
         let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        self.token_calls(&trees);
         let mut i = 0;
         while i < trees.len() {
             match &trees[i] {
@@ -192,6 +201,28 @@ impl Collector<'_> {
                 _ => {}
             }
             i += 1;
+        }
+    }
+}
+
+impl Collector<'_> {
+    /// Method calls inside macro tokens (`tokio::select!`'s arms): `.name(` and `Self::name(`,
+    /// recorded as [`Parsed::calls`] where the walk is inside an `impl`.
+    fn token_calls(&mut self, trees: &[TokenTree]) {
+        let Some(ty) = self.in_impl.clone() else { return };
+        for (i, t) in trees.iter().enumerate() {
+            let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
+                (trees.get(i + 1), trees.get(i + 2))
+            else {
+                continue;
+            };
+            let dot = matches!(t, TokenTree::Punct(p) if p.as_char() == '.');
+            let of_self = i >= 2
+                && matches!(&trees[i - 2], TokenTree::Ident(s) if s == "Self")
+                && is_path_sep(trees, i - 1);
+            if args.delimiter() == Delimiter::Parenthesis && (dot || of_self) {
+                self.parsed.calls.insert((ty.clone(), name.to_string()));
+            }
         }
     }
 }
@@ -234,6 +265,42 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let top = self.depth == 0;
         self.use_tree(&mut Vec::new(), &u.tree, top);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        let ty = match &*i.self_ty {
+            syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        };
+        if let (Some(ty), None) = (&ty, &i.trait_) {
+            for item in &i.items {
+                if let syn::ImplItem::Fn(f) = item {
+                    if !is_test(&f.attrs) {
+                        self.parsed.methods.insert((ty.clone(), f.sig.ident.to_string()));
+                    }
+                }
+            }
+        }
+        let outer = std::mem::replace(&mut self.in_impl, ty);
+        visit::visit_item_impl(self, i);
+        self.in_impl = outer;
+    }
+
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if let Some(ty) = &self.in_impl {
+            self.parsed.calls.insert((ty.clone(), m.method.to_string()));
+        }
+        visit::visit_expr_method_call(self, m);
+    }
+
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let (Some(ty), syn::Expr::Path(p)) = (&self.in_impl, &*c.func) {
+            let segments = &p.path.segments;
+            if segments.len() == 2 && segments[0].ident == "Self" {
+                self.parsed.calls.insert((ty.clone(), segments[1].ident.to_string()));
+            }
+        }
+        visit::visit_expr_call(self, c);
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {

@@ -1,9 +1,11 @@
-//! The long-running labeler: a pass (probe → labels → publish), then wait for the interval, the
-//! feature file's expiry refresh, a config change (the file, or the node label choosing another
-//! ConfigMap key), or a signal. A config change is applied without restarting; an invalid one
-//! keeps the last good config and labels. [`service`] owns the process: this loop, health, the
-//! HTTP endpoint and the NVML session; [`crate::startup`] resolves what they start from. The loop's
-//! waiting is in `serve.rs`, the metrics in [`metrics`], the file watch in [`watch`].
+//! The long-running labeler: a pass (probe → labels → publish, through [`runner`]), then wait
+//! for the next pass's time, doing meanwhile what comes (the feature file's expiry refresh, a
+//! drift repair, a config change from the file or the node label choosing another ConfigMap key,
+//! a signal). A config change is applied without restarting; an invalid one keeps the last good
+//! config and labels. [`service`] owns the process: this loop, health, the HTTP endpoint and the
+//! NVML session; [`crate::startup`] resolves what they start from. The loop's waiting is in
+//! `serve.rs`, its retry schedule in `retry.rs`, the metrics in [`metrics`], the file watch in
+//! [`watch`].
 
 mod allocation;
 pub mod config;

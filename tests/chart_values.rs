@@ -372,7 +372,13 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             );
             let (what, pod_ns, pod) = &r.pods[0];
             let h = settings_of(what, pod_ns, &pod.containers[0]).health;
-            assert_eq!(h, nvlabel::config::health::HealthSettings { enabled: true, ..Default::default() });
+            // The release's own instance (its ServiceAccount), so its uninstall removes its health
+            // and no other release's.
+            let instance = Some(pod.service_account_name.clone().unwrap());
+            assert_eq!(
+                h,
+                nvlabel::config::health::HealthSettings { enabled: true, instance, ..Default::default() }
+            );
             let r = checked(
                 &helm,
                 release,

@@ -59,7 +59,7 @@ fn sent_condition(body: &Value) -> Value {
 #[tokio::test]
 async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", "nvlabel", quick());
     let task = tokio::spawn(async move {
         let existing = condition.read().await.map_err(|e| e.to_string());
         let applied = condition.apply(&faulty()).await.map_err(|e| e.to_string());
@@ -108,7 +108,7 @@ async fn the_condition_is_read_then_applied_alone_with_a_uid_precondition() {
 #[tokio::test]
 async fn the_record_is_read_back_with_the_condition() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", "nvlabel", quick());
     let task = tokio::spawn(async move { (condition.read().await.map_err(|e| e.to_string()), condition) });
     let record = faulty().record.unwrap().to_annotation();
     let mut on_node = node("uid-1");
@@ -124,7 +124,7 @@ async fn the_record_is_read_back_with_the_condition() {
 #[tokio::test]
 async fn a_re_created_node_is_read_again_and_the_apply_retried() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", quick());
+    let mut condition = NodeCondition::new(client, "gpu-1", "GPUHealthy", "nvlabel", quick());
     let task =
         tokio::spawn(async move { (condition.apply(&faulty()).await.map_err(|e| e.to_string()), condition) });
     expect(&mut handle, Method::GET, NODE, 200, node("uid-1")).await;
@@ -143,7 +143,7 @@ async fn a_re_created_node_is_read_again_and_the_apply_retried() {
 #[tokio::test]
 async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
     let (client, mut handle) = mock();
-    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", quick());
+    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", "nvlabel", quick());
     let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", quick());
     let task = tokio::spawn(async move {
         let read = condition.read().await.map(|_| ()).map_err(|e| e.to_string());
@@ -273,7 +273,7 @@ async fn a_call_that_never_answers_ends_at_the_clients_deadline() {
     // deadline (20 s), longer than the 15 s health once kept for itself.
     let (client, handle) = limited(nvlabel::kubeapi::Limits::default().request);
     let once = FullJitter::new(Duration::ZERO, Duration::ZERO).retries(1);
-    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", once);
+    let mut condition = NodeCondition::new(client.clone(), "gpu-1", "GPUHealthy", "nvlabel", once);
     let error = condition.read().await.map(|_| ()).unwrap_err().to_string();
     assert_eq!(error, "cannot read Node gpu-1: the API server did not answer within 20s");
     let mut events = NodeEvents::new(client, "gpu-1", "nvlabel-abc", once);

@@ -160,6 +160,11 @@ pub struct ApiArgs {
     /// API client burst (accepted without effect where nothing reads the API, as GFD does)
     #[arg(long)]
     pub kube_api_burst: Option<u32>,
+    /// This deployment's ServiceAccount (in --namespace), where several share a cluster: health
+    /// is written under a field manager of its own, and `nvlabel prune --health-only --instance`
+    /// removes exactly what its daemons wrote (they write nothing after) [default: none]
+    #[arg(long)]
+    pub instance: Option<String>,
 }
 
 /// Where labels go.

@@ -68,6 +68,7 @@ flags! {
     HealthNvmlTimeout = "health-nvml-timeout",
     HealthTaintEffect = "health-taint-effect",
     BootIdFile = "boot-id-file",
+    Instance = "instance",
 }
 
 impl Flag {

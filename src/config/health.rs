@@ -25,6 +25,8 @@ pub struct HealthSettings {
     pub fatal_xids: BTreeSet<u64>,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,
+    /// `--instance`: the deployment's ServiceAccount, where several share a cluster.
+    pub instance: Option<String>,
     /// `--health-taint-effect`: the effect of the DRA device taints.
     pub taint_effect: TaintEffect,
     /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
@@ -47,6 +49,7 @@ impl Default for HealthSettings {
             ignored_xids: BTreeSet::new(),
             fatal_xids: BTreeSet::new(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+            instance: None,
             taint_effect: TaintEffect::default(),
             expected_gpus: None,
             nvml_timeout: DEFAULT_NVML_TIMEOUT,

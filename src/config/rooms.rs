@@ -23,6 +23,10 @@ impl Settings {
             node: self.node_name.clone(),
             pod: self.pod_name.clone(),
             condition_type: h.condition_type.clone(),
+            instance: h
+                .instance
+                .clone()
+                .map(|name| crate::health::instance::Instance { namespace: self.namespace.clone(), name }),
             judging: Judging {
                 ignored_xids: h.ignored_xids.clone(),
                 fatal_xids: h.fatal_xids.clone(),
@@ -142,6 +146,8 @@ mod tests {
             "--health",
             "--node-name=n1",
             "--pod-name=p1",
+            "--namespace=gpu",
+            "--instance=vfio-nvlabel",
             "--health-condition-type=AcceleratedHardwareReady",
             "--health-ignore-xids=13,79",
             "--health-fatal-xids=31",
@@ -159,6 +165,10 @@ mod tests {
             node: Some("n1".into()),
             pod: Some("p1".into()),
             condition_type: "AcceleratedHardwareReady".into(),
+            instance: Some(crate::health::instance::Instance {
+                namespace: "gpu".into(),
+                name: "vfio-nvlabel".into(),
+            }),
             judging: Judging {
                 ignored_xids: [13, 79].into(),
                 fatal_xids: [31].into(),

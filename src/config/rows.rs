@@ -39,6 +39,8 @@ fn xids_unread(r: &Run) -> Option<&'static str> {
 }
 
 const OUTSIDE_A_LABELLER: &str = "outside a labelling daemon or one-shot run";
+const NOT_AN_INSTANCES: &str =
+    "outside a daemon with --health and `nvlabel prune`: only they write or remove an instance's health";
 const NO_DEADLINE: &str = "outside a daemon: only a daemon's passes and health readings wait with a deadline";
 
 /// `flag`'s row.
@@ -294,6 +296,15 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| put(&mut s.health.boot_id_file, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which keeps no faults across runs")])
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
+        F::Instance => r(flag, &["NVLABEL_INSTANCE"])
+            .set(|s, f| put(&mut s.health.instance, crate::health::instance::name(&f.value)))
+            .never_in(&[
+                (Mode::Oneshot, NOT_AN_INSTANCES),
+                (Mode::Probe, NOT_AN_INSTANCES),
+                (Mode::Hook, NOT_AN_INSTANCES),
+                (Mode::Health, NOT_AN_INSTANCES),
+            ])
+            .when(|r| (r.mode == Mode::Daemon && !r.settings.health.enabled).then_some("without --health in a daemon")),
     }
 }
 

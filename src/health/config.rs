@@ -73,6 +73,8 @@ pub struct HealthConfig {
     pub pod: Option<String>,
     /// `--health-condition-type`.
     pub condition_type: String,
+    /// `--instance`: the deployment whose health this is, where several share a cluster.
+    pub instance: Option<super::instance::Instance>,
     /// What a reading is judged by.
     pub judging: Judging,
     /// `--boot-id-file`.
@@ -91,8 +93,8 @@ pub struct HealthConfig {
 }
 
 impl HealthConfig {
-    /// The instance name health's Events carry.
-    pub fn instance(&self, node: &str) -> String {
+    /// The reporting instance health's Events carry.
+    pub fn event_instance(&self, node: &str) -> String {
         self.pod.clone().unwrap_or_else(|| format!("nvlabel-{node}"))
     }
 }

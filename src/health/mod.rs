@@ -9,6 +9,7 @@ pub mod boot;
 pub mod config;
 pub mod events;
 pub mod expected;
+pub mod instance;
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;

@@ -6,15 +6,18 @@ pub use super::boot::{boot_id, BootIdError};
 use super::config::{HealthConfig, InForce, Judging};
 use super::events::{EventType, NodeEvents};
 use super::expected::Expected;
+use super::instance::{manager_of, Retirement};
 use super::metrics::HealthMetrics;
 use super::nvml;
 use super::publish::NodeCondition;
 use super::rules::Fault;
 use super::rules::{Event, Found, Reading, Rules};
-use super::signals::{Began, Signals};
+use super::signals::Signals;
 use super::sticky::{Entry, Existing, Tracker, Verdict};
 use super::taints::DeviceTaints;
 use super::watchdog::Watchdog;
+
+mod writes;
 use super::HealthError;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
@@ -58,6 +61,8 @@ pub struct Monitor {
     in_flight: Option<Answer<Result<Reading, nvml::ReadError>>>,
     /// How long NVML work may run before health says Unknown, and whether some did.
     watchdog: Watchdog,
+    /// With `--instance`: whether it is being uninstalled (then nothing more is written).
+    retirement: Option<Retirement>,
 }
 
 impl Monitor {
@@ -83,8 +88,15 @@ impl Monitor {
             tracker: None,
             last: None,
             uuids: BTreeMap::new(),
-            condition: NodeCondition::new(client.clone(), &name, &config.condition_type, Default::default()),
-            events: NodeEvents::new(client, &name, &config.instance(&name), Default::default()),
+            condition: NodeCondition::new(
+                client.clone(),
+                &name,
+                &config.condition_type,
+                &manager_of(config.instance.as_ref()),
+                Default::default(),
+            ),
+            retirement: config.instance.clone().map(|i| Retirement::new(client.clone(), i)),
+            events: NodeEvents::new(client, &name, &config.event_instance(&name), Default::default()),
             metrics,
             published: None,
             pending: Vec::new(),
@@ -101,7 +113,11 @@ impl Monitor {
     /// Brings the device taints in line with the record and the slices (a device that appears
     /// in a slice after its GPU's fault gets its taint here).
     pub async fn sync_taints(&mut self) {
-        let (Some(tracker), Some((taints, slices))) = (&self.tracker, &mut self.taints) else { return };
+        let retired = self.retired();
+        let (Some(tracker), Some((taints, slices)), false) = (&self.tracker, &mut self.taints, retired)
+        else {
+            return;
+        };
         taints.sync(&slices.state(), &tracker.faulty_uuids()).await;
     }
 
@@ -130,7 +146,9 @@ impl Monitor {
                     if t.faulty() {
                         tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
                     }
-                    self.published = existing.as_ref().map(Existing::published);
+                    // Written by an nvlabel without this instance: written again, so it is ours.
+                    let legacy = self.condition.legacy();
+                    self.published = existing.as_ref().filter(|_| !legacy).map(Existing::published);
                     self.tracker = Some(t);
                     // The node rebooted while nvlabel was not running (a reboot restarts it).
                     self.recovered(&boot, cleared).await;
@@ -153,7 +171,7 @@ impl Monitor {
     /// Says that the faults `cleared` (of an earlier boot) are gone with the reboot into `boot`:
     /// one log line and one `GpusRecovered` Event, each naming them; nothing when none were.
     async fn recovered(&mut self, boot: &str, cleared: Vec<String>) {
-        if cleared.is_empty() {
+        if cleared.is_empty() || self.retired() {
             return;
         }
         let faults = cleared.join("; ");
@@ -285,27 +303,6 @@ impl Monitor {
         }
     }
 
-    /// A Warning Event and a count for each warning episode that began.
-    async fn warn(&mut self, began: Vec<Began>) {
-        let uid = self.condition.uid();
-        for b in began {
-            let uuid = self.uuids.get(&b.index).map_or("", |u| u.as_str()).to_string();
-            self.metrics.warning(b.index, &uuid, b.signal.reason());
-            let who = if uuid.is_empty() {
-                format!("GPU {}", b.index)
-            } else {
-                format!("GPU {} ({uuid})", b.index)
-            };
-            let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
-            tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
-            if let Err(e) =
-                self.events.send(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the warning Event");
-            }
-        }
-    }
-
     /// One NVML event.
     pub async fn event(&mut self, event: Event) {
         if let Event::Xid { index, xid, .. } = event {
@@ -354,38 +351,5 @@ impl Monitor {
             self.metrics.healthy(*index, uuid, !faulty.contains(index));
         }
         new
-    }
-
-    /// A Warning Event for each new fault (after the condition, so a slow Event API does not
-    /// hold the condition back).
-    async fn announce(&mut self, new: Vec<Entry>) {
-        let uid = self.condition.uid();
-        for entry in new {
-            let reason = entry.recorded.fault.reason();
-            if let Err(e) =
-                self.events.send(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the fault Event");
-            }
-        }
-    }
-
-    /// Writes the condition if it differs from what the Node has.
-    async fn publish(&mut self) {
-        let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
-        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(std::time::Instant::now()) {
-            return;
-        }
-        match self.condition.apply(&verdict).await {
-            Ok(()) => {
-                self.backoff.reset();
-                tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
-                self.published = Some(verdict);
-            }
-            Err(e) => {
-                let wait = self.backoff.failed(std::time::Instant::now());
-                tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
-            }
-        }
     }
 }

@@ -3,10 +3,13 @@
 //! set `Unknown`: NodeHealthCheck and Karpenter's node repair act on a condition of a type and
 //! status they are configured with (NodeHealthCheck's own defaults treat `Ready=Unknown` as
 //! unhealthy, and its users copy that for other conditions), while a condition that is absent
-//! matches no rule of either. `--health-only --all-nodes` is what the chart's uninstall runs.
+//! matches no rule of either. `--health-only --all-nodes --instance NAME` is what the chart's
+//! uninstall runs: only that release's health goes, and its daemons, still running, are told to
+//! write none back ([`super::instance`]). Without `--instance`, what any nvlabel wrote goes.
 
 use super::config::HealthConfig;
-use super::publish::{health_wrote, NodeCondition};
+use super::instance::{self, Instance};
+use super::publish::{health_managers, NodeCondition};
 use super::taints::{self, TaintError};
 use crate::exit::Classify;
 use crate::kubeapi::errors::ApiFailure;
@@ -14,8 +17,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
 /// Every API request `--health-only --all-nodes` makes (the uninstall hook's RBAC grants exactly
-/// these, and the device taints' [`taints::PRUNE_CALLS`] where they are written): the nodes
-/// listed, nvlabel's status fields removed.
+/// these, the device taints' [`taints::PRUNE_CALLS`] where they are written and, with
+/// `--instance`, [`instance::PRUNE_CALLS`]): the nodes listed, nvlabel's status fields removed.
 pub const API_CALLS: &[crate::publish::ApiCall] = &[
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes", verb: "list" },
     crate::publish::ApiCall { namespaced: false, group: "", resource: "nodes/status", verb: "patch" },
@@ -39,7 +42,7 @@ pub enum PruneError {
     /// The nodes could not be listed.
     #[error(transparent)]
     List(ApiFailure),
-    /// The condition and record could not be removed.
+    /// The condition and record could not be removed, or the instance not marked retired.
     #[error(transparent)]
     Condition(#[from] ApiFailure),
     /// The device taints could not be removed.
@@ -59,20 +62,65 @@ impl Classify for PruneError {
 }
 
 /// Removes this node's GPU health condition, its fault record and its device taints, where the
-/// command talks to the API.
+/// command talks to the API: the instance's, or with none every nvlabel's.
 pub async fn prune(config: &HealthConfig, client: Option<&kube::Client>) -> Result<(), PruneError> {
     let (Some(client), Some(node)) = (client, &config.node) else { return Ok(()) };
-    let mut condition = NodeCondition::new(client.clone(), node, &config.condition_type, Default::default());
-    if condition.remove().await? {
+    if let Some(instance) = &config.instance {
+        retire(client, instance).await?;
+    }
+    let api: Api<Node> = Api::all(client.clone());
+    let read = crate::kubeapi::retry::retry("reading the Node", Default::default(), || api.get(node)).await;
+    let found = match read {
+        Ok(found) => found,
+        // Who may not read the Node could not have written health to it either.
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => return Ok(()),
+        Err(source) => {
+            return Err(PruneError::Condition(ApiFailure {
+                action: "read",
+                object: format!("Node {node}"),
+                verb: "get",
+                resource: "nodes",
+                source,
+            }))
+        }
+    };
+    if remove(client, config, &found).await? {
         tracing::info!(node = %node, "this node's GPU health condition and fault record removed");
     }
     taints::prune_for(Some(node), Some(client)).await?;
     Ok(())
 }
 
+/// Marks `instance` retired, so its daemons write nothing after the prune.
+async fn retire(client: &kube::Client, instance: &Instance) -> Result<(), PruneError> {
+    if instance::retire(client, instance).await? {
+        tracing::info!(%instance, "instance marked retired: its daemons write no GPU health from now on");
+    } else {
+        tracing::info!(%instance, "the instance's ServiceAccount is gone: no daemon of it is left to stop");
+    }
+    Ok(())
+}
+
+/// Removes what health wrote on `node` under the instance's field manager (with no instance,
+/// under every field manager of nvlabel's); returns whether there was any.
+async fn remove(client: &kube::Client, config: &HealthConfig, node: &Node) -> Result<bool, ApiFailure> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let managers = match &config.instance {
+        Some(instance) => vec![instance.manager()],
+        None => health_managers(node),
+    };
+    let mut removed = false;
+    for manager in managers {
+        let mut condition =
+            NodeCondition::new(client.clone(), &name, &config.condition_type, &manager, Default::default());
+        removed |= condition.remove_from(node).await?;
+    }
+    Ok(removed)
+}
+
 /// `nvlabel prune --health-only`: health's traces only (the labels stay), on `--node-name` or,
-/// with `all_nodes`, on every node nvlabel's health wrote to, through a client `connect` makes
-/// (only once the command is known to make sense).
+/// with `all_nodes`, on every node health wrote to (the instance's, with `--instance`), through a
+/// client `connect` makes (only once the command is known to make sense).
 pub async fn health_only<F>(config: &HealthConfig, all_nodes: bool, connect: F) -> Result<(), PruneError>
 where
     F: std::future::Future<Output = Result<kube::Client, crate::kubeapi::ClientError>>,
@@ -84,8 +132,11 @@ where
     if !all_nodes {
         return prune(config, Some(&client)).await;
     }
+    if let Some(instance) = &config.instance {
+        retire(&client, instance).await?;
+    }
     let api: Api<Node> = Api::all(client.clone());
-    let (mut nodes, mut cleared) = (0, 0);
+    let (mut nodes, mut cleared, mut rules) = (0, 0, 0);
     let mut page = ListParams::default().limit(PAGE);
     loop {
         let list = api.list(&page).await.map_err(|source| {
@@ -97,13 +148,15 @@ where
                 source,
             })
         })?;
-        for node in list.items.iter().filter(|n| health_wrote(n)) {
+        for node in &list.items {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let mut condition =
-                NodeCondition::new(client.clone(), &name, &config.condition_type, Default::default());
-            if condition.remove_from(node).await? {
+            if remove(&client, config, node).await? {
                 tracing::info!(node = %name, "GPU health condition and fault record removed");
                 cleared += 1;
+                // An instance's device taints are those of the nodes it wrote health to.
+                if config.instance.is_some() {
+                    rules += taints::prune(&client, &name).await?;
+                }
             }
         }
         nodes += list.items.len();
@@ -112,7 +165,9 @@ where
             None => break,
         }
     }
-    let rules = taints::prune_all(&client).await?;
+    if config.instance.is_none() {
+        rules = taints::prune_all(&client).await?;
+    }
     tracing::info!(nodes, cleared, device_taints = rules, "GPU health's traces removed from every node");
     Ok(())
 }

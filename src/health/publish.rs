@@ -16,7 +16,8 @@ use kube::Api;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// The field manager of the condition (the same as nvlabel's labels; SSA keeps status apart).
+/// The field manager of the condition without `--instance` (the same as nvlabel's labels; SSA
+/// keeps status apart); an instance's is its own ([`super::instance`]).
 pub use crate::kubeapi::FIELD_MANAGER;
 /// Every API request health makes (its RBAC must grant exactly these): one read of the Node,
 /// the watch of this Node (its expected GPU count label), the condition's patch of
@@ -38,6 +39,10 @@ struct Seen {
     uid: Option<String>,
     /// The status last written and when it became that.
     transition: Option<(Status, Time)>,
+    /// Whether nvlabel's own field manager still owns fields of the status while an instance
+    /// writes under its own (health written before the instance had one): given up after the
+    /// instance's first write, so the instance's prune removes everything.
+    legacy: bool,
 }
 
 /// This Node's health condition.
@@ -45,19 +50,28 @@ pub struct NodeCondition {
     api: Api<Node>,
     node: String,
     condition_type: String,
+    /// The field manager the condition is written under.
+    manager: String,
     backoff: FullJitter,
     /// Behind a lock only so that the retried attempts, which borrow `self`, can update it.
     seen: Mutex<Seen>,
 }
 
 impl NodeCondition {
-    /// The condition `condition_type` of Node `node`; each read or apply retries as hard as
-    /// `backoff` says.
-    pub fn new(client: kube::Client, node: &str, condition_type: &str, backoff: FullJitter) -> NodeCondition {
+    /// The condition `condition_type` of Node `node`, written under the field manager `manager`;
+    /// each read or apply retries as hard as `backoff` says.
+    pub fn new(
+        client: kube::Client,
+        node: &str,
+        condition_type: &str,
+        manager: &str,
+        backoff: FullJitter,
+    ) -> NodeCondition {
         NodeCondition {
             api: Api::all(client),
             node: node.into(),
             condition_type: condition_type.into(),
+            manager: manager.into(),
             backoff,
             seen: Mutex::default(),
         }
@@ -72,6 +86,12 @@ impl NodeCondition {
         self.seen().uid.clone()
     }
 
+    /// Whether nvlabel's own field manager still holds fields of the status this instance's
+    /// manager should own (health written before `--instance`): the next apply hands them over.
+    pub fn legacy(&self) -> bool {
+        self.seen().legacy
+    }
+
     /// A failed request on the Node as one line; `applying` tells the apply from the read.
     fn failure(&self, applying: bool, source: kube::Error) -> ApiFailure {
         let (action, verb, resource) = match applying {
@@ -84,6 +104,7 @@ impl NodeCondition {
     /// One read of the Node: notes its UID and our condition's last transition.
     async fn get(&self) -> Result<Option<Existing>, kube::Error> {
         let node = self.api.get(&self.node).await?;
+        let legacy = self.manager != FIELD_MANAGER && owns_status(&node, FIELD_MANAGER);
         let found = node
             .status
             .and_then(|s| s.conditions)
@@ -93,6 +114,7 @@ impl NodeCondition {
         let record = node.metadata.annotations.and_then(|mut a| a.remove(ANNOTATION));
         let mut seen = self.seen();
         seen.uid = node.metadata.uid;
+        seen.legacy = legacy;
         Ok(found.map(|c| {
             let status = Status::parse(&c.status);
             if let Some(t) = c.last_transition_time {
@@ -118,7 +140,7 @@ impl NodeCondition {
     /// 409 (the UID precondition failed: the Node was re-created) reads the Node again.
     pub async fn apply(&mut self, v: &Verdict) -> Result<(), ApiFailure> {
         let applying = AtomicBool::new(false);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(&self.manager).force();
         let written = retry("applying the health condition", self.backoff, || async {
             applying.store(false, Relaxed);
             if self.uid().is_none() {
@@ -147,13 +169,25 @@ impl NodeCondition {
         .await
         .map_err(|source| self.failure(applying.load(Relaxed), source))?;
         self.seen().transition = Some((v.status, written));
+        if std::mem::take(&mut self.seen().legacy) {
+            // The instance owns the condition now: nvlabel's own manager lets go of it (what both
+            // set stays), so that the instance's prune leaves nothing behind.
+            let uid = self.uid();
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let patch = Patch::Apply(empty(&self.node, uid));
+            retry("handing the health condition to the instance", self.backoff, || {
+                self.api.patch_status(&self.node, &params, &patch)
+            })
+            .await
+            .map_err(|source| self.failure(true, source))?;
+        }
         Ok(())
     }
 }
 
 impl NodeCondition {
     /// Removes what health wrote to the Node's status (the condition and the record annotation)
-    /// by applying an empty status under nvlabel's field manager: fields another writer also set
+    /// by applying an empty status under its field manager: fields another writer also set
     /// stay (a person's clearing by hand, say). Returns whether there was anything of nvlabel's;
     /// without, nothing is written (so a node health never ran on needs no grant).
     pub async fn remove(&mut self) -> Result<bool, ApiFailure> {
@@ -168,16 +202,11 @@ impl NodeCondition {
 
     /// [`NodeCondition::remove`] with the Node as just read (listed, say).
     pub async fn remove_from(&mut self, node: &Node) -> Result<bool, ApiFailure> {
-        if !health_wrote(node) {
+        if !owns_status(node, &self.manager) {
             return Ok(false);
         }
-        let uid = node.metadata.uid.clone();
-        let body = Node {
-            metadata: ObjectMeta { name: Some(self.node.clone()), uid, ..ObjectMeta::default() },
-            ..Node::default()
-        };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let patch = Patch::Apply(&body);
+        let params = PatchParams::apply(&self.manager).force();
+        let patch = Patch::Apply(empty(&self.node, node.metadata.uid.clone()));
         retry("removing the health condition", self.backoff, || {
             self.api.patch_status(&self.node, &params, &patch)
         })
@@ -187,14 +216,36 @@ impl NodeCondition {
     }
 }
 
-/// Whether nvlabel's field manager owns anything of `node`'s status (health's condition and
-/// record are written there, and nothing else of nvlabel's is).
-pub fn health_wrote(node: &Node) -> bool {
+/// The field managers health wrote `node`'s status under (nvlabel's own and instances'; health's
+/// condition and record are written there, and nothing else of nvlabel's is), each once.
+pub fn health_managers(node: &Node) -> Vec<String> {
+    let mut found: Vec<String> = node
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() == Some("status"))
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| super::instance::is_health_manager(m))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Whether `manager` owns anything of `node`'s status.
+pub fn owns_status(node: &Node, manager: &str) -> bool {
     node.metadata
         .managed_fields
         .iter()
         .flatten()
-        .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.as_deref() == Some("status"))
+        .any(|m| m.manager.as_deref() == Some(manager) && m.subresource.as_deref() == Some("status"))
+}
+
+/// The apply that gives up everything a manager set in `node`'s status: the Node by name (and
+/// UID, a precondition) and nothing else.
+fn empty(node: &str, uid: Option<String>) -> Node {
+    Node { metadata: ObjectMeta { name: Some(node.into()), uid, ..ObjectMeta::default() }, ..Node::default() }
 }
 
 /// The condition `condition_type` as the Node gets it: the verdict, the time its status began

@@ -182,6 +182,7 @@ mod tests {
             node: Some("n1".into()),
             pod: None,
             condition_type: "GPUHealthy".into(),
+            instance: None,
             judging: Default::default(),
             boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
             taint_effect: Default::default(),

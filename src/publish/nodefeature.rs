@@ -23,12 +23,16 @@ pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
 pub use crate::kubeapi::FIELD_MANAGER;
 
 /// The requests this writer makes: the owner lookup (`pods` get) and get/create/update of the
-/// object (`publish`). Keep in step with the calls below.
+/// object (`publish`). Keep in step with the calls below. `delete` is never sent by the daemon,
+/// but an update that changes the object's owner (taking over an object GFD or an earlier
+/// DaemonSet owned) needs it where the `OwnerReferencesPermissionEnforcement` admission plugin
+/// runs (OpenShift's default): only who may delete an object may change its owner.
 pub const API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: true, group: "", resource: "pods", verb: "get" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "get" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "create" },
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "update" },
+    super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "delete" },
 ];
 
 /// What the daemon adds: it watches its object instead of reading it every pass.
@@ -37,8 +41,8 @@ pub const WATCH_API_CALLS: &[super::ApiCall] = &[
     super::ApiCall { namespaced: true, group: "nfd.k8s-sigs.io", resource: "nodefeatures", verb: "watch" },
 ];
 
-/// What `nvlabel prune` adds in NodeFeature mode (run by an administrator, not granted to the
-/// DaemonSet): deleting the object.
+/// What `nvlabel prune` adds in NodeFeature mode (run by an administrator): deleting the object
+/// (which [`API_CALLS`] holds already, for the owner's sake).
 pub const PRUNE_API_CALLS: &[super::ApiCall] = &[super::ApiCall {
     namespaced: true,
     group: "nfd.k8s-sigs.io",

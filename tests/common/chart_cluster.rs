@@ -13,13 +13,19 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The admission plugin OpenShift runs by default and a plain kube-apiserver does not: changing
+/// an object's owner needs `delete` on it.
+pub const STRICT: &str = "--enable-admission-plugins=OwnerReferencesPermissionEnforcement";
+
 /// One chart test at a time: they share the server's cluster-scoped objects and the node.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The server and Helm, or `None` after a one-line skip.
 pub async fn begin(test: &str) -> Option<(&'static Server, PathBuf, tokio::sync::MutexGuard<'static, ()>)> {
     let helm = helm(test)?;
-    let server = apiserver::server(test)?;
+    // Every chart test on a strict cluster's admission (OpenShift's default): the chart's grants
+    // must be enough there too.
+    let server = apiserver::server_with(test, Some(STRICT))?;
     let guard = SERIAL.lock().await;
     let admin = server.admin().await;
     apply(&admin, &json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}))

@@ -286,7 +286,12 @@ pub type Grant = (String, String, String, String);
 pub fn grants(scope: &str, rules: &[PolicyRule]) -> BTreeSet<Grant> {
     let mut out = BTreeSet::new();
     for rule in rules {
-        assert!(rule.resource_names.is_none(), "name-scoped rules are not expected");
+        // Only the instance's own ServiceAccount is granted by name (nvlabel reads or marks it by name).
+        let resources = rule.resources.clone().unwrap_or_default();
+        assert!(
+            rule.resource_names.is_none() || resources == ["serviceaccounts"],
+            "name-scoped rules are expected on the instance's ServiceAccount only: {resources:?}"
+        );
         for g in rule.api_groups.iter().flatten() {
             for r in rule.resources.iter().flatten() {
                 for v in &rule.verbs {
@@ -322,6 +327,9 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         use nvlabel::health::events::EVENTS_NAMESPACE;
         use nvlabel::health::publish::API_CALLS;
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
+        if settings.health.instance.is_some() {
+            needed.extend(calls(nvlabel::health::instance::DAEMON_CALLS, ns));
+        }
     }
     if settings.slices_wanted() {
         let slices = nvlabel::kubeapi::slices::API_CALLS;

@@ -37,16 +37,39 @@ pub fn check_uninstall_hook(label: &str, r: &Rendered) {
         "{what}"
     );
     assert!(sc.capabilities.and_then(|c| c.drop).unwrap_or_default().contains(&"ALL".to_string()), "{what}");
-    assert_eq!(c.args.clone().unwrap_or_default(), ["prune", "--health-only", "--all-nodes"], "{what}");
-    settings_of(what, namespace, c);
+    // Only this release's health: the instance the DaemonSet writes as, in its namespace.
+    let instance = pod.service_account_name.clone().unwrap();
+    assert_eq!(
+        c.args.clone().unwrap_or_default(),
+        [
+            "prune",
+            "--health-only",
+            "--all-nodes",
+            &format!("--instance={instance}"),
+            &format!("--namespace={namespace}")
+        ],
+        "{what}"
+    );
+    let hook = settings_of(what, namespace, c);
+    assert_eq!(
+        hook.health_config().instance,
+        settings.health_config().instance,
+        "{label}: the same instance"
+    );
+    assert!(settings.health_config().instance.is_some(), "{label}: the DaemonSet writes as its instance");
     let sa = format!("ServiceAccount/{namespace}/{}", job.service_account_name.as_deref().unwrap());
     let mut granted = BTreeSet::new();
-    for (role, _, _, subjects) in &hooks.bindings {
+    for (role, ns, kind, subjects) in &hooks.bindings {
         assert_eq!(subjects, &vec![sa.clone()], "{label}");
-        let (_, _, rules) = hooks.rules.iter().find(|(n, _, _)| n == role).expect("the bound role");
-        granted.extend(grants("cluster", rules));
+        let (_, _, rules) = hooks
+            .rules
+            .iter()
+            .find(|(n, rns, _)| n == role && (kind == "ClusterRole" || rns == ns))
+            .expect("the bound role");
+        granted.extend(grants(ns.as_deref().unwrap_or("cluster"), rules));
     }
     let mut needed = calls(nvlabel::health::prune::API_CALLS, namespace);
+    needed.extend(calls(nvlabel::health::instance::PRUNE_CALLS, namespace));
     if settings.allocation_mode != nvlabel::labels::AllocationMode::DevicePlugin {
         needed.extend(calls(nvlabel::health::taints::PRUNE_CALLS, namespace));
     }

@@ -196,6 +196,8 @@ containers:
       {{- if include "nvlabel.health" . }}
       - --health
       - --health-condition-type={{ .Values.health.conditionType }}
+      # This release's own field manager for health, so another release's uninstall leaves it be.
+      - --instance={{ include "nvlabel.serviceAccount" . }}
       {{- if kindIs "slice" .Values.health.ignoreXids }}
       - --health-ignore-xids={{ join "," .Values.health.ignoreXids }}
       {{- end }}

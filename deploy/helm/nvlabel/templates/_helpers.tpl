@@ -106,6 +106,54 @@ and health in dra mode taints their devices. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The DaemonSet's required node affinity: one term per GPU-node label (any admits a node),
+each also needing the arch and, with gpuOperator.respectClientPause, the GPU Operator's
+nvidia.com/gpu.deploy.client absent or true. Terms are ORed and a term's expressions ANDed, and
+no operator says "absent or true" (NotIn also admits every other value), so each GPU-node term
+comes twice: with DoesNotExist and with In [true]. */}}
+{{- define "nvlabel.nodeAffinity" -}}
+{{- $arch := list -}}
+{{- with .Values.gpuNodes.arches -}}
+{{- $arch = list (dict "key" "kubernetes.io/arch" "operator" "In" "values" .) -}}
+{{- end -}}
+{{- $pauses := list (list) -}}
+{{- if .Values.gpuOperator.respectClientPause -}}
+{{- $key := "nvidia.com/gpu.deploy.client" -}}
+{{- $pauses = list (list (dict "key" $key "operator" "DoesNotExist")) (list (dict "key" $key "operator" "In" "values" (list "true"))) -}}
+{{- end -}}
+{{- $labels := .Values.gpuNodes.labels | default (list dict) -}}
+{{- $terms := list -}}
+{{- range $label := $labels -}}
+{{- range $pause := $pauses -}}
+{{- $exprs := list -}}
+{{- if $label -}}
+{{- $exprs = list (dict "key" $label.key "operator" "In" "values" (list $label.value)) -}}
+{{- end -}}
+{{- $exprs = concat $exprs $pause $arch -}}
+{{- if $exprs -}}
+{{- $terms = append $terms (dict "matchExpressions" $exprs) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $terms -}}
+requiredDuringSchedulingIgnoredDuringExecution:
+  nodeSelectorTerms:
+    {{- toYaml . | nindent 4 }}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod's supplementary groups: the list given, else video (GID 44 on L4T and Ubuntu) for
+tegra, the group of the integrated GPU's device nodes; a YAML list. */}}
+{{- define "nvlabel.supplementalGroups" -}}
+{{- if kindIs "slice" .Values.supplementalGroups -}}
+{{- toYaml .Values.supplementalGroups -}}
+{{- else if eq (include "nvlabel.strategy" .) "tegra" -}}
+{{- toYaml (list 44) -}}
+{{- else -}}
+[]
+{{- end -}}
+{{- end -}}
+
 {{/* The pod: shared by the DaemonSet and the Job. */}}
 {{- define "nvlabel.image" -}}
 {{- printf "%s%s" .Values.image.repository (ternary (printf "@%s" .Values.image.digest) (printf ":%s" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest "")) -}}
@@ -138,11 +186,22 @@ securityContext:
   {{- end }}
   seccompProfile:
     type: RuntimeDefault
+  {{- with include "nvlabel.supplementalGroups" . | fromYamlArray }}
+  # The groups of the GPU's device nodes (on Jetson, IGX and Thor usually video, mode 0660).
+  supplementalGroups: {{ toJson . }}
+  {{- end }}
 {{- if eq .Values.mode "job" }}
 nodeName: {{ .Values.job.nodeName }}
 restartPolicy: OnFailure
-{{- else }}
-{{- with .Values.affinity }}
+{{- else if hasKey .Values "affinity" }}
+{{- /* affinity=null (the key removed) drops it, as before the chart built it. */ -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- if not $affinity.nodeAffinity -}}
+{{- with include "nvlabel.nodeAffinity" . -}}
+{{- $_ := set $affinity "nodeAffinity" (fromYaml .) -}}
+{{- end -}}
+{{- end }}
+{{- with $affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}

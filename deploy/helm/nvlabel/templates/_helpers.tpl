@@ -75,37 +75,6 @@ and health in dra mode taints their devices. */}}
 {{- include "nvlabel.fullname" . -}}
 {{- end -}}
 
-{{/* Refusals the schema cannot express. */}}
-{{- define "nvlabel.validate" -}}
-{{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}
-{{- fail "job.nodeName: mode=job labels one node once; set job.nodeName to that node's name" -}}
-{{- end -}}
-{{- $config := .Values.config -}}
-{{- if and $config.default $config.map (not $config.name) (not (hasKey $config.map $config.default)) -}}
-{{- fail (printf "config.default: %q is not a key of config.map (%s); nodes without the nvidia.com/device-plugin.config label would get no config" $config.default (keys $config.map | sortAlpha | join ", ")) -}}
-{{- end -}}
-{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
-{{- fail "metrics.serviceMonitor.enabled: the ServiceMonitor scrapes the metrics Service; set metrics.service.enabled=true too" -}}
-{{- end -}}
-{{- /* Health writes a Node condition through the API: the modes that publish through it. A
-     one-shot Job cannot keep a fault until the next boot, and nfd-file has no API access. */ -}}
-{{- if and .Values.health.enabled (not (include "nvlabel.health" .)) -}}
-{{- fail (printf "health.enabled: the GPU health Node condition needs a daemon with API access; mode=%s cannot publish it, use mode=node or mode=nfd-nodefeature" .Values.mode) -}}
-{{- end -}}
-{{- /* The kubelet owns these conditions: a schema `not` would only say "'not' failed". */ -}}
-{{- if has .Values.health.conditionType (list "Ready" "MemoryPressure" "DiskPressure" "PIDPressure" "NetworkUnavailable") -}}
-{{- fail (printf "health.conditionType: %s is a condition the kubelet owns; nvlabel would fight it for the Node's status. Use a type of its own, such as GPUHealthy" .Values.health.conditionType) -}}
-{{- end -}}
-{{- /* A taint effect only acts where health taints DRA devices; otherwise it would vanish silently. */ -}}
-{{- if and (ne .Values.health.taintEffect "NoSchedule") (not (include "nvlabel.taintsDevices" .)) -}}
-{{- fail (printf "health.taintEffect: %s has no effect without health.enabled=true in mode=node or nfd-nodefeature with allocationMode dra or auto (only there are a faulty GPU's DRA devices tainted); leave it out" .Values.health.taintEffect) -}}
-{{- end -}}
-{{- /* GPUs bound to vfio-pci have no driver to read health from; nvlabel refuses --health there. */ -}}
-{{- if and .Values.health.enabled (eq (include "nvlabel.strategy" .) "vfio") -}}
-{{- fail "health.enabled: with deviceDiscoveryStrategy=vfio the GPUs are bound to vfio-pci, with no driver to read their health from (nvlabel refuses --health there); set health.enabled=false" -}}
-{{- end -}}
-{{- end -}}
-
 {{/* The DaemonSet's required node affinity: one term per GPU-node label (any admits a node),
 each also needing the arch and, with gpuOperator.respectClientPause, the GPU Operator's
 nvidia.com/gpu.deploy.client absent or true. Terms are ORed and a term's expressions ANDed, and

@@ -6,8 +6,9 @@
 //! The binary's verdict is its exit status 2 within a few seconds (it refuses before touching NVML
 //! or the API); anything else is an accepted configuration. Host paths and the metrics port are
 //! moved into a temporary directory, which changes no validation. The few values the chart refuses
-//! and the binary takes are listed with the reason. Needs a Helm binary (`NVLABEL_HELM`); without
-//! one the test skips with one line.
+//! and the binary takes are listed with the reason. Every flag the chart renders from a value has
+//! samples in the table (checked on renderings of every mode). Needs a Helm binary
+//! (`NVLABEL_HELM`); without one each test skips with one line.
 
 mod common;
 
@@ -293,5 +294,75 @@ fn the_chart_refuses_exactly_the_values_nvlabel_refuses() {
         wrong.len(),
         CASES.len() + CONFIG_CASES.len(),
         wrong.join("\n")
+    );
+}
+
+/// Flags whose value the chart fixes (a path of its own, a boolean, a port the schema bounds):
+/// nothing a user gives reaches them as text.
+const FIXED: [&str; 10] = [
+    "--metrics-addr",
+    "--config-dir",
+    "--use-node-feature-api",
+    "--output-file",
+    "--sink",
+    "--oneshot",
+    "--health",
+    "--no-timestamp",
+    "--extended-labels",
+    "--fail-on-init-error",
+];
+
+#[test]
+fn every_flag_the_chart_renders_from_a_value_has_samples() {
+    let Some(helm) = helm("every_flag_the_chart_renders_from_a_value_has_samples") else { return };
+    let sampled: Vec<&str> = CASES
+        .iter()
+        .chain(CONFIG_CASES)
+        .map(|(_, _, flag, _)| flag.split_once('=').map_or(*flag, |(n, _)| n))
+        .collect();
+    let every: &[&[&str]] = &[
+        &["--set", "mode=nfd-file", "--set", "failOnInitError=false", "--set", "noTimestamp=true"],
+        &["--set", "mode=job", "--set", "job.nodeName=gpu-node-1", "--set", "migStrategy=mixed"],
+        &["--set", "mode=node", "--set", "health.enabled=true", "--set", "allocationMode=auto"],
+        &[
+            "--set",
+            "health.enabled=true",
+            "--set",
+            "allocationMode=dra",
+            "--set",
+            "health.expectedGpus=8",
+            "--set",
+            "health.nvmlTimeout=10s",
+            "--set",
+            "health.bootIdFile=/b",
+            "--set-json",
+            "health.ignoreXids=[1]",
+            "--set-json",
+            "health.fatalXids=[2]",
+            "--set",
+            "config.default=mps-10",
+            "--set",
+            "cudaLibrary=libcuda.so",
+            "--set",
+            "deviceDiscoveryStrategy=tegra",
+        ],
+    ];
+    let mut unsampled = Vec::new();
+    for args in every {
+        let docs = template(&helm, "nvlabel", args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let (flags, _, _) = pod_of(&docs, &format!("{args:?}"));
+        for flag in flags {
+            let name = flag.split_once('=').map_or(flag.as_str(), |(n, _)| n).to_string();
+            if !sampled.contains(&name.as_str())
+                && !FIXED.contains(&name.as_str())
+                && !unsampled.contains(&name)
+            {
+                unsampled.push(name);
+            }
+        }
+    }
+    assert!(
+        unsampled.is_empty(),
+        "flags the chart renders from a value, without samples in CASES: {unsampled:?}"
     );
 }

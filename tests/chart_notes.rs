@@ -47,6 +47,18 @@ fn the_notes_name_taints_the_operator_pause_the_uninstall_hook_and_the_kept_name
         (&["--set", "gpuOperator.respectClientPause=false", "--set", "namespace.create=false"], [false, false, false, false], &[]),
         (&["--set", "mode=job", "--set", "job.nodeName=gpu-node-1"], [false, false, false, true], &[]),
     ];
+    // An affinity of the user's own, without the pause: said instead.
+    let own = r#"affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"gpu","operator":"Exists"}]}]}}}"#;
+    for args in [["--set-json", own], ["--set-json", "affinity=null"]] {
+        let text = notes(&helm, &args);
+        assert!(
+            text.contains("does not name nvidia.com/gpu.deploy.client") && !text.contains(PAUSE),
+            "{text}"
+        );
+    }
+    let with_pause = r#"affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"nvidia.com/gpu.deploy.client","operator":"DoesNotExist"}]}]}}}"#;
+    let text = notes(&helm, &["--set-json", with_pause]);
+    assert!(!text.contains("does not name") && text.contains(PAUSE), "{text}");
     for (args, [taints, pause, hook, namespace], more) in cases {
         let text = notes(&helm, args);
         for (what, want, line) in [

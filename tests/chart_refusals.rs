@@ -347,12 +347,13 @@ fn every_flag_the_chart_renders_from_a_value_has_samples() {
             "deviceDiscoveryStrategy=tegra",
         ],
     ];
-    let mut unsampled = Vec::new();
+    let (mut unsampled, mut rendered) = (Vec::new(), Vec::new());
     for args in every {
         let docs = template(&helm, "nvlabel", args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         let (flags, _, _) = pod_of(&docs, &format!("{args:?}"));
         for flag in flags {
             let name = flag.split_once('=').map_or(flag.as_str(), |(n, _)| n).to_string();
+            rendered.push(name.clone());
             if !sampled.contains(&name.as_str())
                 && !FIXED.contains(&name.as_str())
                 && !unsampled.contains(&name)
@@ -365,4 +366,7 @@ fn every_flag_the_chart_renders_from_a_value_has_samples() {
         unsampled.is_empty(),
         "flags the chart renders from a value, without samples in CASES: {unsampled:?}"
     );
+    // And the converse: a refusal of a flag the chart never renders (a misspelt one) proves nothing.
+    let foreign: Vec<&&str> = sampled.iter().filter(|f| !rendered.iter().any(|r| r == *f)).collect();
+    assert!(foreign.is_empty(), "flags in CASES the chart never renders: {foreign:?}");
 }

@@ -35,7 +35,8 @@ fn the_static_manifests_are_the_charts_rendering() {
     let status =
         Command::new(repo().join("deploy/render.sh")).arg(dir.path()).env("HELM", &helm).status().unwrap();
     assert!(status.success());
-    for mode in MODES.into_iter().chain(["node-health", "nfd-nodefeature-health", "node-health-dra"]) {
+    let more = ["node-health", "nfd-nodefeature-health", "node-health-dra", "operator-health"];
+    for mode in MODES.into_iter().chain(more) {
         let path = format!("{mode}/nvlabel.yaml");
         let fresh = std::fs::read_to_string(dir.path().join(&path)).unwrap();
         let checked_in = std::fs::read_to_string(repo().join("deploy").join(&path)).unwrap();

@@ -177,3 +177,41 @@ fn daemonsets_run_on_the_arches_the_image_is_built_for() {
         }
     }
 }
+
+/// deploy/operator-health (GPU health in the GPU Operator's pod): exactly health's calls, granted
+/// to the Operator's GFD ServiceAccount alone, each write fenced by a bound admission policy that
+/// matches that account. (tests/operator_health.rs applies it on a real API server.)
+#[test]
+fn operator_health_grants_exactly_healths_calls_to_the_operators_service_account() {
+    use common::deploy_checks::{calls, grants};
+    use nvlabel::health::events::EVENTS_NAMESPACE;
+    let r = typed("operator-health", &render(&deploy().join("operator-health")));
+    assert!(
+        r.pods.is_empty() && r.namespaces.is_empty() && r.config_maps.is_empty(),
+        "health's objects only"
+    );
+    let sa = "ServiceAccount/gpu-operator/nvidia-gpu-feature-discovery";
+    let mut granted = std::collections::BTreeSet::new();
+    for (role, ns, kind, subjects) in &r.bindings {
+        assert_eq!(subjects, &[sa], "{role}: bound to the Operator's ServiceAccount only");
+        let (_, _, rules) =
+            r.rules.iter().find(|(n, rns, _)| n == role && (kind == "ClusterRole" || rns == ns)).unwrap();
+        granted.extend(grants(&ns.clone().unwrap_or_else(|| "cluster".into()), rules));
+    }
+    assert_eq!(r.rules.len(), r.bindings.len(), "every role is bound");
+    assert_eq!(granted, calls(nvlabel::health::publish::API_CALLS, EVENTS_NAMESPACE));
+    let user =
+        "request.userInfo.username == 'system:serviceaccount:gpu-operator:nvidia-gpu-feature-discovery'";
+    assert_eq!(r.policies.len(), 2, "the status patch and the Events, each fenced");
+    for p in &r.policies {
+        let name = p.metadata.name.clone().unwrap();
+        let conditions = p.spec.as_ref().and_then(|s| s.match_conditions.clone()).unwrap_or_default();
+        assert!(
+            conditions.iter().any(|c| c.expression == user),
+            "{name}: matches the Operator's ServiceAccount"
+        );
+        let bound = r.policy_bindings.iter().find(|b| b.spec.policy_name == name);
+        let actions = bound.map(|b| b.spec.validation_actions.clone());
+        assert_eq!(actions, Some(vec!["Deny".to_string()]), "{name}: bound, denying");
+    }
+}

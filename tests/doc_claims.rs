@@ -17,6 +17,7 @@ const FOREIGN_FLAGS: &[(&str, &[&str])] = &[
     ("cargo test and bench", &["--bench", "--test", "--soak", "--lib"]),
     ("helm", &["--set", "--set-json", "--create-namespace", "--namespace", "--version", "--strict"]),
     ("helm uninstall", &["--no-hooks"]),
+    ("helm template", &["--show-only"]),
     ("helm upgrade", &["--reuse-values"]),
     ("kubectl", &["--subresource", "--type", "--field-selector", "--ignore-daemonsets", "--timeout"]),
     ("kubectl drain", &["--delete-emptydir-data"]),

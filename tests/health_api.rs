@@ -172,7 +172,8 @@ async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
         applied.unwrap_err(),
         format!(
             "cannot apply the health condition to Node gpu-1: 403 nodes/status is forbidden: {user} cannot patch \
-             resource \"nodes/status\" (RBAC: nvlabel's ServiceAccount needs the `patch` verb on nodes/status; see deploy/)"
+             resource \"nodes/status\" (RBAC: nvlabel's ServiceAccount needs the `patch` verb on nodes/status; see deploy/; \
+             in the GPU Operator's pod, docs/migration.md, \"GPU health in the Operator's pod\")"
         )
     );
     assert_eq!(
@@ -180,7 +181,8 @@ async fn a_403_is_one_line_naming_the_object_and_the_missing_rbac_verb() {
         format!(
             "cannot create an Event in namespace default about Node gpu-1: 403 events is forbidden: {user} cannot \
              create resource \"events\" (RBAC: nvlabel's ServiceAccount needs the `create` verb on \
-             events.events.k8s.io; see deploy/)"
+             events.events.k8s.io; see deploy/; in the GPU Operator's pod, docs/migration.md, \"GPU health in the \
+             Operator's pod\")"
         )
     );
     no_more_requests(handle).await;

@@ -57,6 +57,14 @@ fn short(f: &mut fmt::Formatter<'_>, error: &kube::Error, server: Option<&str>) 
     }
 }
 
+/// Resources only GPU health writes: a 403 on them is most often nvlabel's image in the GPU
+/// Operator's pod with health on, whose RBAC the Operator owns and grants nothing for health.
+const HEALTH_ONLY: [&str; 2] = ["nodes/status", "events.events.k8s.io"];
+
+/// Where health's grants are: the chart's, and the manifest for the Operator's ServiceAccount.
+const HEALTH_RBAC: &str =
+    "deploy/; in the GPU Operator's pod, docs/migration.md, \"GPU health in the Operator's pod\"";
+
 /// One failed API request: what was attempted, on which object, why, and the fix.
 #[derive(Debug)]
 pub struct ApiFailure {
@@ -78,8 +86,10 @@ impl fmt::Display for ApiFailure {
         match &self.source {
             kube::Error::Api(s) if s.code == 403 => write!(
                 f,
-                " (RBAC: nvlabel's ServiceAccount needs the `{}` verb on {}; see deploy/)",
-                self.verb, self.resource
+                " (RBAC: nvlabel's ServiceAccount needs the `{}` verb on {}; see {})",
+                self.verb,
+                self.resource,
+                if HEALTH_ONLY.contains(&self.resource) { HEALTH_RBAC } else { "deploy/" }
             ),
             kube::Error::Api(s) if s.code == 404 && s.message.contains("namespaces") => {
                 f.write_str(" (the namespace does not exist: create it, or set --namespace)")
@@ -152,6 +162,15 @@ mod tests {
             text,
             "cannot update NodeFeature ns/x: 403 nodefeatures is forbidden: User \"x\" cannot update (RBAC: nvlabel's ServiceAccount needs the `update` verb on nodefeatures.nfd.k8s-sigs.io; see deploy/)"
         );
+    }
+
+    #[test]
+    fn a_403_on_what_only_health_writes_points_to_health_under_the_gpu_operator() {
+        for resource in HEALTH_ONLY {
+            let text = failure(resource, status(403, "forbidden"));
+            assert!(text.ends_with("; see deploy/; in the GPU Operator's pod, docs/migration.md, \"GPU health in the Operator's pod\")"), "{text}");
+        }
+        assert!(failure("nodes", status(403, "forbidden")).ends_with("; see deploy/)"));
     }
 
     #[test]

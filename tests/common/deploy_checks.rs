@@ -217,17 +217,23 @@ fn adds_nothing(sc: &SecurityContext) -> bool {
     sc.capabilities.as_ref().and_then(|c| c.add.as_ref()).is_none_or(|a| a.is_empty())
 }
 
-/// GFD's three GPU-node labels, one node-affinity term each (any one admits a node): NFD's PCI
-/// label for NVIDIA, NFD's CPU vendor label of an NVIDIA SoC (Jetson, IGX, Thor), and the label
-/// set by hand.
-pub const GPU_NODE_TERMS: [(&str, &str); 3] = [
+/// The chart's default GPU-node labels, any one of which admits a node: NFD's PCI label for
+/// NVIDIA as the GPU Operator's NFD configuration makes it, upstream NFD's default PCI labels
+/// (display and 3D controller classes), NFD's CPU vendor label of an NVIDIA SoC (Jetson, IGX,
+/// Thor), and the label set by hand.
+pub const GPU_NODE_TERMS: [(&str, &str); 5] = [
     ("feature.node.kubernetes.io/pci-10de.present", "true"),
+    ("feature.node.kubernetes.io/pci-0300_10de.present", "true"),
+    ("feature.node.kubernetes.io/pci-0302_10de.present", "true"),
     ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
     ("nvidia.com/gpu.present", "true"),
 ];
 
-/// The required node-affinity terms of a pod, each as its `In` expressions other than the arch
-/// (`key=value`, one value each); `[]` without a required node affinity.
+/// The GPU Operator's label that is `true` while GPU clients may run on a node.
+pub const CLIENT_LABEL: &str = "nvidia.com/gpu.deploy.client";
+
+/// The required node-affinity terms of a pod, each as its expressions other than the arch
+/// (`key=v1,v2` for `In`, `key!` for `DoesNotExist`); `[]` without a required node affinity.
 pub fn gpu_node_terms(pod: &PodSpec) -> Vec<Vec<String>> {
     let na = pod.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
     let required = na.and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
@@ -237,19 +243,26 @@ pub fn gpu_node_terms(pod: &PodSpec) -> Vec<Vec<String>> {
         .map(|t| {
             let exprs = t.match_expressions.iter().flatten().filter(|e| e.key != "kubernetes.io/arch");
             exprs
-                .map(|e| {
-                    assert_eq!(e.operator, "In", "{e:?}");
-                    format!("{}={}", e.key, e.values.as_deref().unwrap_or_default().join(","))
+                .map(|e| match e.operator.as_str() {
+                    "In" => format!("{}={}", e.key, e.values.as_deref().unwrap_or_default().join(",")),
+                    "DoesNotExist" => format!("{}!", e.key),
+                    op => panic!("{e:?}: operator {op} is not expected"),
                 })
                 .collect()
         })
         .collect()
 }
 
-/// Asserts that the pod's node affinity is exactly GFD's three GPU-node terms, in GFD's order.
+/// Asserts that the pod's node affinity is exactly the default GPU-node terms, in that order,
+/// each twice: with the GPU Operator's client label absent, and with it `true`.
 pub fn check_gpu_node_terms(what: &str, pod: &PodSpec) {
-    let want: Vec<Vec<String>> = GPU_NODE_TERMS.iter().map(|(k, v)| vec![format!("{k}={v}")]).collect();
-    assert_eq!(gpu_node_terms(pod), want, "{what}: the node affinity admits GFD's GPU nodes");
+    let want: Vec<Vec<String>> = GPU_NODE_TERMS
+        .iter()
+        .flat_map(|(k, v)| {
+            [format!("{CLIENT_LABEL}!"), format!("{CLIENT_LABEL}=true")].map(|c| vec![format!("{k}={v}"), c])
+        })
+        .collect();
+    assert_eq!(gpu_node_terms(pod), want, "{what}: the node affinity admits GPU nodes not paused");
 }
 
 /// The host paths a pod mounts.

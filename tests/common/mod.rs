@@ -218,6 +218,7 @@ pub mod hook_checks;
 pub mod label_rules;
 pub mod manifests;
 pub mod mock_api;
+pub mod node_match;
 pub mod outage;
 pub mod policy_checks;
 pub mod proxy;

@@ -75,34 +75,51 @@ and health in dra mode taints their devices. */}}
 {{- include "nvlabel.fullname" . -}}
 {{- end -}}
 
-{{/* Refusals the schema cannot express. */}}
-{{- define "nvlabel.validate" -}}
-{{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}
-{{- fail "job.nodeName: mode=job labels one node once; set job.nodeName to that node's name" -}}
+{{/* The DaemonSet's required node affinity: one term per GPU-node label (any admits a node),
+each also needing the arch and, with gpuOperator.respectClientPause, the GPU Operator's
+nvidia.com/gpu.deploy.client absent or true. Terms are ORed and a term's expressions ANDed, and
+no operator says "absent or true" (NotIn also admits every other value), so each GPU-node term
+comes twice: with DoesNotExist and with In [true]. */}}
+{{- define "nvlabel.nodeAffinity" -}}
+{{- $arch := list -}}
+{{- with .Values.gpuNodes.arches -}}
+{{- $arch = list (dict "key" "kubernetes.io/arch" "operator" "In" "values" .) -}}
 {{- end -}}
-{{- $config := .Values.config -}}
-{{- if and $config.default $config.map (not $config.name) (not (hasKey $config.map $config.default)) -}}
-{{- fail (printf "config.default: %q is not a key of config.map (%s); nodes without the nvidia.com/device-plugin.config label would get no config" $config.default (keys $config.map | sortAlpha | join ", ")) -}}
+{{- $pauses := list (list) -}}
+{{- if .Values.gpuOperator.respectClientPause -}}
+{{- $key := "nvidia.com/gpu.deploy.client" -}}
+{{- $pauses = list (list (dict "key" $key "operator" "DoesNotExist")) (list (dict "key" $key "operator" "In" "values" (list "true"))) -}}
 {{- end -}}
-{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
-{{- fail "metrics.serviceMonitor.enabled: the ServiceMonitor scrapes the metrics Service; set metrics.service.enabled=true too" -}}
+{{- $labels := .Values.gpuNodes.labels | default (list dict) -}}
+{{- $terms := list -}}
+{{- range $label := $labels -}}
+{{- range $pause := $pauses -}}
+{{- $exprs := list -}}
+{{- if $label -}}
+{{- $exprs = list (dict "key" $label.key "operator" "In" "values" (list $label.value)) -}}
 {{- end -}}
-{{- /* Health writes a Node condition through the API: the modes that publish through it. A
-     one-shot Job cannot keep a fault until the next boot, and nfd-file has no API access. */ -}}
-{{- if and .Values.health.enabled (not (include "nvlabel.health" .)) -}}
-{{- fail (printf "health.enabled: the GPU health Node condition needs a daemon with API access; mode=%s cannot publish it, use mode=node or mode=nfd-nodefeature" .Values.mode) -}}
+{{- $exprs = concat $exprs $pause $arch -}}
+{{- if $exprs -}}
+{{- $terms = append $terms (dict "matchExpressions" $exprs) -}}
 {{- end -}}
-{{- /* The kubelet owns these conditions: a schema `not` would only say "'not' failed". */ -}}
-{{- if has .Values.health.conditionType (list "Ready" "MemoryPressure" "DiskPressure" "PIDPressure" "NetworkUnavailable") -}}
-{{- fail (printf "health.conditionType: %s is a condition the kubelet owns; nvlabel would fight it for the Node's status. Use a type of its own, such as GPUHealthy" .Values.health.conditionType) -}}
 {{- end -}}
-{{- /* A taint effect only acts where health taints DRA devices; otherwise it would vanish silently. */ -}}
-{{- if and (ne .Values.health.taintEffect "NoSchedule") (not (include "nvlabel.taintsDevices" .)) -}}
-{{- fail (printf "health.taintEffect: %s has no effect without health.enabled=true in mode=node or nfd-nodefeature with allocationMode dra or auto (only there are a faulty GPU's DRA devices tainted); leave it out" .Values.health.taintEffect) -}}
 {{- end -}}
-{{- /* GPUs bound to vfio-pci have no driver to read health from; nvlabel refuses --health there. */ -}}
-{{- if and .Values.health.enabled (eq (include "nvlabel.strategy" .) "vfio") -}}
-{{- fail "health.enabled: with deviceDiscoveryStrategy=vfio the GPUs are bound to vfio-pci, with no driver to read their health from (nvlabel refuses --health there); set health.enabled=false" -}}
+{{- with $terms -}}
+requiredDuringSchedulingIgnoredDuringExecution:
+  nodeSelectorTerms:
+    {{- toYaml . | nindent 4 }}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod's supplementary groups: the list given, else video (GID 44 on L4T and Ubuntu) for
+tegra, the group of the integrated GPU's device nodes; a YAML list. */}}
+{{- define "nvlabel.supplementalGroups" -}}
+{{- if kindIs "slice" .Values.supplementalGroups -}}
+{{- toYaml .Values.supplementalGroups -}}
+{{- else if eq (include "nvlabel.strategy" .) "tegra" -}}
+{{- toYaml (list 44) -}}
+{{- else -}}
+[]
 {{- end -}}
 {{- end -}}
 
@@ -138,11 +155,22 @@ securityContext:
   {{- end }}
   seccompProfile:
     type: RuntimeDefault
+  {{- with include "nvlabel.supplementalGroups" . | fromYamlArray }}
+  # The groups of the GPU's device nodes (on Jetson, IGX and Thor usually video, mode 0660).
+  supplementalGroups: {{ toJson . }}
+  {{- end }}
 {{- if eq .Values.mode "job" }}
 nodeName: {{ .Values.job.nodeName }}
 restartPolicy: OnFailure
-{{- else }}
-{{- with .Values.affinity }}
+{{- else if hasKey .Values "affinity" }}
+{{- /* affinity=null (the key removed) drops it, as before the chart built it. */ -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- if not $affinity.nodeAffinity -}}
+{{- with include "nvlabel.nodeAffinity" . -}}
+{{- $_ := set $affinity "nodeAffinity" (fromYaml .) -}}
+{{- end -}}
+{{- end }}
+{{- with $affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}

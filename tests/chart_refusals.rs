@@ -299,7 +299,9 @@ fn the_chart_refuses_exactly_the_values_nvlabel_refuses() {
 
 /// Flags whose value the chart fixes (a path of its own, a boolean, a port the schema bounds):
 /// nothing a user gives reaches them as text.
-const FIXED: [&str; 10] = [
+const FIXED: [&str; 11] = [
+    // The release's ServiceAccount: its name, which Kubernetes itself checks.
+    "--instance",
     "--metrics-addr",
     "--config-dir",
     "--use-node-feature-api",

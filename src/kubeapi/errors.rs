@@ -84,6 +84,13 @@ impl fmt::Display for ApiFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cannot {} {}: {}", self.action, self.object, Short(&self.source))?;
         match &self.source {
+            // OwnerReferencesPermissionEnforcement (OpenShift's default): changing an object's
+            // owner needs `delete` on it, whatever verb the request itself was.
+            kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot set an ownerRef") => write!(
+                f,
+                " (RBAC: changing the owner of {} needs the `delete` verb on {} where the OwnerReferencesPermissionEnforcement admission plugin runs; see deploy/)",
+                self.object, self.resource
+            ),
             kube::Error::Api(s) if s.code == 403 => write!(
                 f,
                 " (RBAC: nvlabel's ServiceAccount needs the `{}` verb on {}; see {})",
@@ -162,6 +169,14 @@ mod tests {
             text,
             "cannot update NodeFeature ns/x: 403 nodefeatures is forbidden: User \"x\" cannot update (RBAC: nvlabel's ServiceAccount needs the `update` verb on nodefeatures.nfd.k8s-sigs.io; see deploy/)"
         );
+    }
+
+    #[test]
+    fn a_refused_owner_change_names_delete_not_the_requests_verb() {
+        // What a kube-apiserver with OwnerReferencesPermissionEnforcement answers.
+        let said = "nodefeatures.nfd.k8s-sigs.io \"x\" is forbidden: cannot set an ownerRef on a resource you can't delete: , <nil>";
+        let text = failure("nodefeatures.nfd.k8s-sigs.io", status(403, said));
+        assert!(text.ends_with("(RBAC: changing the owner of NodeFeature ns/x needs the `delete` verb on nodefeatures.nfd.k8s-sigs.io where the OwnerReferencesPermissionEnforcement admission plugin runs; see deploy/)"), "{text}");
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Monitor {
                 }
                 Err(e) => {
                     let wait = self.backoff.failed(std::time::Instant::now());
-                    tracing::warn!(error = %e, retry_in = ?wait, "cannot read the Node's health condition yet");
+                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the Node's health condition yet");
                     return None;
                 }
             }
@@ -174,7 +174,10 @@ impl Monitor {
     pub fn reconfigure(&mut self, config: &HealthConfig) {
         let j = &config.judging;
         if self.rules.ignored_xids != j.ignored_xids || self.rules.fatal_xids != j.fatal_xids {
-            tracing::info!(ignored = ?j.ignored_xids, fatal = ?j.fatal_xids, "GPU health: the listed Xids changed");
+            let list = |xids: &std::collections::BTreeSet<u64>| {
+                xids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+            };
+            tracing::info!(ignored = %list(&j.ignored_xids), fatal = %list(&j.fatal_xids), "GPU health: the listed Xids changed");
             self.rules.ignored_xids = j.ignored_xids.clone();
             self.rules.fatal_xids = j.fatal_xids.clone();
         }
@@ -384,7 +387,7 @@ impl Monitor {
             }
             Err(e) => {
                 let wait = self.backoff.failed(std::time::Instant::now());
-                tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
+                tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "writing the GPU health condition failed");
             }
         }
     }

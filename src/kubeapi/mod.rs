@@ -60,7 +60,7 @@ pub struct ApiCall {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The `--kubeconfig` file could not be read.
-    #[error("cannot read the kubeconfig {path:?}: {source}")]
+    #[error("cannot read the kubeconfig {path}: {source}")]
     Read {
         /// The `--kubeconfig` file.
         path: String,
@@ -68,7 +68,7 @@ pub enum ClientError {
         source: std::io::Error,
     },
     /// The `--kubeconfig` file was read but is not usable.
-    #[error("cannot use the kubeconfig {path:?}: {source}")]
+    #[error("cannot use the kubeconfig {path}: {source}")]
     Kubeconfig {
         /// The `--kubeconfig` file.
         path: String,
@@ -188,7 +188,7 @@ mod tests {
         };
         assert_eq!(
             crate::logging::error_chain(&error),
-            "cannot read the kubeconfig \"/nonexistent/kubeconfig\": No such file or directory (os error 2)"
+            "cannot read the kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)"
         );
     }
 

@@ -2,6 +2,7 @@
 //! record, out to the Node condition (only when it changes), Events and metrics. The task that
 //! drives it (its timer, the event thread, reloads, shutdown) is [`super::task`].
 
+use super::api_failures::now;
 pub use super::boot::{boot_id, BootIdError};
 use super::config::{HealthConfig, InForce, Judging};
 use super::events::{EventType, NodeEvents};
@@ -46,6 +47,8 @@ pub struct Monitor {
     pending: Vec<Found>,
     /// After a failed API call: no call before this time (growing, jittered backoff).
     backoff: crate::kubeapi::backoff::FullJitter,
+    /// Failed API calls, said once, then at most once a minute, then resolved.
+    failures: super::api_failures::ApiFailures,
     /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
     taints: Option<(DeviceTaints, SliceWatch)>,
     /// The GPUs the node should have.
@@ -89,6 +92,7 @@ impl Monitor {
             published: None,
             pending: Vec::new(),
             backoff: super::backoff::AFTER_FAILURE,
+            failures: Default::default(),
             taints,
             expected: Expected::new(judging.expected_gpus, node),
             signals: Signals::default(),
@@ -117,12 +121,13 @@ impl Monitor {
             }
         };
         if self.tracker.is_none() {
-            if !self.backoff.ready(std::time::Instant::now()) {
+            if !self.backoff.ready(now()) {
                 return None;
             }
             match self.condition.read().await {
                 Ok(existing) => {
                     self.backoff.reset();
+                    self.failures.read.worked();
                     let (t, cleared) = match &existing {
                         Some(c) => Tracker::recover(&boot, c),
                         None => (Tracker::new(&boot), Vec::new()),
@@ -136,8 +141,8 @@ impl Monitor {
                     self.recovered(&boot, cleared).await;
                 }
                 Err(e) => {
-                    let wait = self.backoff.failed(std::time::Instant::now());
-                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the Node's health condition yet");
+                    let wait = self.backoff.failed(now());
+                    self.failures.read.failed(&e, Some(wait));
                     return None;
                 }
             }
@@ -160,11 +165,9 @@ impl Monitor {
         tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
         let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
         let uid = self.condition.uid();
-        if let Err(e) =
-            self.events.send(EventType::Normal, "GpusRecovered", boot, &note, uid.as_deref()).await
-        {
-            tracing::warn!(error = %e, "cannot send the recovery Event");
-        }
+        let sent =
+            self.events.send_asked(EventType::Normal, "GpusRecovered", boot, &note, uid.as_deref()).await;
+        self.failures.events.said(sent);
     }
 
     /// Takes up a reloaded configuration: which Xids decide, the expected count, the NVML
@@ -301,11 +304,11 @@ impl Monitor {
             };
             let text = format!("{who}: {}, {}", b.signal.reason(), b.text);
             tracing::warn!(reason = b.signal.reason(), message = %text, "GPU warning");
-            if let Err(e) =
-                self.events.send(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the warning Event");
-            }
+            let sent = self
+                .events
+                .send_asked(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref())
+                .await;
+            self.failures.events.said(sent);
         }
     }
 
@@ -365,29 +368,30 @@ impl Monitor {
         let uid = self.condition.uid();
         for entry in new {
             let reason = entry.recorded.fault.reason();
-            if let Err(e) =
-                self.events.send(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the fault Event");
-            }
+            let sent = self
+                .events
+                .send_asked(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref())
+                .await;
+            self.failures.events.said(sent);
         }
     }
 
     /// Writes the condition if it differs from what the Node has.
     async fn publish(&mut self) {
         let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
-        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(std::time::Instant::now()) {
+        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(now()) {
             return;
         }
         match self.condition.apply(&verdict).await {
             Ok(()) => {
                 self.backoff.reset();
+                self.failures.write.worked();
                 tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict);
             }
             Err(e) => {
-                let wait = self.backoff.failed(std::time::Instant::now());
-                tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "writing the GPU health condition failed");
+                let wait = self.backoff.failed(now());
+                self.failures.write.failed(&e, Some(wait));
             }
         }
     }

@@ -13,6 +13,7 @@ mod list_watch;
 pub mod node_view;
 pub mod object_watch;
 pub mod ratelimit;
+pub mod remind;
 pub mod retry;
 pub mod slices;
 

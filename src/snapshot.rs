@@ -219,7 +219,7 @@ pub struct Issue {
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     /// The file could not be read.
-    #[error("cannot read snapshot {path}: {source}")]
+    #[error("cannot read --snapshot {path}: {source}")]
     Read {
         /// The file.
         path: String,
@@ -247,13 +247,12 @@ pub enum SnapshotError {
 
 impl crate::exit::Classify for SnapshotError {
     /// A `--snapshot` stands in for the hardware: one that cannot be read is the node's, as a
-    /// driver that cannot be loaded is.
+    /// driver that cannot be loaded is; but a path that names nothing at all is a slip of the
+    /// user's, whom only the command line can fix.
     fn is_bad_configuration(&self) -> bool {
         match self {
-            SnapshotError::Read { .. }
-            | SnapshotError::Parse { .. }
-            | SnapshotError::Empty { .. }
-            | SnapshotError::Render(_) => false,
+            SnapshotError::Read { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            SnapshotError::Parse { .. } | SnapshotError::Empty { .. } | SnapshotError::Render(_) => false,
         }
     }
 }

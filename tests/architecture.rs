@@ -50,8 +50,9 @@ const LOWER: &[&str] =
     &["publish", "kubeapi", "probe", "labels", "snapshot", "sharing", "troubles", "limits", "logging"];
 /// docs/architecture.md's leaves: they use no other module of the crate.
 const LEAVES: &[&str] = &["sharing", "limits", "duration", "clock", "yaml", "logging", "exit"];
-/// The leaves any layer may use: the one line an error ends as, and how an error classifies itself.
-const EVERYWHERE: &[&str] = &["logging", "exit"];
+/// The leaves any layer may use: the one line an error ends as, how an error classifies itself,
+/// and the one way a file a user names is read (size limit, regular files only).
+const EVERYWHERE: &[&str] = &["logging", "exit", "limits"];
 
 /// A path from `from` back to `to`, if there is one.
 pub fn path(g: &Graph, from: &str, to: &str, seen: &mut BTreeSet<String>) -> Option<Vec<String>> {

@@ -293,6 +293,18 @@ fn one_shot_config_dir_selection() {
     assert!(stderr.contains("\"nope\"") && stderr.contains("--config-default"), "{stderr}");
 }
 
+/// A directory with no keys is said to have none, not several that nothing picks from.
+#[test]
+fn an_empty_config_dir_is_said_to_have_no_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-dir").arg(dir.path()));
+    assert_eq!(code, 0, "no sharing, as with no config at all: {stderr}");
+    let warning: Vec<&str> = stderr.lines().filter(|l| l.contains("no config key selected")).collect();
+    assert_eq!(warning.len(), 1, "{stderr}");
+    assert!(warning[0].contains(&format!("{} has no keys", dir.path().display())), "{stderr}");
+    assert!(!stderr.contains("several"), "{stderr}");
+}
+
 #[test]
 fn it_runs_under_gfds_name_with_gfds_environment() {
     let dir = tempfile::tempdir().unwrap();

@@ -158,9 +158,12 @@ fn a_failure_of_the_node_or_the_api_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let d = text(dir.path());
     let print = ["--oneshot", "--use-node-feature-api=false", "-o", ""];
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
     let cases: [(&str, Vec<&str>); 5] = [
         ("no driver", [&print[..], &["--nvml-library=/nonexistent/libnvidia-ml.so.1"]].concat()),
-        ("a snapshot that is not there", [&print[..], &["--snapshot=/nonexistent"]].concat()),
+        // There, but no snapshot: a failed `nvlabel probe` on the node, not a mistyped path.
+        ("a snapshot that is empty", [&print[..], &["--snapshot", text(&empty)]].concat()),
         (
             "a feature file path that is a directory",
             vec!["--oneshot", "--use-node-feature-api=false", "-o", d],
@@ -173,5 +176,23 @@ fn a_failure_of_the_node_or_the_api_exits_1() {
         let (code, stderr) = status_of(&mut nv(&args, &[]));
         assert_eq!(code, 1, "{name}: {stderr}");
         assert!(stderr.starts_with("nvlabel: error: ") && stderr.lines().count() == 1, "{name}: {stderr}");
+    }
+}
+
+/// A command-line path to an input that names nothing is the user's slip: exit 2, and one line
+/// naming the flag and the path.
+#[test]
+fn an_input_file_that_is_not_there_exits_2_naming_flag_and_path() {
+    let print = ["--oneshot", "--use-node-feature-api=false", "-o", ""];
+    let missing = "/nonexistent/nvlabel-input";
+    let cases: [(&str, Vec<&str>); 2] = [
+        ("--snapshot", [&print[..], &["--snapshot", missing]].concat()),
+        ("--pci-ids", [&print[..], &["--device-discovery-strategy=vfio", "--pci-ids", missing]].concat()),
+    ];
+    for (flag, args) in cases {
+        let (code, stderr) = status_of(&mut nv(&args, &[]));
+        assert_eq!(code, 2, "{flag}: {stderr}");
+        assert!(stderr.starts_with("nvlabel: error: ") && stderr.lines().count() == 1, "{flag}: {stderr}");
+        assert!(stderr.contains(&format!("{flag} {missing}")), "{flag}: {stderr}");
     }
 }

@@ -68,6 +68,59 @@ fn a_runaway_machine_type_file_gives_unknown() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("limit"));
 }
 
+/// A FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+/// `cmd`'s exit code, stdout and stderr; a run still going after a minute is killed and fails
+/// the test (a guard against a hang, no measure of speed).
+fn finishes(cmd: &mut std::process::Command) -> (i32, String, String) {
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!("hung on a FIFO; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// A FIFO where a file is read (nobody ever writes it) would block a plain open forever: as the
+/// machine-type file it is one warning naming it and `gpu.machine=unknown`, as a missing file
+/// is; in the sysfs tree the vGPU scan fails naming it; the one-shot run ends either way.
+#[test]
+fn a_fifo_where_a_file_is_read_never_blocks_a_one_shot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = dir.path().join("product_name");
+    mkfifo(&machine);
+    let (code, out, stderr) =
+        finishes(nvlabel(Some("t4")).args(PRINT).arg("--machine-type-file").arg(&machine));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("nvidia.com/gpu.machine=unknown\n"), "{out}");
+    let named: Vec<&str> = stderr.lines().filter(|l| l.contains(machine.to_str().unwrap())).collect();
+    assert_eq!(named.len(), 1, "{stderr}");
+    assert!(named[0].contains("a FIFO, not a regular file"), "{stderr}");
+
+    let sysfs = dir.path().join("sys");
+    let device = sysfs.join("bus/pci/devices/0000:01:00.0");
+    std::fs::create_dir_all(&device).unwrap();
+    std::fs::write(device.join("vendor"), "0x10de\n").unwrap();
+    std::fs::write(device.join("class"), "0x030200\n").unwrap();
+    let config = device.join("config");
+    mkfifo(&config);
+    let (code, out, stderr) = finishes(nvlabel_in(Some("t4"), sysfs.to_str().unwrap()).args(PRINT));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("nvidia.com/gpu.count=1\n"), "{out}");
+    assert!(stderr.contains(&format!("{}: a FIFO, not a regular file", config.display())), "{stderr}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 

@@ -243,6 +243,31 @@ fn each_commands_help_lists_exactly_the_flags_it_accepts() {
     }
 }
 
+/// `nvlabel health` reads NVML (the library, sysfs's PCI bus) and judges by its health flags:
+/// its help lists those and nothing else, none of the CUDA, Tegra, vfio or GFD-only flags the
+/// labeller's source and fact groups bring along.
+#[test]
+fn health_help_lists_only_what_health_uses() {
+    let (code, help, _) = run(nvlabel(None).args(["health", "--help"]));
+    assert_eq!(code, 0);
+    let listed: Vec<&str> = help
+        .lines()
+        .filter(|l| l.len() - l.trim_start().len() <= 6)
+        .filter_map(|l| l.split([' ', ',']).find_map(|w| w.strip_prefix("--")))
+        .map(|w| w.split(['[', '=', '<']).next().unwrap())
+        .filter(|f| !["help", "version"].contains(f))
+        .collect();
+    let uses = [
+        "health-ignore-xids",
+        "health-fatal-xids",
+        "health-expected-gpus",
+        "nvml-library",
+        "sysfs-root",
+        "log-format",
+    ];
+    assert_eq!(listed, uses, "{help}");
+}
+
 #[test]
 fn prune_refuses_flags_it_would_ignore() {
     for flag in [

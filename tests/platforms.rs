@@ -159,6 +159,24 @@ fn a_tegra_node_without_its_cuda_library_says_what_to_do() {
     assert!(stderr.contains("point --cuda-library at it"), "{stderr}");
 }
 
+/// A CUDA driver that loads but answers `CUDA_ERROR_NO_DEVICE` (a non-root Jetson pod without
+/// the device nodes' group) is told about device access, not about installing libcuda.
+#[test]
+fn a_tegra_node_whose_gpu_cannot_be_opened_says_device_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("orin.yaml");
+    let base = std::fs::read_to_string(platform_dir("jetson-agx-orin-jp5").join("machine.yaml")).unwrap();
+    std::fs::write(&fixture, format!("{base}faults:\n  - function: cuInit\n    error: no_device\n")).unwrap();
+    let (code, out, stderr) =
+        run(platform("jetson-agx-orin-jp5").env("FAKE_NVML_FIXTURE", &fixture).args(PRINT));
+    assert_eq!((code, out.as_str()), (1, ""), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cuInit: CUDA_ERROR_NO_DEVICE (100)"), "{stderr}");
+    assert!(stderr.contains("cannot open the GPU's device nodes"), "{stderr}");
+    assert!(stderr.contains("supplemental groups, e.g. the video group"), "{stderr}");
+    assert!(!stderr.contains("host's libcuda.so.1") && !stderr.contains("point --cuda-library"), "{stderr}");
+}
+
 /// `--health` reads a driver: a vfio node has none, so the combination is refused at start.
 #[test]
 fn health_is_refused_on_vfio() {

@@ -41,6 +41,8 @@ fn xids_unread(r: &Run) -> Option<&'static str> {
 const OUTSIDE_A_LABELLER: &str = "outside a labelling daemon or one-shot run";
 const NOT_AN_INSTANCES: &str =
     "outside a daemon with --health and `nvlabel prune`: only they write or remove an instance's health";
+/// `nvlabel health` reads NVML alone: no CUDA, no Tegra files, no vfio GPUs.
+const READS_NVML: &str = "in `nvlabel health`, which reads NVML whatever the platform";
 const NO_DEADLINE: &str = "outside a daemon: only a daemon's passes and health readings wait with a deadline";
 
 /// `flag`'s row.
@@ -95,7 +97,10 @@ pub fn row(flag: F) -> Row {
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads NVML whatever the strategy")])
             .when(from_snapshot),
         // Accepted for GFD compatibility; unused, as in GFD.
-        F::DriverRootCtrPath => r(flag, &["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"]).default("/driver-root").gfd(),
+        F::DriverRootCtrPath => r(flag, &["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"])
+            .default("/driver-root")
+            .gfd()
+            .never_in(&[(Mode::Health, "in `nvlabel health`, which GFD does not have")]),
         F::ConfigFile => r(flag, &["GFD_CONFIG_FILE", "CONFIG_FILE"])
             .set(|s, f| put(&mut s.config_file, Ok(non_empty(&f.value).map(PathBuf::from)))),
         F::ConfigDir => r(flag, &["NVLABEL_CONFIG_DIR"])
@@ -213,13 +218,16 @@ pub fn row(flag: F) -> Row {
         F::CudaLibrary => r(flag, &["NVLABEL_CUDA_LIBRARY"])
             .default(crate::probe::DEFAULT_CUDA_LIBRARY)
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.cuda_library, Ok(f.value.clone().into()))),
+            .set(|s, f| put(&mut s.cuda_library, Ok(f.value.clone().into())))
+            .never_in(&[(Mode::Health, READS_NVML)]),
         F::HostRoot => r(flag, &["NVLABEL_HOST_ROOT"])
             .default("/")
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.host_root, Ok(f.value.clone().into()))),
+            .set(|s, f| put(&mut s.host_root, Ok(f.value.clone().into())))
+            .never_in(&[(Mode::Health, READS_NVML)]),
         F::PciIds => r(flag, &["NVLABEL_PCI_IDS"])
-            .set(|s, f| put(&mut s.pci_ids, Ok(non_empty(&f.value).map(PathBuf::from)))),
+            .set(|s, f| put(&mut s.pci_ids, Ok(non_empty(&f.value).map(PathBuf::from))))
+            .never_in(&[(Mode::Health, READS_NVML)]),
         F::SysfsRoot => r(flag, &["NVLABEL_SYSFS_ROOT"])
             .default("/sys")
             .empty(Empty::EnvUnset)

@@ -11,7 +11,7 @@ pub use crate::kubeapi::node_view::CONFIG_LABEL;
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {
     /// The label (or `--config-default`) names a key the directory does not have.
-    #[error("{source_name} selects config {key:?}, but {dir} has no such key (keys: {available:?})")]
+    #[error("{source_name} selects config {key:?}, but {dir} has no such key ({})", listing(available))]
     MissingKey {
         /// Where the key came from.
         source_name: String,
@@ -38,6 +38,28 @@ impl Classify for SelectError {
         match self {
             SelectError::MissingKey { .. } | SelectError::List { .. } => true,
         }
+    }
+}
+
+/// The keys a directory has, as a message says them: `keys: a, b`, or that it has none.
+fn listing(keys: &[String]) -> String {
+    match keys {
+        [] => "it has no keys".into(),
+        keys => format!("keys: {}", keys.join(", ")),
+    }
+}
+
+/// Why [`select`] chose no key in `dir`, for the warning that says so: a directory without keys
+/// is not one of several keys among which nothing picks.
+pub fn why_none(dir: &Path) -> String {
+    match keys(dir) {
+        Ok(keys) if keys.is_empty() => format!("{} has no keys", dir.display()),
+        Ok(keys) => format!(
+            "no node label {CONFIG_LABEL}, no --config-default and no key `default` pick one of {}'s {}",
+            dir.display(),
+            listing(&keys)
+        ),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -126,6 +148,18 @@ mod tests {
         );
         assert!(err.to_string().contains(CONFIG_LABEL), "{err}");
         assert!(select(d.path(), None, Some("nope")).unwrap_err().to_string().contains("--config-default"));
+        let empty = dir(&[]);
+        let err = select(empty.path(), None, Some("nope")).unwrap_err().to_string();
+        assert!(err.ends_with("has no such key (it has no keys)"), "{err}");
+    }
+
+    #[test]
+    fn why_nothing_was_chosen_counts_the_keys() {
+        let empty = dir(&[]);
+        assert_eq!(why_none(empty.path()), format!("{} has no keys", empty.path().display()));
+        let two = dir(&["x", "y"]);
+        let why = why_none(two.path());
+        assert!(why.ends_with("'s keys: x, y"), "{why}");
     }
 
     #[test]

@@ -293,7 +293,7 @@ fn read_input(source: &ConfigSource, label: Option<&str>) -> Result<Input, Reloa
         ConfigSource::Dir { dir, default_key } => {
             let chosen = select::select(dir, label, default_key.as_deref())?;
             if chosen.is_none() {
-                tracing::warn!(dir = %dir.display(), "no config key selected: no label, no default, several keys; no sharing");
+                tracing::warn!("no config key selected: {}; no sharing", select::why_none(dir));
             }
             chosen
         }

@@ -208,8 +208,12 @@ impl Publisher {
             return Ok(());
         }
         let (name, rival) = (writer.name(), writer.rival());
-        self.attempt(&labels, Attempt::Repair, metrics).await?;
-        self.repaired(name, rival, metrics);
+        // A watch behind our own write (at a start, the list from before the first publish)
+        // looks like drift; a repair that finds the labels in place wrote nothing and repaired
+        // nothing: no line, no count, no step towards a fight.
+        if self.attempt(&labels, Attempt::Repair, metrics).await? {
+            self.repaired(name, rival, metrics);
+        }
         Ok(())
     }
 

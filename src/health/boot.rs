@@ -21,12 +21,12 @@ pub enum BootIdError {
     },
 }
 
-/// Reads the node's boot id (a UUID line; at most 128 bytes are read).
+/// Reads the node's boot id (a UUID line), within [`crate::limits::BOOT_ID_FILE`] and only from
+/// a regular file, so a FIFO named by `--boot-id-file` cannot stall health.
 pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
     let err = |source| BootIdError::Read { path: path.into(), source };
-    let file = std::fs::File::open(path).map_err(err)?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, 128), &mut text).map_err(err)?;
+    let bytes = crate::limits::read(path, crate::limits::BOOT_ID_FILE).map_err(err)?;
+    let text = String::from_utf8_lossy(&bytes);
     let id = text.trim();
     if id.is_empty() {
         return Err(BootIdError::Empty { path: path.into() });

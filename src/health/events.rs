@@ -154,6 +154,19 @@ impl NodeEvents {
         note: &str,
         uid: Option<&str>,
     ) -> Result<(), ApiFailure> {
+        self.send_asked(event_type, reason, about, note, uid).await.map(|_| ())
+    }
+
+    /// [`NodeEvents::send`], saying whether the API was asked: `Ok(false)` when the rate limit
+    /// dropped the Event, which proves nothing about the API (a failure in force goes on).
+    pub async fn send_asked(
+        &mut self,
+        event_type: EventType,
+        reason: &str,
+        about: &str,
+        note: &str,
+        uid: Option<&str>,
+    ) -> Result<bool, ApiFailure> {
         let key = EventKey { event_type, reason: reason.into(), about: about.into() };
         let failure = |verb, source| ApiFailure {
             action: if verb == "create" { "create" } else { "count a repeat on" },
@@ -163,10 +176,11 @@ impl NodeEvents {
             source,
         };
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        match self.limiter.admit(&key, Instant::now()) {
+        // tokio's clock (the virtual one under test), as the limiter's std instant.
+        match self.limiter.admit(&key, tokio::time::Instant::now().into_std()) {
             Admit::Drop => {
                 tracing::debug!(reason, note, "health event not written now (rate limit)");
-                Ok(())
+                Ok(false)
             }
             Admit::Series { mut event, count } => {
                 // The whole Event, applied: if it expired meanwhile (the API keeps Events an
@@ -180,7 +194,7 @@ impl NodeEvents {
                 })
                 .await
                 .map_err(|source| failure("patch", source))?;
-                Ok(())
+                Ok(true)
             }
             Admit::Create => {
                 let event = self.event(event_type, reason, note, uid, now);
@@ -197,7 +211,7 @@ impl NodeEvents {
                     };
                     self.limiter.created(&key, KubeEvent { metadata: meta, ..event });
                 }
-                Ok(())
+                Ok(true)
             }
         }
     }

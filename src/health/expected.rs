@@ -49,7 +49,7 @@ impl Expected {
             return Some(n);
         }
         if self.warned.as_deref() != Some(text) {
-            tracing::warn!(label = EXPECTED_COUNT_LABEL, value = %text, flag = ?self.flag, "the node's expected GPU count is not a whole number from 1; using --health-expected-gpus");
+            tracing::warn!(label = EXPECTED_COUNT_LABEL, value = %text, flag = %self.flag.map_or_else(|| "none".into(), |n| n.to_string()), "the node's expected GPU count is not a whole number from 1; using --health-expected-gpus");
             self.warned = Some(text.into());
         }
         self.flag

@@ -4,6 +4,7 @@
 //! reads NVML and publishes.
 
 pub mod action;
+mod api_failures;
 mod backoff;
 pub mod boot;
 pub mod config;

@@ -2,6 +2,7 @@
 //! record, out to the Node condition (only when it changes), Events and metrics. The task that
 //! drives it (its timer, the event thread, reloads, shutdown) is [`super::task`].
 
+use super::api_failures::now;
 pub use super::boot::{boot_id, BootIdError};
 use super::config::{HealthConfig, InForce, Judging};
 use super::events::{EventType, NodeEvents};
@@ -49,6 +50,8 @@ pub struct Monitor {
     pending: Vec<Found>,
     /// After a failed API call: no call before this time (growing, jittered backoff).
     backoff: crate::kubeapi::backoff::FullJitter,
+    /// Failed API calls, said once, then at most once a minute, then resolved.
+    failures: super::api_failures::ApiFailures,
     /// On a DRA node: the faulty GPUs' device taints, and the slices that list the devices.
     taints: Option<(DeviceTaints, SliceWatch)>,
     /// The GPUs the node should have.
@@ -101,6 +104,7 @@ impl Monitor {
             published: None,
             pending: Vec::new(),
             backoff: super::backoff::AFTER_FAILURE,
+            failures: Default::default(),
             taints,
             expected: Expected::new(judging.expected_gpus, node),
             signals: Signals::default(),
@@ -133,12 +137,13 @@ impl Monitor {
             }
         };
         if self.tracker.is_none() {
-            if !self.backoff.ready(std::time::Instant::now()) {
+            if !self.backoff.ready(now()) {
                 return None;
             }
             match self.condition.read().await {
                 Ok(existing) => {
                     self.backoff.reset();
+                    self.failures.read.worked();
                     let (t, cleared) = match &existing {
                         Some(c) => Tracker::recover(&boot, c),
                         None => (Tracker::new(&boot), Vec::new()),
@@ -154,8 +159,8 @@ impl Monitor {
                     self.recovered(&boot, cleared).await;
                 }
                 Err(e) => {
-                    let wait = self.backoff.failed(std::time::Instant::now());
-                    tracing::warn!(error = %e, retry_in = ?wait, "cannot read the Node's health condition yet");
+                    let wait = self.backoff.failed(now());
+                    self.failures.read.failed(&e, Some(wait));
                     return None;
                 }
             }
@@ -178,11 +183,9 @@ impl Monitor {
         tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
         let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
         let uid = self.condition.uid();
-        if let Err(e) =
-            self.events.send(EventType::Normal, "GpusRecovered", boot, &note, uid.as_deref()).await
-        {
-            tracing::warn!(error = %e, "cannot send the recovery Event");
-        }
+        let sent =
+            self.events.send_asked(EventType::Normal, "GpusRecovered", boot, &note, uid.as_deref()).await;
+        self.failures.events.said(sent);
     }
 
     /// Takes up a reloaded configuration: which Xids decide, the expected count, the NVML
@@ -192,7 +195,10 @@ impl Monitor {
     pub fn reconfigure(&mut self, config: &HealthConfig) {
         let j = &config.judging;
         if self.rules.ignored_xids != j.ignored_xids || self.rules.fatal_xids != j.fatal_xids {
-            tracing::info!(ignored = ?j.ignored_xids, fatal = ?j.fatal_xids, "GPU health: the listed Xids changed");
+            let list = |xids: &std::collections::BTreeSet<u64>| {
+                xids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+            };
+            tracing::info!(ignored = %list(&j.ignored_xids), fatal = %list(&j.fatal_xids), "GPU health: the listed Xids changed");
             self.rules.ignored_xids = j.ignored_xids.clone();
             self.rules.fatal_xids = j.fatal_xids.clone();
         }

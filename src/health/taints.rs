@@ -13,6 +13,7 @@
 //! works either way. After a failed pass no request goes before health's backoff
 //! (`backoff.rs`'s `AFTER_FAILURE`) allows.
 
+use super::api_failures::Call;
 use super::config::TaintEffect;
 use super::metrics::HealthMetrics;
 use super::taint_api::RuleApi;
@@ -79,8 +80,8 @@ pub struct DeviceTaints {
     existing: Option<BTreeMap<String, Spec>>,
     /// No request before a time after a failed pass.
     backoff: FullJitter,
-    /// The failure in force, logged once.
-    failing: Option<String>,
+    /// The failure in force: said once, reminded at most once a minute, said resolved.
+    failing: Call,
     metrics: Arc<HealthMetrics>,
 }
 
@@ -100,7 +101,10 @@ impl DeviceTaints {
             rediscover_at: None,
             existing: None,
             backoff: super::backoff::AFTER_FAILURE,
-            failing: None,
+            failing: Call::new(
+                "cannot write the GPU device taints; the Node condition still reports the faults",
+                "the GPU device taints are written again",
+            ),
             metrics,
         }
     }
@@ -136,19 +140,14 @@ impl DeviceTaints {
         match self.apply(&api, want).await {
             Ok(()) => {
                 self.backoff.reset();
-                if let Some(error) = self.failing.take() {
-                    tracing::info!(%error, "resolved: the GPU device taints are written again");
-                }
+                self.failing.worked();
             }
             Err(e) => {
                 self.metrics.device_taint_failures.inc();
                 let wait = self.backoff.failed(now.into_std());
                 // Listed again after a failure: a write may have gone through before it failed.
                 self.existing = None;
-                if self.failing.is_none() {
-                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "cannot write the GPU device taints; the Node condition still reports the faults");
-                }
-                self.failing = Some(e.to_string());
+                self.failing.failed(&e, Some(wait));
             }
         }
     }

@@ -151,7 +151,10 @@ impl HealthTask {
         }
         self.thread.stop.store(true, Ordering::Relaxed);
         if tokio::time::timeout(STOP_WAIT, &mut self.thread.ended).await.is_err() {
-            tracing::warn!(waited = ?STOP_WAIT, "the NVML event thread did not stop in time (a driver call hangs); leaving it to the exit");
+            tracing::warn!(
+                waited_ms = STOP_WAIT.as_millis() as u64,
+                "the NVML event thread did not stop in time (a driver call hangs); leaving it to the exit"
+            );
             return false;
         }
         true

@@ -21,6 +21,7 @@
 //! once a list and a watch work again.
 
 use super::backoff::FullJitter;
+use super::remind::{Failures, Say as Remind};
 use futures::StreamExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::Api;
@@ -39,8 +40,6 @@ const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT as u64 + 30);
 /// The relists' backoff: every wait in `[0, 8 s)`, however long the failure lasts, so the end of
 /// a fault is seen within eight seconds of the last failed try.
 pub const RELIST: FullJitter = FullJitter::new(Duration::from_secs(8), Duration::from_secs(8));
-/// A failure that goes on is said again at most this often.
-const REMIND_EVERY: Duration = Duration::from_secs(60);
 
 /// What can be watched: an API object that can be cloned, logged and sent across tasks.
 pub trait Watched:
@@ -120,13 +119,6 @@ pub struct Spec<K> {
     pub kick: Arc<Notify>,
 }
 
-/// A failure in force: said when it starts, reminded of at most once a minute.
-struct Failing {
-    error: String,
-    since: Instant,
-    reminded: Instant,
-}
-
 /// How one list-and-watch round ended.
 enum Ended {
     /// Nobody listens.
@@ -139,12 +131,13 @@ enum Ended {
 struct Tries {
     relist: FullJitter,
     refused: FullJitter,
-    failing: Option<Failing>,
+    /// The failure in force: said when it starts, reminded of at most once a minute.
+    failing: Failures,
 }
 
 /// Lists and watches what `spec` says, telling `follower`, until nobody listens.
 pub async fn run<K: Watched, F: Follower<K>>(spec: Spec<K>, mut follower: F) {
-    let mut tries = Tries { relist: RELIST, refused: spec.refused, failing: None };
+    let mut tries = Tries { relist: RELIST, refused: spec.refused, failing: Failures::default() };
     loop {
         let (error, refused) = match round(&spec, &mut follower, &mut tries).await {
             Ended::Closed => return,
@@ -153,20 +146,11 @@ pub async fn run<K: Watched, F: Follower<K>>(spec: Spec<K>, mut follower: F) {
         follower.failed();
         let backoff = if refused { &mut tries.refused } else { &mut tries.relist };
         let wait = backoff.next_with((spec.draw)());
-        let now = Instant::now();
-        match tries.failing.as_mut() {
-            None => {
-                follower.say(Say::Failing { error: &error, refused, wait });
-                tries.failing = Some(Failing { error, since: now, reminded: now });
-            }
-            Some(f) => {
-                if now.duration_since(f.reminded) >= REMIND_EVERY {
-                    let failing_for = now.duration_since(f.since);
-                    follower.say(Say::Still { error: &error, failing_for, wait });
-                    f.reminded = now;
-                }
-                f.error = error;
-            }
+        // The loop's clock is tokio's (the virtual one under test), as a std instant.
+        match tries.failing.failed(error.clone(), Instant::now().into_std()) {
+            Remind::Starts => follower.say(Say::Failing { error: &error, refused, wait }),
+            Remind::Still { failing_for } => follower.say(Say::Still { error: &error, failing_for, wait }),
+            Remind::Quiet => {}
         }
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
@@ -203,8 +187,8 @@ async fn round<K: Watched, F: Follower<K>>(spec: &Spec<K>, follower: &mut F, tri
             Err(e) => return failed(format!("watch: {}", super::errors::Short(&e))),
         };
         // Listed and watching: only now is the failure really over.
-        if let Some(f) = tries.failing.take() {
-            follower.say(Say::Resolved { error: &f.error, failed_for: f.since.elapsed() });
+        if let Some(f) = tries.failing.succeeded(Instant::now().into_std()) {
+            follower.say(Say::Resolved { error: &f.error, failed_for: f.failed_for });
         }
         loop {
             let event = tokio::select! {

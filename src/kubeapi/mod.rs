@@ -13,6 +13,7 @@ mod list_watch;
 pub mod node_view;
 pub mod object_watch;
 pub mod ratelimit;
+pub mod remind;
 pub mod retry;
 pub mod slices;
 
@@ -60,7 +61,7 @@ pub struct ApiCall {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The `--kubeconfig` file could not be read.
-    #[error("cannot read the kubeconfig {path:?}: {source}")]
+    #[error("cannot read the kubeconfig {path}: {source}")]
     Read {
         /// The `--kubeconfig` file.
         path: String,
@@ -68,7 +69,7 @@ pub enum ClientError {
         source: std::io::Error,
     },
     /// The `--kubeconfig` file was read but is not usable.
-    #[error("cannot use the kubeconfig {path:?}: {source}")]
+    #[error("cannot use the kubeconfig {path}: {source}")]
     Kubeconfig {
         /// The `--kubeconfig` file.
         path: String,
@@ -120,6 +121,22 @@ pub async fn client(kubeconfig: Option<&str>, qps: f64, burst: u32) -> Result<ku
                 }
                 source => ClientError::Kubeconfig { path: path.to_string(), source },
             };
+            // kube reads it with a plain open and no limit: look first, so a FIFO or a device
+            // at the path is refused rather than waited on (kube resolves the certificate paths
+            // against the file's directory, so it must do the reading itself).
+            let size = crate::limits::open(std::path::Path::new(path)).and_then(|f| f.metadata());
+            match size.map(|m| m.len()) {
+                Ok(len) if len > crate::limits::KUBECONFIG_FILE => {
+                    let too_large = format!(
+                        "larger than the {}-byte limit for this file",
+                        crate::limits::KUBECONFIG_FILE
+                    );
+                    let source = std::io::Error::new(std::io::ErrorKind::InvalidData, too_large);
+                    return Err(ClientError::Read { path: path.to_string(), source });
+                }
+                Ok(_) => {}
+                Err(source) => return Err(ClientError::Read { path: path.to_string(), source }),
+            }
             let file = kube::config::Kubeconfig::read_from(path).map_err(fail)?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
@@ -172,8 +189,20 @@ mod tests {
         };
         assert_eq!(
             crate::logging::error_chain(&error),
-            "cannot read the kubeconfig \"/nonexistent/kubeconfig\": No such file or directory (os error 2)"
+            "cannot read the kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)"
         );
+    }
+
+    /// kube's own read would wait forever on a FIFO nobody writes; it is refused first.
+    #[tokio::test]
+    async fn a_kubeconfig_that_is_a_fifo_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("kubeconfig");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let Err(error) = client(fifo.to_str(), 5.0, 10).await else { panic!("a FIFO") };
+        assert!(error.is_bad_configuration());
+        let text = crate::logging::error_chain(&error);
+        assert!(text.ends_with(": a FIFO, not a regular file"), "{text}");
     }
 
     #[test]

@@ -28,9 +28,12 @@ pub fn labels(gpus: &[Gpu], warnings: &mut Vec<String>) -> Labels {
         ([], _) => Labels::new(),
         (u, c) => {
             if u.len() > 1 {
-                warnings.push(format!("Cluster UUIDs are non-unique: {u:?}"));
+                warnings.push(format!("Cluster UUIDs are non-unique: {}", u.join(", ")));
             } else {
-                warnings.push(format!("Clique IDs are non-unique: {c:?}"));
+                warnings.push(format!(
+                    "Clique IDs are non-unique: {}",
+                    c.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                ));
             }
             Labels::new()
         }

@@ -126,7 +126,8 @@ pub fn full_gpu_labels(gpus: &[Gpu], sharing: &Sharing, warnings: &mut Vec<Strin
     if all.len() > 1 {
         let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
         warnings.push(format!(
-            "Multiple device types detected: {names:?}; nvidia.com/gpu.* labels describe {model:?}"
+            "Multiple device types detected: {}; nvidia.com/gpu.* labels describe {model:?}",
+            names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
         ));
     }
     let of_model: Vec<&Gpu> = gpus.iter().filter(|g| g.name == model).collect();

@@ -23,6 +23,9 @@ const ATTR_MAJOR: c_int = 75;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
 const ATTR_MINOR: c_int = 76;
 
+/// `CUDA_ERROR_NO_DEVICE`: the driver loaded and found no GPU it may open.
+pub const NO_DEVICE: i32 = 100;
+
 /// A failed CUDA call: the function and what the driver answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{function}: {name} ({code}): {text}")]

@@ -185,6 +185,10 @@ impl ProbeError {
             ProbeError::NoDriver { .. } | ProbeError::Init { .. } => Some(
                 "install the driver or point --nvml-library at its libnvidia-ml.so.1 (on Jetson, IGX or Thor: --device-discovery-strategy=tegra, or let nvlabel see the host's /etc/nv_tegra_release through --host-root); --fail-on-init-error=false labels this node without GPUs",
             ),
+            // The driver is there: non-root, the GPU's device nodes are what it cannot open.
+            ProbeError::Cuda(cuda::CudaOpenError::Init { source, .. }) if source.code == cuda::NO_DEVICE => Some(
+                "the CUDA driver loaded but sees no GPU: on Jetson, IGX and Thor this usually means this process (its uid and groups) cannot open the GPU's device nodes (/dev/nvhost-*, /dev/nvmap, /dev/nvgpu/igpu0/*, /dev/nvidia*; usually group video, mode 0660): run it with that group among its supplemental groups, e.g. the video group; --fail-on-init-error=false labels this node without GPUs",
+            ),
             ProbeError::Cuda(_) => Some(
                 "on Jetson, IGX and Thor the CUDA driver comes with JetPack: give the container the host's libcuda.so.1 (the NVIDIA container runtime mounts it) or point --cuda-library at it; --fail-on-init-error=false labels this node without GPUs",
             ),

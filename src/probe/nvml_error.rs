@@ -8,6 +8,11 @@ pub(super) fn describe(e: &NvmlError) -> String {
     match e {
         // nvml-wrapper's text misspells "inaccessible".
         NvmlError::GpuLost => "GpuLost: the GPU fell off the bus or has otherwise become inaccessible".into(),
-        e => format!("{e:?}: {e}"),
+        // The variant's name alone: its fields (a symbol, a loader error) are in the text, and
+        // their Debug form is no part of a log line.
+        e => {
+            let debug = format!("{e:?}");
+            format!("{}: {e}", debug.split(['(', ' ', '{']).next().unwrap_or_default())
+        }
     }
 }

@@ -25,7 +25,7 @@ pub const SYSTEM_PATHS: [&str; 4] = [
 #[derive(Debug, thiserror::Error)]
 pub enum PciIdsError {
     /// The file could not be read (missing, unreadable, or over the size limit).
-    #[error("cannot read pci.ids database {path}: {source}")]
+    #[error("cannot read --pci-ids {path}: {source}")]
     Read {
         /// The file.
         path: String,
@@ -35,10 +35,11 @@ pub enum PciIdsError {
 }
 
 impl crate::exit::Classify for PciIdsError {
-    /// Like a snapshot, the PCI database describes the hardware: unreadable, it is the node's.
+    /// Like a snapshot, the PCI database describes the hardware: unreadable, it is the node's;
+    /// a path naming nothing is the user's slip.
     fn is_bad_configuration(&self) -> bool {
         match self {
-            PciIdsError::Read { .. } => false,
+            PciIdsError::Read { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
         }
     }
 }
@@ -244,9 +245,6 @@ C 03  Display controller
         assert_eq!(ids.source().to_string(), path.display().to_string());
         let missing = dir.path().join("nope.ids");
         let e = PciIds::load(Some(&missing)).unwrap_err();
-        assert!(
-            e.to_string().starts_with(&format!("cannot read pci.ids database {}: ", missing.display())),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with(&format!("cannot read --pci-ids {}: ", missing.display())), "{e}");
     }
 }

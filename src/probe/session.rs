@@ -75,6 +75,12 @@ fn gpus(bus: &PciBus) -> Option<Vec<String>> {
     bus.functions().map(|f| f.iter().filter(|f| f.is_display()).map(|f| f.address.clone()).collect())
 }
 
+/// The GPUs' PCI addresses as a log line shows them: comma-separated, or `unknown` where the bus
+/// could not be listed.
+fn addresses(gpus: &Option<Vec<String>>) -> String {
+    gpus.as_ref().map_or_else(|| "unknown".into(), |g| g.join(","))
+}
+
 impl Session {
     /// No session yet: the first [`Session::nvml`] opens one.
     pub fn new() -> Session {
@@ -100,8 +106,8 @@ impl Session {
                 return Ok(open.nvml.clone());
             }
             tracing::info!(
-                before = ?open.gpus,
-                now = ?now,
+                before = %addresses(&open.gpus),
+                now = %addresses(&now),
                 "the NVIDIA GPUs on the PCI bus or the library changed; NVML is initialised again"
             );
             state.open = None;

@@ -111,8 +111,10 @@ pub fn prune(path: &Path) -> Result<bool, PruneFileError> {
     let io = |step: &'static str| move |source| OutputError::Write { path: path.to_path_buf(), step, source };
     // Only the first line matters: read just enough for the marker and its newline.
     let mut head = Vec::new();
-    match std::fs::File::open(path) {
-        Ok(f) => {
+    // Never a plain open: a FIFO at `-o` would block it forever.
+    match output::open_regular(path) {
+        Ok(Err(kind)) => return Err(OutputError::NotAFile { path: path.to_path_buf(), kind }.into()),
+        Ok(Ok((f, _))) => {
             std::io::Read::read_to_end(&mut std::io::Read::take(f, MARKER.len() as u64 + 1), &mut head)
                 .map_err(io("read"))?;
         }
@@ -319,5 +321,11 @@ mod tests {
             "{err}"
         );
         assert!(theirs.exists(), "someone else's file stays");
+        // A FIFO at -o would block a plain open forever: refused at once, and left in place.
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let err = prune(&fifo).unwrap_err().to_string();
+        assert!(err.contains("it is a FIFO, not a regular file"), "{err}");
+        assert!(fifo.exists());
     }
 }

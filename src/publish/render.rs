@@ -62,34 +62,38 @@ pub fn render_json(labels: &Labels) -> String {
     s
 }
 
+/// Opens `path` for reading without ever waiting (`O_NONBLOCK`: a FIFO with no writer blocks a
+/// plain open forever), and only if it is a regular file; else `Ok(Err(kind))`, what is there.
+/// The type is asked of the opened file, so nothing can be swapped in between.
+pub fn open_regular(path: &Path) -> std::io::Result<Result<(std::fs::File, u64), &'static str>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    Ok(match () {
+        _ if kind.is_file() => Ok((file, meta.len())),
+        _ if kind.is_dir() => Err("directory"),
+        _ if kind.is_char_device() => Err("character device"),
+        _ if kind.is_block_device() => Err("block device"),
+        _ if kind.is_fifo() => Err("FIFO"),
+        _ if kind.is_socket() => Err("socket"),
+        _ => Err("special file"),
+    })
+}
+
 /// Whether the file at `path` holds exactly `content`. Reads at most `content.len() + 1` bytes
 /// (a huge file or an endless device costs nothing), never blocks on a FIFO, and refuses
 /// anything but a regular file. A missing or unreadable file does not hold it.
 pub fn holds(path: &Path, content: &[u8]) -> Result<bool, OutputError> {
     use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
-        Ok(f) => f,
+    let (file, len) = match open_regular(path) {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(kind)) => return Err(OutputError::NotAFile { path: path.to_path_buf(), kind }),
         // Replacing it is how it gets fixed (a file we may not read, a dangling link).
         Err(_) => return Ok(false),
     };
-    let meta = file.metadata().map_err(|source| OutputError::Write {
-        path: path.to_path_buf(),
-        step: "stat",
-        source,
-    })?;
-    let kind = meta.file_type();
-    let not_a_file = |kind| Err(OutputError::NotAFile { path: path.to_path_buf(), kind });
-    match () {
-        _ if kind.is_file() => {}
-        _ if kind.is_dir() => return not_a_file("directory"),
-        _ if kind.is_char_device() => return not_a_file("character device"),
-        _ if kind.is_block_device() => return not_a_file("block device"),
-        _ if kind.is_fifo() => return not_a_file("FIFO"),
-        _ if kind.is_socket() => return not_a_file("socket"),
-        _ => return not_a_file("special file"),
-    }
-    if meta.len() != content.len() as u64 {
+    if len != content.len() as u64 {
         return Ok(false);
     }
     let mut old = Vec::with_capacity(content.len());

@@ -113,13 +113,32 @@ pub fn labels(pairs: &[(&str, &str)]) -> nvlabel::labels::Labels {
 }
 
 /// Runs to the end: exit code (-1 for a signal), stdout, stderr (lossily: some tests feed binary).
+/// Every line of stderr is free of Rust's debug forms ([`assert_no_debug_forms`]).
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
     let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_no_debug_forms(&stderr);
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+/// Panics on a line of `log` with a Rust debug form, the code's words and not the operator's:
+/// an `Option` (`Some(2)`, `=None`), a list of strings (`["a"`), a struct (`Name { field: `) or
+/// a set of numbers (`{13, 31}`).
+pub fn assert_no_debug_forms(log: &str) {
+    for line in log.lines() {
+        let plain = ["Some(", "=None", "(None", "None)", "[\"", "\"]"].iter().find(|f| line.contains(**f));
+        let structure = line.match_indices(" { ").find(|(at, _)| {
+            let rest = &line[at + 3..];
+            let word = rest.split(": ").next().unwrap_or_default();
+            !word.is_empty()
+                && rest.len() > word.len()
+                && word.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        });
+        let numbers =
+            line.match_indices('{').any(|(at, _)| line[at + 1..].starts_with(|c: char| c.is_ascii_digit()));
+        let form = plain.copied().or(structure.map(|_| "a struct")).or(numbers.then_some("a set"));
+        assert!(form.is_none(), "a log line with Rust's debug form {form:?}:\n{line}");
+    }
 }
 
 /// Waits (bounded, 30 s) until `path` has the line `line`; returns the file's text.
@@ -157,9 +176,10 @@ pub fn stop_with(child: &mut std::process::Child, sig: &str) -> std::process::Ex
 pub const PRINT: &[&str] =
     &["--oneshot", "--no-timestamp", "--output-file", "", "--use-node-feature-api=false"];
 
-/// Runs and insists on success.
+/// Runs and insists on success; stderr is free of debug forms, as [`run`]'s.
 pub fn ok(cmd: &mut Command) -> String {
     let out: Output = cmd.output().unwrap();
+    assert_no_debug_forms(&String::from_utf8_lossy(&out.stderr));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\n{}",

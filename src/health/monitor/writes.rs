@@ -2,6 +2,7 @@
 //! Events, and nothing of either once its instance is being uninstalled.
 
 use super::Monitor;
+use crate::health::api_failures::now;
 use crate::health::events::EventType;
 use crate::health::instance::Retirement;
 use crate::health::signals::Began;
@@ -24,11 +25,11 @@ impl Monitor {
             if self.retired() {
                 continue;
             }
-            if let Err(e) =
-                self.events.send(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the warning Event");
-            }
+            let sent = self
+                .events
+                .send_asked(EventType::Warning, b.signal.reason(), &who, &text, uid.as_deref())
+                .await;
+            self.failures.events.said(sent);
         }
     }
 
@@ -41,11 +42,11 @@ impl Monitor {
         let uid = self.condition.uid();
         for entry in new {
             let reason = entry.recorded.fault.reason();
-            if let Err(e) =
-                self.events.send(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref()).await
-            {
-                tracing::warn!(error = %e, "cannot send the fault Event");
-            }
+            let sent = self
+                .events
+                .send_asked(EventType::Warning, reason, &entry.text, &entry.text, uid.as_deref())
+                .await;
+            self.failures.events.said(sent);
         }
     }
 
@@ -54,7 +55,7 @@ impl Monitor {
     /// ServiceAccount per write, none on a pass that writes nothing).
     pub(super) async fn publish(&mut self) {
         let Some(verdict) = self.tracker.as_ref().map(Tracker::verdict) else { return };
-        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(std::time::Instant::now()) {
+        if self.published.as_ref() == Some(&verdict) || !self.backoff.ready(now()) {
             return;
         }
         if self.retiring().await {
@@ -67,12 +68,13 @@ impl Monitor {
             },
             Ok(()) => {
                 self.backoff.reset();
+                self.failures.write.worked();
                 tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict);
             }
             Err(e) => {
-                let wait = self.backoff.failed(std::time::Instant::now());
-                tracing::error!(error = %e, retry_in = ?wait, "writing the GPU health condition failed");
+                let wait = self.backoff.failed(now());
+                self.failures.write.failed(&e, Some(wait));
             }
         }
     }

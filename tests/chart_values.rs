@@ -13,6 +13,7 @@ use common::deploy_checks::{
 };
 use common::helm::{helm, template, MODES};
 use common::hook_checks::check_uninstall_hook;
+use nvlabel::config::health::HealthSettings;
 use std::path::PathBuf;
 
 /// Renders and runs every deploy check; returns the typed objects for more checks.
@@ -331,8 +332,7 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
         for (release, ns) in [("nvlabel", "nvlabel"), ("gpu", "gpu-labels")] {
             let mode_arg = format!("mode={mode}");
             let ns_arg = format!("namespace.name={ns}");
-            // checked() proves RBAC = the code's calls with health's, and the policy's
-            // condition type = the pod's --health-condition-type.
+            // checked(): RBAC = the code's calls; the policy's condition = --health-condition-type.
             let r = checked(
                 &helm,
                 release,
@@ -363,8 +363,7 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             assert!(host_paths(pod).is_empty(), "{what}: health reads /proc and /sys as any pod can");
             let events = r.rules.iter().find(|(n, _, _)| n.ends_with("-health-events")).unwrap();
             assert_eq!(events.1.as_deref(), Some("default"), "{what}: Node events live in default");
-            // The defaults: nvlabel's condition type, no listed Xids (the catalog decides) and
-            // the kernel's boot id file.
+            // Defaults: nvlabel's condition type, no listed Xids (the catalog decides), kernel boot id.
             let r = checked(
                 &helm,
                 release,
@@ -372,13 +371,8 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             );
             let (what, pod_ns, pod) = &r.pods[0];
             let h = settings_of(what, pod_ns, &pod.containers[0]).health;
-            // The release's own instance (its ServiceAccount), so its uninstall removes its health
-            // and no other release's.
-            let instance = Some(pod.service_account_name.clone().unwrap());
-            assert_eq!(
-                h,
-                nvlabel::config::health::HealthSettings { enabled: true, instance, ..Default::default() }
-            );
+            let instance = pod.service_account_name.clone(); // the release's own: its uninstall's
+            assert_eq!(h, HealthSettings { enabled: true, instance, ..Default::default() });
             let r = checked(
                 &helm,
                 release,

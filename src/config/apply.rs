@@ -16,6 +16,8 @@ impl Settings {
             sysfs_root: self.sysfs_root.clone(),
             machine_type_file: self.machine_type_file.clone(),
             topology: self.extended_labels,
+            // No flag moves the system's pci.ids: where GFD looks.
+            pci_ids_search: crate::probe::ProbeOptions::default().pci_ids_search,
         }
     }
 

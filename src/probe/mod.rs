@@ -89,6 +89,9 @@ pub struct ProbeOptions {
     pub host_root: PathBuf,
     /// A `pci.ids` file naming vfio GPUs; `None` for the system's, else the built-in copy.
     pub pci_ids: Option<PathBuf>,
+    /// Where the system's pci.ids is looked for, in order ([`pci_ids::SYSTEM_PATHS`]; a test's
+    /// own files in tests).
+    pub pci_ids_search: Vec<PathBuf>,
     /// The root of sysfs (`/sys`).
     pub sysfs_root: PathBuf,
     /// The machine-type file; empty for none.
@@ -106,6 +109,7 @@ impl Default for ProbeOptions {
             cuda_library: DEFAULT_CUDA_LIBRARY.into(),
             host_root: "/".into(),
             pci_ids: None,
+            pci_ids_search: pci_ids::SYSTEM_PATHS.iter().map(PathBuf::from).collect(),
             sysfs_root: "/sys".into(),
             machine_type_file: PathBuf::new(),
             topology: false,

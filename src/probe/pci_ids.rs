@@ -2,15 +2,21 @@
 //! no driver to ask, the name is what pci.ids calls the device id (`GH100 [H100 PCIe]`).
 //!
 //! Found as GFD (go-nvlib `pciids.NewDB`) finds it: the first of the system's copies that can be
-//! read, else a built-in copy. A system copy that lacks a device does not fall back to the
-//! built-in one (GFD names it `UNKNOWN_DEVICE`). Only NVIDIA's section of a system copy is kept:
-//! the vfio scan names nothing else, and the whole database would cost megabytes for nothing.
+//! read, else a built-in copy. Where the system's copy does not know a device the built-in copy
+//! names, the built-in name is taken (GFD says `UNKNOWN_DEVICE`; decisions.md: a newer list is
+//! no reason to call a GPU unknown). `--pci-ids FILE` is used alone. Only NVIDIA's section of a
+//! system copy is kept: the vfio scan names nothing else. The built-in copy is NVIDIA's device
+//! lines alone, one string written by `build.rs`: no relocations at start, and its pages are
+//! read only when a vfio GPU is named.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR: u16 = 0x10de;
+
+/// NVIDIA's device names in the built-in copy: `<4 hex digits> <name>` lines, sorted by id.
+const BUILT_IN: &str = include_str!(concat!(env!("OUT_DIR"), "/nvidia_pci_ids.txt"));
 
 /// Where go-nvlib looks for the system's pci.ids, in order (Ubuntu and Debian, RHEL updated by
 /// hand, RHEL, SUSE).
@@ -49,7 +55,7 @@ impl crate::exit::Classify for PciIdsError {
 pub enum Source {
     /// A pci.ids file on this system.
     File(PathBuf),
-    /// The copy built into nvlabel (the `pci-ids-rs` crate).
+    /// The copy built into nvlabel (NVIDIA's names from the `pci-ids-rs` crate's database).
     BuiltIn,
 }
 
@@ -62,33 +68,42 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// NVIDIA device names from one copy of pci.ids.
+/// NVIDIA device names from one copy of pci.ids, and from the built-in copy where a system copy
+/// lacks a device.
 #[derive(Debug, Clone)]
 pub struct PciIds {
     source: Source,
-    /// NVIDIA's device names from a system file; empty for the built-in copy.
+    /// NVIDIA's device names from a file; empty for the built-in copy.
     nvidia: HashMap<u16, String>,
+    /// Whether a device the file lacks is named by the built-in copy: a system copy's gaps are
+    /// filled, a file the user named (`--pci-ids`) is used alone.
+    fill_in: bool,
 }
 
 impl PciIds {
     /// `explicit` when given (it must be readable: a configured file that cannot be used is a
-    /// mistake to report, not to step over), else the first readable of [`SYSTEM_PATHS`], else
-    /// the built-in copy.
-    pub fn load(explicit: Option<&Path>) -> Result<PciIds, PciIdsError> {
+    /// mistake to report, not to step over), else the first readable of `search` (the system's
+    /// copies, [`SYSTEM_PATHS`] outside tests), else the built-in copy.
+    pub fn load(explicit: Option<&Path>, search: &[PathBuf]) -> Result<PciIds, PciIdsError> {
         match explicit {
             Some(path) => read(path)
                 .map(|text| PciIds::parse(&text, Source::File(path.into())))
                 .map_err(|source| PciIdsError::Read { path: path.display().to_string(), source }),
-            None => Ok(PciIds::first_readable(&SYSTEM_PATHS.map(Path::new))),
+            None => Ok(PciIds::first_readable(search)),
         }
     }
 
-    /// The first of `paths` that can be read, else the built-in copy (the search [`PciIds::load`]
-    /// makes, with the paths to search given).
-    pub fn first_readable(paths: &[&Path]) -> PciIds {
+    /// The first of `paths` that can be read, else the built-in copy; a device the copy read
+    /// lacks is named by the built-in one.
+    pub fn first_readable(paths: &[PathBuf]) -> PciIds {
         for path in paths {
             match read(path) {
-                Ok(text) => return PciIds::parse(&text, Source::File(path.to_path_buf())),
+                Ok(text) => {
+                    return PciIds {
+                        fill_in: true,
+                        ..PciIds::parse(&text, Source::File(path.to_path_buf()))
+                    };
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // GFD steps over any unreadable copy silently; which copy names the GPUs matters.
                 Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping unreadable pci.ids"),
@@ -99,10 +114,10 @@ impl PciIds {
 
     /// The built-in copy alone.
     pub fn built_in() -> PciIds {
-        PciIds { source: Source::BuiltIn, nvidia: HashMap::new() }
+        PciIds { source: Source::BuiltIn, nvidia: HashMap::new(), fill_in: true }
     }
 
-    /// Keeps NVIDIA's device names from pci.ids text, reading lines as go-nvlib's scanner does:
+    /// Keeps NVIDIA's device names from pci.ids text (used alone, as `--pci-ids` is), reading lines as go-nvlib's scanner does:
     /// a vendor line starts with a digit or `a`-`f`, a device line with exactly one tab, and a
     /// second `10de` section replaces the first. (The class section at the end needs no state of
     /// its own: its `C` lines are no vendors and its two-digit ids never read as a device's four.)
@@ -126,7 +141,7 @@ impl PciIds {
                 _ => {}
             }
         }
-        PciIds { source, nvidia }
+        PciIds { source, nvidia, fill_in: false }
     }
 
     /// The copy the names come from.
@@ -136,11 +151,21 @@ impl PciIds {
 
     /// pci.ids' name of an NVIDIA device id, as written there (`GH100 [H100 PCIe]`).
     pub fn nvidia_device_name(&self, device: u16) -> Option<&str> {
-        match self.source {
-            Source::File(_) => self.nvidia.get(&device).map(String::as_str),
-            Source::BuiltIn => pci_ids_rs::Device::from_vid_pid(NVIDIA_VENDOR, device).map(|d| d.name()),
+        match self.nvidia.get(&device) {
+            Some(name) => Some(name),
+            None if self.fill_in => built_in_name(device),
+            None => None,
         }
     }
+}
+
+/// The built-in copy's name of an NVIDIA device id. A scan of about 60 KB, once per vfio GPU
+/// named, rather than a table every process would build at start.
+fn built_in_name(device: u16) -> Option<&'static str> {
+    BUILT_IN.lines().find_map(|line| match entry(line) {
+        Some((id, name)) if id == device => Some(name),
+        _ => None,
+    })
 }
 
 /// Reads a pci.ids file within its size limit; names are UTF-8, a stray byte costs one letter.
@@ -217,14 +242,32 @@ C 03  Display controller
         std::fs::write(&system, "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe, system copy]\n")
             .unwrap();
         std::fs::write(&later, "10de  NVIDIA Corporation\n\t2331  later copy\n").unwrap();
-        let ids = PciIds::first_readable(&[&missing, &system, &later]);
+        let ids = PciIds::first_readable(&[missing.clone(), system.clone(), later]);
         assert_eq!(ids.source(), &Source::File(system.clone()));
         assert_eq!(ids.nvidia_device_name(0x2331), Some("GH100 [H100 PCIe, system copy]"));
-        // GFD does not fall back to its embedded copy for a device the system copy lacks.
-        assert_eq!(ids.nvidia_device_name(0x20b0), None);
-        let none = PciIds::first_readable(&[&missing]);
+        assert_eq!(ids.nvidia_device_name(0xfffe), None, "in neither copy");
+        let none = PciIds::first_readable(std::slice::from_ref(&missing));
         assert_eq!(none.source(), &Source::BuiltIn);
         assert_eq!(none.nvidia_device_name(0x20b0), Some("GA100 [A100 SXM4 40GB]"));
+    }
+
+    #[test]
+    fn a_device_the_system_copy_lacks_is_named_by_the_built_in_one() {
+        // Debian 12's pci.ids of 2023 names no L40S (26b9): GFD there says UNKNOWN_DEVICE.
+        let dir = tempfile::tempdir().unwrap();
+        let system = dir.path().join("pci.ids");
+        std::fs::write(&system, "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe]\n").unwrap();
+        let ids = PciIds::load(None, std::slice::from_ref(&system)).unwrap();
+        assert_eq!(ids.source(), &Source::File(system));
+        assert_eq!(ids.nvidia_device_name(0x26b9), Some("AD102GL [L40S]"));
+    }
+
+    #[test]
+    fn the_built_in_table_is_nvidia_devices_alone_sorted_by_id() {
+        let ids: Vec<u16> = BUILT_IN.lines().map(|l| entry(l).expect(l).0).collect();
+        assert!(ids.len() > 1000, "NVIDIA's section has well over a thousand devices: {}", ids.len());
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "sorted, each id once");
+        assert!(BUILT_IN.lines().all(|l| !l.starts_with('\t')), "no subsystem lines");
     }
 
     #[test]
@@ -232,7 +275,7 @@ C 03  Display controller
         let dir = tempfile::tempdir().unwrap();
         let huge = dir.path().join("huge.ids");
         std::fs::File::create(&huge).unwrap().set_len(crate::limits::PCI_IDS_FILE + 1).unwrap();
-        assert_eq!(PciIds::first_readable(&[&huge]).source(), &Source::BuiltIn);
+        assert_eq!(PciIds::first_readable(&[huge]).source(), &Source::BuiltIn);
     }
 
     #[test]
@@ -240,11 +283,12 @@ C 03  Display controller
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pci.ids");
         std::fs::write(&path, "10de  NVIDIA Corporation\n\t2331  explicit\n").unwrap();
-        let ids = PciIds::load(Some(&path)).unwrap();
+        let ids = PciIds::load(Some(&path), &[]).unwrap();
         assert_eq!(ids.nvidia_device_name(0x2331), Some("explicit"));
+        assert_eq!(ids.nvidia_device_name(0x20b0), None, "a named file is used alone");
         assert_eq!(ids.source().to_string(), path.display().to_string());
         let missing = dir.path().join("nope.ids");
-        let e = PciIds::load(Some(&missing)).unwrap_err();
+        let e = PciIds::load(Some(&missing), &[]).unwrap_err();
         assert!(e.to_string().starts_with(&format!("cannot read --pci-ids {}: ", missing.display())), "{e}");
     }
 }

@@ -236,7 +236,7 @@ impl Session {
         if let Some((_, ids)) = state.pci_ids.as_ref().filter(|(path, _)| *path == opts.pci_ids) {
             return Ok(ids.clone());
         }
-        let ids = Arc::new(PciIds::load(opts.pci_ids.as_deref())?);
+        let ids = Arc::new(PciIds::load(opts.pci_ids.as_deref(), &opts.pci_ids_search)?);
         // Said once, where GFD publishes a BAR aperture as the memory (decisions.md).
         tracing::info!(
             pci_ids = %ids.source(),

@@ -215,7 +215,7 @@ fn names_come_from_the_system_pci_ids_before_the_built_in_one() {
     tree.gpu("0000:41:00.0", Some("vfio-pci"));
     let ids_file = tree.root().join("pci.ids");
     std::fs::write(&ids_file, "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe, newer name]\n").unwrap();
-    let ids = PciIds::first_readable(&[&tree.root().join("missing.ids"), &ids_file]);
+    let ids = PciIds::first_readable(&[tree.root().join("missing.ids"), ids_file.clone()]);
     assert_eq!(ids.source(), &Source::File(ids_file));
     let (gpus, _) = gpus(tree.root(), &ids).unwrap();
     assert_eq!(gpus[0].name, "GH100 [H100 PCIe, newer name]");

@@ -1,0 +1,29 @@
+//! Writes NVIDIA's device names, from the PCI ID database the `pci-ids-rs` crate carries, into one
+//! sorted text table (`<id> <name>` per line) that `probe/pci_ids.rs` builds in.
+//!
+//! Why not link the crate: its whole database (every vendor, device and subsystem) is static data
+//! of pointers the loader relocates at every start: 1.7 MB of relocations and 1.8 MB of relocated
+//! data touched before `main`, on every node, for names only a vfio host reads, and only
+//! NVIDIA's. One string of NVIDIA's device lines (about 60 KB) needs no relocation, and its pages
+//! are read only when the vfio source names a GPU.
+
+use std::fmt::Write as _;
+
+/// NVIDIA's PCI vendor id.
+const NVIDIA_VENDOR: u16 = 0x10de;
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    let vendor = pci_ids_rs::Vendors::iter()
+        .find(|v| v.id() == NVIDIA_VENDOR)
+        .expect("the PCI ID database has NVIDIA's vendor section");
+    let mut devices: Vec<(u16, &str)> = vendor.devices().map(|d| (d.id(), d.name())).collect();
+    devices.sort_unstable();
+    let mut table = String::with_capacity(devices.len() * 48);
+    for (id, name) in devices {
+        // A name is one line of pci.ids: it cannot hold a newline, so the table needs no escapes.
+        writeln!(table, "{id:04x} {}", name.trim()).expect("writing to a String");
+    }
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(out.join("nvidia_pci_ids.txt"), table).expect("writing the NVIDIA pci.ids table");
+}

@@ -120,7 +120,10 @@ mod tests {
         assert!(e.to_string().contains("both ignored and fatal"), "{e}");
         // The config file's YAML list form means the same as the flag's text.
         let file = crate::config::file::ConfigFile::parse("flags:\n  healthIgnoreXids: [13, 79]\n").unwrap();
-        assert_eq!(resolve_env(&[], &file.flags).unwrap().judging.ignored_xids, [13, 79].into_iter().collect());
+        assert_eq!(
+            resolve_env(&[], &file.flags).unwrap().judging.ignored_xids,
+            [13, 79].into_iter().collect()
+        );
     }
 
     #[test]

@@ -26,8 +26,7 @@ pub struct Reader {
 impl Reader {
     /// A reader through `session`, with its worker thread started.
     pub fn new(session: Session) -> Result<Reader, HealthError> {
-        let worker =
-            Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?;
+        let worker = Worker::spawn("nvml-health").map_err(|e| HealthError::Thread("nvml-health", e))?;
         Ok(Reader { session, worker, in_flight: None, watchdog: Watchdog::default() })
     }
 

@@ -1,8 +1,8 @@
 //! What counts as a GPU fault, how bad it is and what to do about it. Pure functions of what
 //! NVML reported; no I/O. Faults and actions serialize as the Node's fault record stores them.
 
-use serde::{Deserialize, Serialize};
 use super::config::Judging;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 pub use super::action::Action;

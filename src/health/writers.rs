@@ -88,3 +88,52 @@ impl Writers {
 fn boxed(writer: impl Writer + 'static) -> Box<dyn Writer> {
     Box::new(writer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer that notes what it was handed, under its name.
+    struct Noting(&'static str, Arc<Mutex<Vec<String>>>);
+
+    impl Writer for Noting {
+        fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()> {
+            let seen = format!("{}: {:?} on {}", self.0, report.faulty, to.config.condition_type);
+            self.1.lock().unwrap().push(seen);
+            Box::pin(async {})
+        }
+    }
+
+    /// A new writer is one more entry in the list: it gets every report, after those before it.
+    #[tokio::test]
+    async fn each_writer_gets_the_report_in_the_order_listed() {
+        let config = HealthConfig {
+            enabled: true,
+            node: Some("n1".into()),
+            pod: None,
+            condition_type: "GPUHealthy".into(),
+            instance: None,
+            judging: Default::default(),
+            boot_id_file: "/b".into(),
+            taint_effect: Default::default(),
+            taints_devices: false,
+            nvml_timeout: std::time::Duration::from_secs(30),
+            probe: Default::default(),
+            every: std::time::Duration::from_secs(60),
+        };
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let mut writers = Writers::new(&config, "n1", client, None);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        writers.others = vec![boxed(Noting("first", seen.clone())), boxed(Noting("second", seen.clone()))];
+        // No verdict: the condition writer asks nothing of the (unreachable) API.
+        let report = Report { faulty: Some([("GPU-a".to_string(), "GpuLost")].into()), ..Report::default() };
+        writers.export(&report, &config).await;
+        let want = [
+            "first: Some({\"GPU-a\": \"GpuLost\"}) on GPUHealthy",
+            "second: Some({\"GPU-a\": \"GpuLost\"}) on GPUHealthy",
+        ];
+        assert_eq!(*seen.lock().unwrap(), want);
+    }
+}

@@ -41,7 +41,10 @@ impl ConditionWriter {
             condition: NodeCondition::new(client, node, &config.condition_type, &manager, Default::default()),
             published: None,
             backoff: AFTER_FAILURE,
-            read: Call::new("cannot read the Node's health condition yet", "the Node's health condition is read"),
+            read: Call::new(
+                "cannot read the Node's health condition yet",
+                "the Node's health condition is read",
+            ),
             write: Call::new(
                 "writing the GPU health condition failed",
                 "the GPU health condition is written again",

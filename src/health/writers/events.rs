@@ -37,7 +37,8 @@ impl Writer for EventWriter {
             if let Some(cleared) = &report.cleared {
                 let (boot, faults) = (&cleared.boot_id, cleared.faults.join("; "));
                 tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
-                let note = format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
+                let note =
+                    format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
                 self.send(EventType::Normal, "GpusRecovered", boot, &note, uid).await;
             }
             for entry in &report.new_faults {

@@ -204,8 +204,8 @@ mod tests {
         kube::Client::try_from(kube::Config::new(url)).unwrap()
     }
 
-    /// A reload hands the monitor the very struct it sent (the parts of health read it, none
-    /// keeps a copy), and a stop ends the event thread.
+    /// A reload hands the monitor the very struct it sent (the parts of health read it where
+    /// they use it), and a stop ends the event thread.
     #[tokio::test]
     async fn a_reload_reaches_health_and_a_stop_ends_the_event_thread() {
         let first = HealthConfig { taints_devices: true, ..config(no_driver()) };

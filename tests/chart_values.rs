@@ -357,8 +357,8 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             let h = settings_of(what, pod_ns, &pod.containers[0]).health;
             assert!(h.enabled, "{what}");
             assert_eq!(h.condition_type, "example.com/GPUsOK", "{what}");
-            assert_eq!(h.ignored_xids.into_iter().collect::<Vec<_>>(), vec![13, 79], "{what}");
-            assert_eq!(h.fatal_xids.into_iter().collect::<Vec<_>>(), vec![94], "{what}");
+            assert_eq!(h.judging.ignored_xids.into_iter().collect::<Vec<_>>(), vec![13, 79], "{what}");
+            assert_eq!(h.judging.fatal_xids.into_iter().collect::<Vec<_>>(), vec![94], "{what}");
             assert_eq!(h.boot_id_file, PathBuf::from("/run/boot_id"), "{what}");
             assert!(host_paths(pod).is_empty(), "{what}: health reads /proc and /sys as any pod can");
             let events = r.rules.iter().find(|(n, _, _)| n.ends_with("-health-events")).unwrap();
@@ -387,8 +387,8 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
                     "health.ignoreXids=[]",
                 ],
             );
-            let (what, pod_ns, pod) = &r.pods[0];
-            assert!(settings_of(what, pod_ns, &pod.containers[0]).health.ignored_xids.is_empty(), "{what}");
+            let (what, ns, p) = &r.pods[0];
+            assert!(settings_of(what, ns, &p.containers[0]).health.judging.ignored_xids.is_empty(), "{what}");
             // Off (the default): no status access, no health policy, no --health.
             let r = checked(&helm, release, &["--set", &mode_arg, "--set", &ns_arg]);
             let (what, pod_ns, pod) = &r.pods[0];

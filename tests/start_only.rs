@@ -33,7 +33,7 @@ fn a_reload_changing_a_start_only_setting_is_rejected_and_the_rest_applies() {
     )
     .unwrap();
     assert!(config.reload(false).unwrap(), "a change health can take up is applied");
-    assert_eq!(config.loaded().settings.health.ignored_xids, [13, 79].into_iter().collect());
+    assert_eq!(config.loaded().settings.health.judging.ignored_xids, [13, 79].into_iter().collect());
 
     std::fs::write(&file, "version: v1\nflags:\n  health: true\n  healthIgnoreXids: \"13,79\"\n").unwrap();
     let e = config.reload(false).unwrap_err().to_string();

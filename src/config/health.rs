@@ -19,18 +19,15 @@ pub struct HealthSettings {
     pub enabled: bool,
     /// `--health-condition-type`.
     pub condition_type: String,
-    /// `--health-ignore-xids`: Xids that are never faults.
-    pub ignored_xids: BTreeSet<u64>,
-    /// `--health-fatal-xids`: Xids that are always faults.
-    pub fatal_xids: BTreeSet<u64>,
+    /// `--health-ignore-xids`, `--health-fatal-xids` and `--health-expected-gpus`: written by
+    /// their rows here and read by health's rules as this very struct (handed over whole).
+    pub judging: Judging,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,
     /// `--instance`: the deployment's ServiceAccount, where several share a cluster.
     pub instance: Option<String>,
     /// `--health-taint-effect`: the effect of the DRA device taints.
     pub taint_effect: TaintEffect,
-    /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
-    pub expected_gpus: Option<u32>,
     /// `--health-nvml-timeout`: how long an NVML call may run.
     pub nvml_timeout: std::time::Duration,
 }
@@ -38,20 +35,18 @@ pub struct HealthSettings {
 /// The default `--health-nvml-timeout`.
 pub const DEFAULT_NVML_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-pub use crate::health::config::{gpu_count, TaintEffect, EXPECTED_COUNT_LABEL};
+pub use crate::health::config::{gpu_count, Judging, TaintEffect, EXPECTED_COUNT_LABEL};
 
 impl Default for HealthSettings {
     fn default() -> HealthSettings {
         HealthSettings {
             enabled: false,
             condition_type: DEFAULT_CONDITION_TYPE.into(),
-            // The catalog decides by default (`crate::health::action`).
-            ignored_xids: BTreeSet::new(),
-            fatal_xids: BTreeSet::new(),
+            // No listed Xids (the catalog decides, `crate::health::action`), no expected count.
+            judging: Judging::default(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
             instance: None,
             taint_effect: TaintEffect::default(),
-            expected_gpus: None,
             nvml_timeout: DEFAULT_NVML_TIMEOUT,
         }
     }
@@ -101,7 +96,7 @@ mod tests {
     fn defaults_env_and_file_forms() {
         let s = resolve_env(&[], &FileFlags::default()).unwrap();
         assert_eq!(s, HealthSettings::default());
-        assert!(!s.enabled && s.ignored_xids.is_empty() && s.fatal_xids.is_empty(), "the catalog decides");
+        assert!(!s.enabled && s.judging == Judging::default(), "the catalog decides");
         let s = resolve_env(
             &[
                 ("NVLABEL_HEALTH", "true"),
@@ -112,20 +107,23 @@ mod tests {
         )
         .unwrap();
         assert!(s.enabled);
-        assert_eq!(s.ignored_xids, [13, 79].into_iter().collect());
+        assert_eq!(s.judging.ignored_xids, [13, 79].into_iter().collect());
         assert_eq!(s.condition_type, "AcceleratedHardwareReady");
         let ff =
             FileFlags { health: Some(true), health_ignore_xids: Some(String::new()), ..FileFlags::default() };
         let s = resolve_env(&[], &ff).unwrap();
-        assert!(s.enabled && s.ignored_xids.is_empty(), "an empty list: none");
+        assert!(s.enabled && s.judging.ignored_xids.is_empty(), "an empty list: none");
         let s = resolve_env(&[("NVLABEL_HEALTH_FATAL_XIDS", "94,31")], &FileFlags::default()).unwrap();
-        assert_eq!(s.fatal_xids, [31, 94].into_iter().collect());
+        assert_eq!(s.judging.fatal_xids, [31, 94].into_iter().collect());
         let both = [("NVLABEL_HEALTH_FATAL_XIDS", "94"), ("NVLABEL_HEALTH_IGNORE_XIDS", "94")];
         let e = resolve_env(&both, &FileFlags::default()).unwrap_err();
         assert!(e.to_string().contains("both ignored and fatal"), "{e}");
         // The config file's YAML list form means the same as the flag's text.
         let file = crate::config::file::ConfigFile::parse("flags:\n  healthIgnoreXids: [13, 79]\n").unwrap();
-        assert_eq!(resolve_env(&[], &file.flags).unwrap().ignored_xids, [13, 79].into_iter().collect());
+        assert_eq!(
+            resolve_env(&[], &file.flags).unwrap().judging.ignored_xids,
+            [13, 79].into_iter().collect()
+        );
     }
 
     #[test]

@@ -93,8 +93,8 @@ impl Settings {
         if found(Flag::MachineTypeFile).is_none() {
             settings.machine_type_file = settings.sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS);
         }
-        let health = &settings.health;
-        if let Some(xid) = health.ignored_xids.intersection(&health.fatal_xids).next() {
+        let judging = &settings.health.judging;
+        if let Some(xid) = judging.ignored_xids.intersection(&judging.fatal_xids).next() {
             let origin = Origin::Both(Flag::HealthIgnoreXids, Flag::HealthFatalXids);
             return Err(invalid(
                 &Found { value: xid.to_string(), origin },
@@ -102,9 +102,9 @@ impl Settings {
             ));
         }
         // vfio GPUs have no driver on this node: nothing could read their health.
-        if let Some(f) = found(Flag::DeviceDiscoveryStrategy)
-            .filter(|_| health.enabled && settings.device_discovery_strategy == crate::probe::Strategy::Vfio)
-        {
+        if let Some(f) = found(Flag::DeviceDiscoveryStrategy).filter(|_| {
+            settings.health.enabled && settings.device_discovery_strategy == crate::probe::Strategy::Vfio
+        }) {
             return Err(invalid(
                 f,
                 "--health reads GPU health through the driver, and GPUs bound to vfio-pci have none on this node: turn --health off here",

@@ -7,7 +7,7 @@ use super::settings::Settings;
 use super::source::{ConfigSource, ConfigState, Loaded};
 use crate::daemon::config::{Inputs, LoopConfig, Rejected};
 use crate::duration::Interval;
-use crate::health::config::{HealthConfig, Judging};
+use crate::health::config::HealthConfig;
 use crate::pass::PassConfig;
 use std::time::Duration;
 
@@ -27,11 +27,7 @@ impl Settings {
                 .instance
                 .clone()
                 .map(|name| crate::health::instance::Instance { namespace: self.namespace.clone(), name }),
-            judging: Judging {
-                ignored_xids: h.ignored_xids.clone(),
-                fatal_xids: h.fatal_xids.clone(),
-                expected_gpus: h.expected_gpus,
-            },
+            judging: h.judging.clone(),
             boot_id_file: h.boot_id_file.clone(),
             taint_effect: h.taint_effect,
             taints_devices: self.allocation_mode != crate::labels::AllocationMode::DevicePlugin,
@@ -132,6 +128,7 @@ impl Inputs for DaemonInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::config::Judging;
 
     fn settings(args: &[&str]) -> Settings {
         let cli = crate::config::Cli::try_from_args(args.iter().copied()).unwrap();

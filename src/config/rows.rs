@@ -255,18 +255,18 @@ pub fn row(flag: F) -> Row {
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::HealthIgnoreXids => r(flag, &["NVLABEL_HEALTH_IGNORE_XIDS"])
             .file("healthIgnoreXids", |f| f.health_ignore_xids.clone())
-            .set(|s, f| put(&mut s.health.ignored_xids, health::xids(&f.value)))
+            .set(|s, f| put(&mut s.health.judging.ignored_xids, health::xids(&f.value)))
             .when(xids_unread),
         F::HealthFatalXids => r(flag, &["NVLABEL_HEALTH_FATAL_XIDS"])
             .file("healthFatalXids", |f| f.health_fatal_xids.clone())
-            .set(|s, f| put(&mut s.health.fatal_xids, health::xids(&f.value)))
+            .set(|s, f| put(&mut s.health.judging.fatal_xids, health::xids(&f.value)))
             .when(xids_unread),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
             .file("healthExpectedGpus", |f| f.health_expected_gpus.clone())
             .set(|s, f| {
                 let count = |v: &str| health::gpu_count(v).ok_or("use a whole number of GPUs from 1".to_string());
                 let v = f.value.trim();
-                put(&mut s.health.expected_gpus, (!v.is_empty()).then(|| count(v)).transpose())
+                put(&mut s.health.judging.expected_gpus, (!v.is_empty()).then(|| count(v)).transpose())
             })
             .when(xids_unread),
         // The deadline bounds a daemon's labelling passes too, with or without --health.

@@ -62,33 +62,6 @@ impl Call {
     }
 }
 
-/// Health's calls whose failures repeat: the condition's read and write, and Events.
-#[derive(Debug)]
-pub struct ApiFailures {
-    /// Reading the Node's condition (and record) at start.
-    pub read: Call,
-    /// Writing the condition.
-    pub write: Call,
-    /// Sending an Event (a fault, a warning, a recovery).
-    pub events: Call,
-}
-
-impl Default for ApiFailures {
-    fn default() -> ApiFailures {
-        ApiFailures {
-            read: Call::new(
-                "cannot read the Node's health condition yet",
-                "the Node's health condition is read",
-            ),
-            write: Call::new(
-                "writing the GPU health condition failed",
-                "the GPU health condition is written again",
-            ),
-            events: Call::new("cannot send a GPU health Event", "GPU health Events are sent again"),
-        }
-    }
-}
-
 /// Now on tokio's clock (the virtual one under test), as a std instant: what health's backoff
 /// and these lines are timed by.
 pub fn now() -> std::time::Instant {

@@ -1,6 +1,6 @@
 //! What health is told: its own configuration as plain values, made by `config/` from the flags,
 //! env and the config file, and handed to health at start and after every accepted reload that
-//! changes it.
+//! changes it, whole: the monitor keeps the very struct it was sent and its parts read from it.
 //! Health never reads the command line or the settings of the rest of nvlabel.
 
 use crate::probe::ProbeOptions;
@@ -51,7 +51,8 @@ impl TaintEffect {
 }
 
 /// Which Xids decide a fault, and how many GPUs the node should have: what a reading is judged
-/// by (the daemon, `nvlabel health`).
+/// by (the daemon, `nvlabel health`). The one home of these values: their rows write them into
+/// the settings' copy, which becomes [`HealthConfig::judging`] whole, which the rules borrow.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// `--health-ignore-xids`: Xids that are never faults.
@@ -96,33 +97,5 @@ impl HealthConfig {
     /// The reporting instance health's Events carry.
     pub fn event_instance(&self, node: &str) -> String {
         self.pod.clone().unwrap_or_else(|| format!("nvlabel-{node}"))
-    }
-}
-
-/// The parts of [`HealthConfig`] a reload may change, as a running monitor holds them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InForce {
-    /// What a reading is judged by (the expected count: the flag's).
-    pub judging: Judging,
-    /// `--health-nvml-timeout`.
-    pub nvml_timeout: Duration,
-    /// Where NVML and sysfs are read.
-    pub probe: ProbeOptions,
-    /// The device taints' effect, where devices are tainted.
-    pub taint_effect: Option<TaintEffect>,
-    /// The time between readings.
-    pub every: Duration,
-}
-
-impl HealthConfig {
-    /// What a monitor following this configuration works by.
-    pub fn in_force(&self) -> InForce {
-        InForce {
-            judging: self.judging.clone(),
-            nvml_timeout: self.nvml_timeout,
-            probe: self.probe.clone(),
-            taint_effect: self.taints_devices.then_some(self.taint_effect),
-            every: self.every,
-        }
     }
 }

@@ -6,53 +6,44 @@ use super::config::{gpu_count, EXPECTED_COUNT_LABEL};
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use k8s_openapi::api::core::v1::Node;
 
-/// The expected count's sources.
+/// The Node label, the expected count's source besides the flag (which stays in the
+/// configuration and is handed in at each look).
 #[derive(Default)]
 pub struct Expected {
-    flag: Option<u32>,
     node: Option<ObjectWatch<Node>>,
     /// The label value last warned about (one warning per bad value, not per pass).
     warned: Option<String>,
 }
 
 impl Expected {
-    /// From the flag, and the label of the Node `node` watches (if given).
-    pub fn new(flag: Option<u32>, node: Option<ObjectWatch<Node>>) -> Expected {
-        Expected { flag, node, warned: None }
+    /// From the label of the Node `node` watches (if given).
+    pub fn new(node: Option<ObjectWatch<Node>>) -> Expected {
+        Expected { node, warned: None }
     }
 
-    /// The flag in force.
-    pub fn flag(&self) -> Option<u32> {
-        self.flag
-    }
-
-    /// The flag after a reload.
-    pub fn set_flag(&mut self, flag: Option<u32>) {
-        self.flag = flag;
-    }
-
-    /// The count in force now. A label that is not a count is warned about once and the flag
-    /// used; while the Node is not known yet, the flag too.
-    pub fn count(&mut self) -> Option<u32> {
+    /// The count in force now, with `flag` (`--health-expected-gpus`) as configured now. A label
+    /// that is not a count is warned about once and the flag used; while the Node is not known
+    /// yet, the flag too.
+    pub fn count(&mut self, flag: Option<u32>) -> Option<u32> {
         let label = self.node.as_ref().and_then(|watch| {
             watch.inspect(|seen| match seen {
                 Seen::Present(node) => node.metadata.labels.as_ref()?.get(EXPECTED_COUNT_LABEL).cloned(),
                 _ => None,
             })
         });
-        self.with_label(label.as_deref())
+        self.with_label(label.as_deref(), flag)
     }
 
-    fn with_label(&mut self, label: Option<&str>) -> Option<u32> {
-        let Some(text) = label else { return self.flag };
+    fn with_label(&mut self, label: Option<&str>, flag: Option<u32>) -> Option<u32> {
+        let Some(text) = label else { return flag };
         if let Some(n) = gpu_count(text) {
             return Some(n);
         }
         if self.warned.as_deref() != Some(text) {
-            tracing::warn!(label = EXPECTED_COUNT_LABEL, value = %text, flag = %self.flag.map_or_else(|| "none".into(), |n| n.to_string()), "the node's expected GPU count is not a whole number from 1; using --health-expected-gpus");
+            tracing::warn!(label = EXPECTED_COUNT_LABEL, value = %text, flag = %flag.map_or_else(|| "none".into(), |n| n.to_string()), "the node's expected GPU count is not a whole number from 1; using --health-expected-gpus");
             self.warned = Some(text.into());
         }
-        self.flag
+        flag
     }
 }
 
@@ -62,15 +53,14 @@ mod tests {
 
     #[test]
     fn the_label_wins_where_it_is_a_count_else_the_flag() {
-        let mut e = Expected::new(Some(8), None);
-        assert_eq!(e.count(), Some(8), "no Node watched: the flag");
-        assert_eq!(e.with_label(Some("4")), Some(4));
-        assert_eq!(e.with_label(Some(" 2 ")), Some(2));
-        assert_eq!(e.with_label(Some("four")), Some(8));
-        assert_eq!(e.with_label(Some("0")), Some(8), "0 GPUs is no expectation");
-        assert_eq!(e.with_label(None), Some(8));
-        e.set_flag(None);
-        assert_eq!(e.with_label(None), None);
-        assert_eq!(e.with_label(Some("-1")), None);
+        let mut e = Expected::new(None);
+        assert_eq!(e.count(Some(8)), Some(8), "no Node watched: the flag");
+        assert_eq!(e.with_label(Some("4"), Some(8)), Some(4));
+        assert_eq!(e.with_label(Some(" 2 "), Some(8)), Some(2));
+        assert_eq!(e.with_label(Some("four"), Some(8)), Some(8));
+        assert_eq!(e.with_label(Some("0"), Some(8)), Some(8), "0 GPUs is no expectation");
+        assert_eq!(e.with_label(None, Some(8)), Some(8));
+        assert_eq!(e.with_label(None, None), None, "the flag as it is now (a reload)");
+        assert_eq!(e.with_label(Some("-1"), None), None);
     }
 }

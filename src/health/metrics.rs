@@ -161,8 +161,8 @@ impl HealthMetrics {
     }
 
     /// Records a pass's reading of one GPU.
-    pub fn observe(&self, gpu: &GpuReading, uuid: &str) {
-        let l = labels(gpu.index, uuid);
+    pub fn observe<'a>(&self, gpu: &GpuReading, uuid: impl Into<Option<&'a str>>) {
+        let l = labels(gpu.index, uuid.into());
         let set = |f: &Family<GpuLabels, Gauge>, v: Option<u64>| {
             if let Some(v) = v {
                 f.get_or_create(&l).set(i64::try_from(v).unwrap_or(i64::MAX));
@@ -180,16 +180,16 @@ impl HealthMetrics {
     }
 
     /// Records a warning episode that began.
-    pub fn warning(&self, index: u32, uuid: &str, reason: &str) {
-        let l = labels(index, uuid);
+    pub fn warning<'a>(&self, index: u32, uuid: impl Into<Option<&'a str>>, reason: &str) {
+        let l = labels(index, uuid.into());
         self.warning_episodes
             .get_or_create(&WarningLabels { gpu: l.gpu, UUID: l.UUID, reason: reason.into() })
             .inc();
     }
 
     /// Records an Xid event.
-    pub fn xid(&self, index: u32, uuid: &str, xid: u64) {
-        let l = labels(index, uuid);
+    pub fn xid<'a>(&self, index: u32, uuid: impl Into<Option<&'a str>>, xid: u64) {
+        let l = labels(index, uuid.into());
         self.last_xid.get_or_create(&l).set(i64::try_from(xid).unwrap_or(i64::MAX));
         let x = XidLabels { gpu: l.gpu, UUID: l.UUID, xid: xid.to_string() };
         self.xid_errors.get_or_create(&x).inc();
@@ -197,10 +197,11 @@ impl HealthMetrics {
 
     /// Records whether a GPU is healthy.
     pub fn healthy(&self, index: u32, uuid: &str, healthy: bool) {
-        self.healthy.get_or_create(&labels(index, uuid)).set(i64::from(healthy));
+        self.healthy.get_or_create(&labels(index, Some(uuid))).set(i64::from(healthy));
     }
 }
 
-fn labels(index: u32, uuid: &str) -> GpuLabels {
-    GpuLabels { gpu: index.to_string(), UUID: uuid.to_string() }
+/// A GPU's labels; a UUID not read (yet) is an empty `UUID` label, Prometheus' spelling of none.
+fn labels(index: u32, uuid: Option<&str>) -> GpuLabels {
+    GpuLabels { gpu: index.to_string(), UUID: uuid.unwrap_or_default().to_string() }
 }

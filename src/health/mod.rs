@@ -1,7 +1,9 @@
 //! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
-//! pages, lost and missing GPUs, inactive NVLinks. [`rules`] says what a fault is, [`sticky`]
-//! keeps faults until the node reboots, [`record`] is how they are stored on the Node; the rest
-//! reads NVML and publishes.
+//! pages, lost and missing GPUs, inactive NVLinks. Readers apart from writers, as in
+//! node-problem-detector: the [`judge`] reads NVML ([`reader`]) and judges it ([`rules`] says
+//! what a fault is, [`sticky`] keeps faults until the node reboots) into a [`report`]; the
+//! [`writers`] write that report (the condition with its [`record`], device taints, Events);
+//! the [`monitor`] joins the two, and the [`task`] drives it in the daemon.
 
 pub mod action;
 mod api_failures;
@@ -11,6 +13,7 @@ pub mod config;
 pub mod events;
 pub mod expected;
 pub mod instance;
+pub mod judge;
 pub mod metrics;
 pub mod monitor;
 pub mod nvml;
@@ -19,8 +22,10 @@ pub mod oneshot;
 pub mod prune;
 pub mod publish;
 mod raw_events;
+pub mod reader;
 pub mod reading;
 pub mod record;
+pub mod report;
 pub mod rules;
 pub mod signals;
 pub mod sticky;
@@ -30,6 +35,7 @@ pub mod taint_spec;
 pub mod taints;
 pub mod task;
 pub mod watchdog;
+pub mod writers;
 
 /// Why health could not start.
 #[derive(Debug, thiserror::Error)]

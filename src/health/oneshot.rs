@@ -20,7 +20,7 @@ pub const UNKNOWN: i32 = 2;
 /// Reads NVML once and reports: the exit code and the text to print.
 pub fn check(config: &HealthConfig) -> (i32, String) {
     let reading = nvml::read(&Session::new(), &config.probe);
-    report(&Rules::judging(&config.judging), reading)
+    report(&Rules::new(&config.judging), reading)
 }
 
 /// The report for a reading (pure, for tests).
@@ -32,8 +32,9 @@ pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32,
     };
     tracker.nvml(Ok(reading.gpus.len()));
     for f in rules.faults(&reading, None) {
+        let (gpu, _) = &f;
         let uuid =
-            f.0.and_then(|i| reading.gpus.iter().find(|g| g.index == i)).and_then(|g| g.uuid.as_deref());
+            gpu.and_then(|i| reading.gpus.iter().find(|g| g.index == i)).and_then(|g| g.uuid.as_deref());
         tracker.record(&f, uuid);
     }
     let faulty = tracker.faulty_gpus();

@@ -1,6 +1,7 @@
 //! What counts as a GPU fault, how bad it is and what to do about it. Pure functions of what
 //! NVML reported; no I/O. Faults and actions serialize as the Node's fault record stores them.
 
+use super::config::Judging;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -183,28 +184,34 @@ impl Fault {
     }
 }
 
-/// What counts as a fault.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rules {
-    /// Xids that are never faults (`--health-ignore-xids`).
-    pub ignored_xids: BTreeSet<u64>,
-    /// Xids that are always faults (`--health-fatal-xids`).
-    pub fatal_xids: BTreeSet<u64>,
-    /// GPUs the node should have (`--health-expected-gpus` or the node's label).
-    pub expected_gpus: Option<u32>,
+/// What counts as a fault: the operator's lists and count as configured (the very struct the
+/// configuration handed over, borrowed, never copied), and the expected count in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules<'a> {
+    /// `--health-ignore-xids`, `--health-fatal-xids` and `--health-expected-gpus`.
+    pub judging: &'a Judging,
+    /// GPUs the node should have now: the node's label where it holds a count, else the flag's.
+    pub expected: Option<u32>,
+}
+
+/// Nothing listed, no count expected: the catalog alone decides.
+static CATALOG_ONLY: Judging =
+    Judging { ignored_xids: BTreeSet::new(), fatal_xids: BTreeSet::new(), expected_gpus: None };
+
+impl Default for Rules<'static> {
+    /// The catalog alone decides, and no count is expected.
+    fn default() -> Rules<'static> {
+        Rules::new(&CATALOG_ONLY)
+    }
 }
 
 /// A fault of a GPU (by index), or of the node (`None`: GPUs missing).
 pub type Found = (Option<u32>, Fault);
 
-impl Rules {
-    /// The rules `judging` configures.
-    pub fn judging(judging: &super::config::Judging) -> Rules {
-        Rules {
-            ignored_xids: judging.ignored_xids.clone(),
-            fatal_xids: judging.fatal_xids.clone(),
-            expected_gpus: judging.expected_gpus,
-        }
+impl<'a> Rules<'a> {
+    /// The rules `judging` configures, expecting the flag's count (no node label known).
+    pub fn new(judging: &'a Judging) -> Rules<'a> {
+        Rules { judging, expected: judging.expected_gpus }
     }
 
     /// The faults a pass's reading shows. `previous` is the last reading, for links that were
@@ -252,7 +259,7 @@ impl Rules {
         if let Some(pci) = reading.pci_gpus.filter(|pci| nvml < *pci) {
             out.push((None, Fault::Missing { nvml, pci }));
         }
-        if let Some(expected) = self.expected_gpus.filter(|e| nvml < *e) {
+        if let Some(expected) = self.expected.filter(|e| nvml < *e) {
             out.push((None, Fault::BelowExpected { nvml, expected }));
         }
         out
@@ -264,10 +271,11 @@ impl Rules {
     pub fn event_fault(&self, event: &Event, last: Option<&Reading>) -> Option<Found> {
         match *event {
             Event::Xid { index, xid, mig } => {
-                let listed = self.ignored_xids.contains(&xid) || self.fatal_xids.contains(&xid);
+                let (ignored, fatal) = (&self.judging.ignored_xids, &self.judging.fatal_xids);
+                let listed = ignored.contains(&xid) || fatal.contains(&xid);
                 let action = match driver_answers(last, index) && !listed {
                     true => None,
-                    false => super::action::xid_action(xid, &self.ignored_xids, &self.fatal_xids),
+                    false => super::action::xid_action(xid, ignored, fatal),
                 };
                 action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a) }))
             }

@@ -1,5 +1,10 @@
 use super::*;
 
+/// The operator's lists with `xids` fatal.
+fn fatal(xids: &[u64]) -> Judging {
+    Judging { fatal_xids: xids.iter().copied().collect(), ..Judging::default() }
+}
+
 fn healthy(index: u32) -> GpuReading {
     GpuReading {
         index,
@@ -81,11 +86,12 @@ fn xids_follow_nvidias_catalog_unless_the_operator_lists_them() {
     }
     let unknown = rules.event_fault(&Event::Xid { index: 0, xid: 4_000, mig: None }, None).unwrap().1;
     assert_eq!(unknown.action(), Action::Investigate);
-    let custom = Rules {
+    let listed = Judging {
         ignored_xids: [79].into_iter().collect(),
         fatal_xids: [13].into_iter().collect(),
-        ..Rules::default()
+        ..Judging::default()
     };
+    let custom = Rules::new(&listed);
     assert_eq!(custom.event_fault(&Event::Xid { index: 0, xid: 79, mig: None }, None), None);
     assert!(custom.event_fault(&Event::Xid { index: 0, xid: 13, mig: None }, None).is_some());
 }
@@ -103,7 +109,8 @@ fn where_the_driver_answers_its_recovery_action_it_decides_after_an_xid() {
     assert_eq!(faults, vec![(Some(0), Fault::Recovery { action: Action::ResetGpu })]);
     assert_eq!(faults[0].1.action().text(), "reset the GPU");
     // The operator's lists still win.
-    let listed = Rules { fatal_xids: [31].into_iter().collect(), ..Rules::default() };
+    let fatal_31 = fatal(&[31]);
+    let listed = Rules::new(&fatal_31);
     assert!(listed.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }, Some(&r)).is_some());
 }
 
@@ -164,7 +171,7 @@ fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
     };
     check("lost", pass(&|r| r.gpus[1].lost = true), vec![(Some(1), Fault::Lost)]);
     check("missing", pass(&|r| r.pci_gpus = Some(3)), vec![(None, Fault::Missing { nvml: 2, pci: 3 })]);
-    let expecting = |n: u32| Rules { expected_gpus: Some(n), ..rules.clone() };
+    let expecting = |n: u32| Rules { expected: Some(n), ..*rules };
     let both = reading(vec![healthy(0), healthy(1)]);
     check("expected 2 of 2", expecting(2).faults(&both, None), vec![]);
     check(
@@ -223,9 +230,9 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
         let wrong = misses_without(&Rules::default(), Some(reason));
         assert!(!wrong.is_empty(), "without {reason} faults no case fails: the cases do not guard it");
     }
-    let fatal = Rules { fatal_xids: [13].into_iter().collect(), ..Rules::default() };
+    let fatal_13 = fatal(&[13]);
     assert_eq!(
-        misses(&fatal),
+        misses(&Rules::new(&fatal_13)),
         vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None, action: Some(CheckWorkload) })]".to_string()]
     );
 }
@@ -233,7 +240,8 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
 #[test]
 fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset() {
     // The real run's case: 31 (an application's page fault) made fatal by the operator.
-    let rules = Rules { fatal_xids: [13, 31, 94].into_iter().collect(), ..Rules::default() };
+    let listed = fatal(&[13, 31, 94]);
+    let rules = Rules::new(&listed);
     for xid in [13, 31, 94] {
         let (_, fault) =
             rules.event_fault(&Event::Xid { index: 0, xid, mig: None }, None).expect("a fault now");

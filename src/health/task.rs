@@ -3,7 +3,7 @@
 //! and a stop that ends the event thread too. Started and stopped by the daemon's owner, never on
 //! its own.
 
-use super::config::{HealthConfig, InForce};
+use super::config::HealthConfig;
 use super::metrics::HealthMetrics;
 use super::monitor::Monitor;
 use super::nvml;
@@ -32,7 +32,6 @@ pub struct HealthTask {
     monitor: Monitor,
     events: mpsc::Receiver<super::rules::Event>,
     thread: EventThread,
-    every: Duration,
     metrics: Arc<HealthMetrics>,
     /// The slices' changes, where devices are tainted.
     slices: Option<watch::Receiver<SliceState>>,
@@ -97,7 +96,6 @@ pub fn start(
         monitor,
         events,
         thread: EventThread { stop, ended },
-        every: config.every,
         metrics,
         slices: slices.map(|s| s.changes()),
     }))
@@ -109,9 +107,9 @@ impl HealthTask {
         self.metrics.clone()
     }
 
-    /// What the running monitor works by now (the parts a reload may change).
-    pub fn in_force(&self) -> InForce {
-        self.monitor.in_force(self.every)
+    /// The configuration the running monitor works by now (the struct the last reload sent).
+    pub fn config(&self) -> &Arc<HealthConfig> {
+        self.monitor.config()
     }
 
     /// Runs until `stop` resolves, following `configs` (each reload, taken up before the next
@@ -123,7 +121,8 @@ impl HealthTask {
         mut configs: watch::Receiver<Arc<HealthConfig>>,
         stop: impl std::future::Future<Output = ()>,
     ) -> bool {
-        let mut tick = tokio::time::interval(self.every);
+        let mut every = self.config().every;
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(stop);
         loop {
@@ -132,10 +131,10 @@ impl HealthTask {
                     biased;
                     Ok(()) = configs.changed() => {
                         let now = configs.borrow_and_update().clone();
-                        self.monitor.reconfigure(&now);
-                        if now.every != self.every {
-                            self.every = now.every;
-                            tick = tokio::time::interval(self.every);
+                        self.monitor.reconfigure(now);
+                        if self.config().every != every {
+                            every = self.config().every;
+                            tick = tokio::time::interval(every);
                             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                         }
                     }
@@ -205,15 +204,15 @@ mod tests {
         kube::Client::try_from(kube::Config::new(url)).unwrap()
     }
 
-    /// Every part of a reload that health takes up while running arrives in the monitor (read
-    /// back from the parts that use it), and a stop ends the event thread.
+    /// A reload hands the monitor the very struct it sent (the parts of health read it where
+    /// they use it), and a stop ends the event thread.
     #[tokio::test]
     async fn a_reload_reaches_health_and_a_stop_ends_the_event_thread() {
         let first = HealthConfig { taints_devices: true, ..config(no_driver()) };
         let slices = Some(crate::kubeapi::slices::SliceWatch::spawn(client(), "n1"));
         let watches = Watches { slices, node: None };
         let mut task = start(&first, Some(client()), Session::new(), watches).unwrap().expect("on");
-        assert_eq!(task.in_force(), first.in_force());
+        assert_eq!(**task.config(), first);
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
         let mut reloaded = config(ProbeOptions { sysfs_root: "/elsewhere/sys".into(), ..no_driver() });
         reloaded.taints_devices = true;
@@ -223,10 +222,12 @@ mod tests {
         reloaded.judging.expected_gpus = Some(8);
         reloaded.nvml_timeout = Duration::from_secs(7);
         reloaded.every = Duration::from_secs(5);
-        assert_ne!(reloaded.in_force().judging, first.in_force().judging);
-        tx.send_replace(Arc::new(reloaded.clone()));
+        assert_ne!(reloaded.judging, first.judging);
+        let sent = Arc::new(reloaded.clone());
+        tx.send_replace(sent.clone());
         let stopped = task.run(rx, tokio::time::sleep(Duration::from_millis(200))).await;
-        assert_eq!(task.in_force(), reloaded.in_force(), "every reloadable value reached the monitor");
+        assert!(Arc::ptr_eq(task.config(), &sent), "the struct the reload sent is the one in force");
+        assert_eq!(**task.config(), reloaded, "every reloadable value reached the monitor");
         assert!(stopped, "the event thread ended with the stop");
         assert!(matches!(task.thread.ended.try_recv(), Err(oneshot::error::TryRecvError::Closed)));
     }

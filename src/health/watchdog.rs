@@ -7,30 +7,24 @@ use super::metrics::HealthMetrics;
 use crate::probe::Session;
 use std::time::Duration;
 
-/// The NVML deadline, and whether a hung call was seen at the last pass.
-#[derive(Debug)]
+/// Whether a hung call was seen at the last pass (the deadline itself stays in the
+/// configuration, `--health-nvml-timeout`, and is handed in at each check).
+#[derive(Debug, Default)]
 pub struct Watchdog {
-    /// How long NVML work may run before health says `Unknown`.
-    pub timeout: Duration,
     stalled: bool,
 }
 
 impl Watchdog {
-    /// A watchdog with `timeout`, nothing hung yet.
-    pub fn new(timeout: Duration) -> Watchdog {
-        Watchdog { timeout, stalled: false }
-    }
-
-    /// What hangs in `session` longer than the timeout; said once in the log when it starts and
+    /// What hangs in `session` longer than `timeout`; said once in the log when it starts and
     /// once when it ends, and as `nvlabel_nvml_call_stalled`.
-    pub fn check(&mut self, session: &Session, metrics: &HealthMetrics) -> Option<String> {
-        let stall = session.oldest_call().filter(|o| o.waited >= self.timeout).map(|o| {
+    pub fn check(&mut self, session: &Session, metrics: &HealthMetrics, timeout: Duration) -> Option<String> {
+        let stall = session.oldest_call().filter(|o| o.waited >= timeout).map(|o| {
             let call = match o.step {
                 Some((function, Some(gpu))) => format!("{function} on GPU {gpu}, in the {},", o.what),
                 Some((function, None)) => format!("{function}, in the {},", o.what),
                 None => format!("a call of the {}", o.what),
             };
-            message(&call, humantime::format_rfc3339_seconds(o.since), self.timeout)
+            message(&call, humantime::format_rfc3339_seconds(o.since), timeout)
         });
         metrics.nvml_stalled.set(i64::from(stall.is_some()));
         match (&stall, self.stalled) {

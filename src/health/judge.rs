@@ -1,0 +1,252 @@
+//! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
+//! goes through the [`Rules`] into the sticky [`Tracker`] and comes out as a [`Report`]; the
+//! metrics of what was read are kept here too. Nothing here writes to the API: the
+//! [`super::writers`] take the report, and the record is read back from the Node by them and
+//! handed in ([`Judge::recover`]).
+
+use super::boot::boot_id;
+use super::config::HealthConfig;
+use super::expected::Expected;
+use super::metrics::HealthMetrics;
+use super::nvml::ReadError;
+use super::reader::Reader;
+use super::reading::Unreadable;
+use super::report::{Report, Warning};
+use super::rules::{driver_answers, Event, Fault, Found, Reading, Rules};
+use super::signals::{Began, Signals};
+use super::sticky::{Entry, Existing, Tracker};
+use super::HealthError;
+use crate::kubeapi::object_watch::ObjectWatch;
+use crate::probe::Session;
+use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Health's readings and what it made of them, between passes.
+pub struct Judge {
+    reader: Reader,
+    metrics: Arc<HealthMetrics>,
+    /// Each GPU's UUID by index, as NVML last told it.
+    uuids: BTreeMap<u32, String>,
+    /// This boot's faults; `None` until the record is read back from the Node.
+    tracker: Option<Tracker>,
+    /// The last reading, for links that go down and for the driver's recovery action.
+    last: Option<Reading>,
+    /// Faults from events that came before the record could be read.
+    pending: Vec<Found>,
+    /// The Node's expected-count label.
+    expected: Expected,
+    /// The expected count in force at the last judging (the label's, else the flag's).
+    expected_now: Option<u32>,
+    /// Slowdown and PCIe replay episodes.
+    signals: Signals,
+    /// Says once which signals NVML does not answer here.
+    unreadable: Unreadable,
+}
+
+/// What one look at the GPUs saw, before it is judged.
+pub struct Look {
+    /// The reading; `None` while it hangs.
+    reading: Option<Result<Reading, ReadError>>,
+    /// What NVML call hangs, while one does.
+    stall: Option<String>,
+    /// The warning episodes that began (reported whether or not the record is known).
+    warnings: Vec<Warning>,
+}
+
+impl Look {
+    /// The report of a look that cannot be judged (the record is not known): its warnings only.
+    pub fn unjudged(self) -> Report {
+        Report { warnings: self.warnings, ..Report::default() }
+    }
+}
+
+impl Judge {
+    /// A judge reading NVML through `session` where `config` says, counting in `metrics`; with
+    /// `node`, this Node's watch, the expected GPU count comes from its label.
+    pub fn new(
+        config: &HealthConfig,
+        session: Session,
+        metrics: Arc<HealthMetrics>,
+        node: Option<ObjectWatch<Node>>,
+    ) -> Result<Judge, HealthError> {
+        Ok(Judge {
+            reader: Reader::new(session)?,
+            metrics,
+            uuids: BTreeMap::new(),
+            tracker: None,
+            last: None,
+            pending: Vec::new(),
+            expected: Expected::new(node),
+            expected_now: config.judging.expected_gpus,
+            signals: Signals::default(),
+            unreadable: Unreadable::default(),
+        })
+    }
+
+    /// Reads NVML once: the reading's metrics, the warnings that began, and what hangs.
+    pub async fn look(&mut self, config: &HealthConfig) -> Look {
+        let reading = self.reader.read(config).await;
+        let mut warnings = Vec::new();
+        if let Some(Ok(r)) = &reading {
+            self.metrics.readings.inc();
+            for g in &r.gpus {
+                if let Some(u) = &g.uuid {
+                    self.uuids.insert(g.index, u.clone());
+                }
+                self.metrics.observe(g, self.uuid(g.index));
+            }
+            let began = self.signals.observe(r, std::time::Instant::now());
+            warnings = began.into_iter().map(|b| self.warning(b)).collect();
+            self.unreadable.note(r);
+        }
+        let stall = self.reader.stall(&self.metrics, config.nvml_timeout);
+        Look { reading, stall, warnings }
+    }
+
+    /// GPU `index`'s UUID, where NVML has told it.
+    fn uuid(&self, index: u32) -> Option<&str> {
+        self.uuids.get(&index).map(String::as_str)
+    }
+
+    /// A warning episode that began, counted and logged (whatever the writers then do).
+    fn warning(&self, began: Began) -> Warning {
+        let uuid = self.uuid(began.index).map(String::from);
+        let w = Warning { index: began.index, uuid, signal: began.signal, detail: began.text };
+        self.metrics.warning(w.index, w.uuid.as_deref(), w.signal.reason());
+        tracing::warn!(reason = w.signal.reason(), message = %w.text(), "GPU warning");
+        w
+    }
+
+    /// This boot's id, from `--boot-id-file`; `None` (said) where it cannot be read: nothing is
+    /// judged then, so a recorded fault is never overwritten by a guess.
+    pub fn boot_id(&self, config: &HealthConfig) -> Option<String> {
+        match boot_id(&config.boot_id_file) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::error!(error = %e, "GPU health is not published without the boot id");
+                None
+            }
+        }
+    }
+
+    /// Whether the record has been read back from the Node.
+    pub fn knows_record(&self) -> bool {
+        self.tracker.is_some()
+    }
+
+    /// Takes up the record as the Node had it (`None`: no condition yet) in the boot `boot`;
+    /// returns the faults of an earlier boot this clears.
+    pub fn recover(&mut self, boot: &str, existing: Option<&Existing>) -> Vec<String> {
+        let (t, cleared) = match existing {
+            Some(c) => Tracker::recover(boot, c),
+            None => (Tracker::new(boot), Vec::new()),
+        };
+        if t.faulty() {
+            tracing::info!(faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
+        }
+        self.tracker = Some(t);
+        cleared
+    }
+
+    /// Clears the record where the node is in a new boot `boot`; returns the faults it cleared.
+    pub fn rebooted(&mut self, boot: &str) -> Vec<String> {
+        match &mut self.tracker {
+            Some(t) if t.boot_id() != boot => t.new_boot(boot),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Judges a look by the rules `config` sets, into the record: the report of where it stands.
+    pub fn judge(&mut self, look: Look, config: &HealthConfig) -> Report {
+        let expected = self.expected.count(config.judging.expected_gpus);
+        let Some(tracker) = self.tracker.as_mut() else { return look.unjudged() };
+        if expected != self.expected_now {
+            let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
+            tracing::info!(
+                expected = count(expected),
+                was = count(self.expected_now),
+                "GPU health: the expected GPU count changed"
+            );
+            tracker.forget(|f| matches!(f, Fault::BelowExpected { .. }));
+            self.expected_now = expected;
+        }
+        tracker.unresponsive(look.stall);
+        let mut found = std::mem::take(&mut self.pending);
+        let rules = Rules { judging: &config.judging, expected: self.expected_now };
+        match &look.reading {
+            Some(Ok(r)) => {
+                tracker.nvml(Ok(r.gpus.len()));
+                found.extend(rules.faults(r, self.last.as_ref()));
+            }
+            Some(Err(e)) => tracker.nvml(Err(e.to_string())),
+            None => {}
+        }
+        let new_faults = self.record(&found);
+        if let Some(Ok(r)) = look.reading {
+            self.last = Some(r);
+        }
+        self.report(new_faults, look.warnings)
+    }
+
+    /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way).
+    pub fn event_fault(&self, event: &Event, config: &HealthConfig) -> Option<Found> {
+        if let Event::Xid { index, xid, .. } = *event {
+            self.metrics.xid(index, self.uuid(index), xid);
+        }
+        let rules = Rules { judging: &config.judging, expected: self.expected_now };
+        rules.event_fault(event, self.last.as_ref())
+    }
+
+    /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.
+    pub fn driver_decides(&self, event: &Event) -> bool {
+        let Event::Xid { index, .. } = event else { return false };
+        driver_answers(self.last.as_ref(), *index)
+    }
+
+    /// Keeps an event's fault for the next pass (the record is not known yet).
+    pub fn keep(&mut self, found: Found) {
+        self.pending.push(found);
+    }
+
+    /// An event's fault into the record: the report of where it stands.
+    pub fn found(&mut self, found: Found) -> Report {
+        let new_faults = self.record(&[found]);
+        self.report(new_faults, Vec::new())
+    }
+
+    /// Each faulty GPU's UUID with its worst fault's reason; `None` while the record is unknown.
+    pub fn faulty(&self) -> Option<BTreeMap<String, &'static str>> {
+        self.tracker.as_ref().map(Tracker::faulty_uuids)
+    }
+
+    /// Adds faults to the record; returns the new ones.
+    fn record(&mut self, found: &[Found]) -> Vec<Entry> {
+        let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
+        let mut new = Vec::new();
+        for f in found {
+            let (gpu, _) = f;
+            let uuid = gpu.and_then(|i| self.uuids.get(&i)).map(String::as_str);
+            if let Some(entry) = tracker.record(f, uuid) {
+                tracing::warn!(fault = %entry.text, "GPU fault");
+                new.push(entry);
+            }
+        }
+        let faulty = tracker.faulty_gpus();
+        for (index, uuid) in &self.uuids {
+            self.metrics.healthy(*index, uuid, !faulty.contains(index));
+        }
+        new
+    }
+
+    /// The report of the record as it stands, with what is new.
+    fn report(&self, new_faults: Vec<Entry>, warnings: Vec<Warning>) -> Report {
+        Report {
+            cleared: None,
+            verdict: self.tracker.as_ref().map(Tracker::verdict),
+            faulty: self.faulty(),
+            new_faults,
+            warnings,
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! What health's readers hand its writers: a plain value, as node-problem-detector's problem
+//! monitors hand theirs a status. The [`super::judge`] makes it from NVML's readings and events,
+//! the rules and the sticky record; the [`super::writers`] each write their part of it (the
+//! condition and its record, device taints, Events) and never read NVML.
+
+use super::signals::Signal;
+use super::sticky::{Entry, Verdict};
+use std::collections::BTreeMap;
+
+/// One pass's, one event's or one reboot's findings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The faults of an earlier boot that a reboot cleared.
+    pub cleared: Option<Cleared>,
+    /// The condition (and its record) the Node should show; `None` where none is to be written
+    /// now (the record is not known yet, or only the devices changed).
+    pub verdict: Option<Verdict>,
+    /// Each faulty GPU's UUID with its worst fault's reason, what its device taints say; `None`
+    /// while the record is not known (a taint is then neither written nor removed).
+    pub faulty: Option<BTreeMap<String, &'static str>>,
+    /// The faults recorded for the first time.
+    pub new_faults: Vec<Entry>,
+    /// The warning episodes that began.
+    pub warnings: Vec<Warning>,
+}
+
+/// A reboot cleared the faults recorded in the boot before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleared {
+    /// The boot the node is in now.
+    pub boot_id: String,
+    /// The faults cleared, as they were worded.
+    pub faults: Vec<String>,
+}
+
+/// A warning episode (a slowdown, PCIe replays) that began on a GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The GPU's index.
+    pub index: u32,
+    /// Its UUID, where NVML has told it.
+    pub uuid: Option<String>,
+    /// What began.
+    pub signal: Signal,
+    /// What happened and what to check.
+    pub detail: String,
+}
+
+impl Warning {
+    /// The GPU as the Event names it.
+    pub fn gpu(&self) -> String {
+        match &self.uuid {
+            Some(uuid) => format!("GPU {} ({uuid})", self.index),
+            None => format!("GPU {}", self.index),
+        }
+    }
+
+    /// The Event's message: the GPU, the reason and the detail.
+    pub fn text(&self) -> String {
+        format!("{}: {}, {}", self.gpu(), self.signal.reason(), self.detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_names_its_gpu_by_uuid_where_known() {
+        let w = Warning {
+            index: 1,
+            uuid: None,
+            signal: Signal::ThermalSlowdown,
+            detail: "the clocks are held down".into(),
+        };
+        assert_eq!(w.text(), "GPU 1: GpuThermalSlowdown, the clocks are held down");
+        let w = Warning { uuid: Some("GPU-b".into()), ..w };
+        assert_eq!(w.text(), "GPU 1 (GPU-b): GpuThermalSlowdown, the clocks are held down");
+    }
+}

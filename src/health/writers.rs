@@ -1,0 +1,139 @@
+//! Health's writers: what takes the judge's [`Report`] to the API, as node-problem-detector's
+//! exporters take its problem monitors' status. The Node condition with its fault record comes
+//! first ([`condition`]; it is also where the record is read back at start), then each other
+//! [`Writer`] in the order [`Writers::new`] lists them: the DRA device taints, then the Events
+//! (after the condition, so a slow Event API does not hold it back). Once this instance is found
+//! being uninstalled ([`super::instance`]) nothing more is written.
+
+pub mod condition;
+pub mod events;
+pub mod taints;
+
+use super::config::HealthConfig;
+use super::instance::Retirement;
+use super::report::Report;
+use super::taints::DeviceTaints;
+use crate::kubeapi::slices::SliceWatch;
+pub use condition::{ConditionWriter, Recall};
+use futures::future::BoxFuture;
+
+/// One way health's findings reach the API besides the condition.
+pub trait Writer: Send {
+    /// Writes this writer's part of `report` (an empty part writes nothing).
+    fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()>;
+}
+
+/// What a writer is told besides the report.
+pub struct Target<'a> {
+    /// The Node's UID, once read (an Event names it).
+    pub node_uid: Option<String>,
+    /// The configuration in force (the struct the last reload handed over).
+    pub config: &'a HealthConfig,
+}
+
+/// Every writer of health's, and whether this instance still writes.
+pub struct Writers {
+    /// The condition and its record.
+    condition: ConditionWriter,
+    /// With `--instance`: whether it is being uninstalled (then nothing more is written).
+    retirement: Option<Retirement>,
+    /// The other writers, in the order they write.
+    others: Vec<Box<dyn Writer>>,
+}
+
+impl Writers {
+    /// The writers for Node `node` as `config` says, through `client`; with `taints`, the faulty
+    /// GPUs' devices in those slices are tainted.
+    pub fn new(
+        config: &HealthConfig,
+        node: &str,
+        client: kube::Client,
+        taints: Option<(DeviceTaints, SliceWatch)>,
+    ) -> Writers {
+        let others: Vec<Box<dyn Writer>> = [
+            taints.map(|(taints, slices)| boxed(taints::TaintWriter::new(taints, slices))),
+            Some(boxed(events::EventWriter::new(client.clone(), node, &config.event_instance(node)))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Writers {
+            condition: ConditionWriter::new(client.clone(), node, config),
+            retirement: config.instance.clone().map(|i| Retirement::new(client, i)),
+            others,
+        }
+    }
+
+    /// The record as the Node has it (see [`ConditionWriter::recall`]).
+    pub async fn recall(&mut self) -> Recall {
+        self.condition.recall().await
+    }
+
+    /// Writes `report`: the condition where it changed, then each other writer's part.
+    pub async fn export(&mut self, report: &Report, config: &HealthConfig) {
+        if let Some(verdict) = &report.verdict {
+            self.condition.publish(verdict, &mut self.retirement).await;
+        }
+        // Only the condition's write asks the API whether the instance is retired.
+        if self.retirement.as_ref().is_some_and(Retirement::known) {
+            return;
+        }
+        let to = Target { node_uid: self.condition.uid(), config };
+        for writer in &mut self.others {
+            writer.write(report, &to).await;
+        }
+    }
+}
+
+fn boxed(writer: impl Writer + 'static) -> Box<dyn Writer> {
+    Box::new(writer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer that notes what it was handed, under its name.
+    struct Noting(&'static str, Arc<Mutex<Vec<String>>>);
+
+    impl Writer for Noting {
+        fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()> {
+            let seen = format!("{}: {:?} on {}", self.0, report.faulty, to.config.condition_type);
+            self.1.lock().unwrap().push(seen);
+            Box::pin(async {})
+        }
+    }
+
+    /// A new writer is one more entry in the list: it gets every report, after those before it.
+    #[tokio::test]
+    async fn each_writer_gets_the_report_in_the_order_listed() {
+        let config = HealthConfig {
+            enabled: true,
+            node: Some("n1".into()),
+            pod: None,
+            condition_type: "GPUHealthy".into(),
+            instance: None,
+            judging: Default::default(),
+            boot_id_file: "/b".into(),
+            taint_effect: Default::default(),
+            taints_devices: false,
+            nvml_timeout: std::time::Duration::from_secs(30),
+            probe: Default::default(),
+            every: std::time::Duration::from_secs(60),
+        };
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let mut writers = Writers::new(&config, "n1", client, None);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        writers.others = vec![boxed(Noting("first", seen.clone())), boxed(Noting("second", seen.clone()))];
+        // No verdict: the condition writer asks nothing of the (unreachable) API.
+        let report = Report { faulty: Some([("GPU-a".to_string(), "GpuLost")].into()), ..Report::default() };
+        writers.export(&report, &config).await;
+        let want = [
+            "first: Some({\"GPU-a\": \"GpuLost\"}) on GPUHealthy",
+            "second: Some({\"GPU-a\": \"GpuLost\"}) on GPUHealthy",
+        ];
+        assert_eq!(*seen.lock().unwrap(), want);
+    }
+}

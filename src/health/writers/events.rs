@@ -1,0 +1,54 @@
+//! Health's Events on the Node: a `GpusRecovered` when a reboot cleared recorded faults, a
+//! Warning for each new fault, and one for each warning episode that began.
+
+use super::{Target, Writer};
+use crate::health::api_failures::Call;
+use crate::health::events::{EventType, NodeEvents};
+use crate::health::report::Report;
+use futures::future::BoxFuture;
+
+/// Sends the Events.
+pub struct EventWriter {
+    events: NodeEvents,
+    /// Failed sends, said once, then at most once a minute, then resolved.
+    failures: Call,
+}
+
+impl EventWriter {
+    /// Events about Node `node`, reported by `instance`.
+    pub fn new(client: kube::Client, node: &str, instance: &str) -> EventWriter {
+        EventWriter {
+            events: NodeEvents::new(client, node, instance, Default::default()),
+            failures: Call::new("cannot send a GPU health Event", "GPU health Events are sent again"),
+        }
+    }
+
+    /// Sends one Event about the Node whose UID is `uid`.
+    async fn send(&mut self, kind: EventType, reason: &str, about: &str, note: &str, uid: Option<&str>) {
+        let sent = self.events.send_asked(kind, reason, about, note, uid).await;
+        self.failures.said(sent);
+    }
+}
+
+impl Writer for EventWriter {
+    fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let uid = to.node_uid.as_deref();
+            if let Some(cleared) = &report.cleared {
+                let (boot, faults) = (&cleared.boot_id, cleared.faults.join("; "));
+                tracing::info!(boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
+                let note =
+                    format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
+                self.send(EventType::Normal, "GpusRecovered", boot, &note, uid).await;
+            }
+            for entry in &report.new_faults {
+                let reason = entry.recorded.fault.reason();
+                self.send(EventType::Warning, reason, &entry.text, &entry.text, uid).await;
+            }
+            for warning in &report.warnings {
+                let reason = warning.signal.reason();
+                self.send(EventType::Warning, reason, &warning.gpu(), &warning.text(), uid).await;
+            }
+        })
+    }
+}

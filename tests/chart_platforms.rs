@@ -53,7 +53,7 @@ fn the_device_discovery_strategy_reaches_the_pod_and_the_runtime() {
             let (what, ns, pod) = &r.pods[0];
             let c = &pod.containers[0];
             let settings = settings_of(what, ns, c);
-            assert_eq!(settings.device_discovery_strategy, Strategy::parse(strategy).unwrap(), "{what}");
+            assert_eq!(settings.probe.strategy, Strategy::parse(strategy).unwrap(), "{what}");
             // auto is the binary's default: no flag for it, as for the other defaults.
             let flags = c.args.iter().flatten().filter(|a| a.starts_with("--device-discovery-strategy"));
             assert_eq!(flags.count(), usize::from(strategy != "auto"), "{what}");
@@ -93,7 +93,7 @@ fn the_device_discovery_strategy_reaches_the_pod_and_the_runtime() {
     let (what, ns, pod) = &r.pods[0];
     let settings = settings_of(what, ns, &pod.containers[0]);
     assert!(settings.health.enabled, "{what}");
-    assert_eq!(settings.device_discovery_strategy, Strategy::Tegra, "{what}");
+    assert_eq!(settings.probe.strategy, Strategy::Tegra, "{what}");
 }
 
 #[test]

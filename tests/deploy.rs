@@ -86,7 +86,7 @@ fn flags_and_env_are_ones_nvlabel_accepts() {
             assert!(format!("{target:?}").starts_with(kind), "{what}: {target:?}");
             assert!(!settings.health.enabled, "{what}: health is opt-in");
             // GFD's auto: NVML, the CUDA driver on Tegra, WSL; NVML only asked of the runtime.
-            assert_eq!(settings.device_discovery_strategy, nvlabel::probe::Strategy::Auto, "{what}");
+            assert_eq!(settings.probe.strategy, nvlabel::probe::Strategy::Auto, "{what}");
             let env = common::deploy_checks::container_env(&pod.containers[0], &ns);
             assert_eq!(env["NVIDIA_DRIVER_CAPABILITIES"], "utility", "{what}");
             if mode == "nfd-nodefeature" {

@@ -5,20 +5,10 @@ use super::settings::Settings;
 use crate::publish::Sink;
 
 impl Settings {
-    /// Where the probe reads.
+    /// Where the probe reads: the options its rows wrote, reading the topology facts only for
+    /// the extended labels, which alone use them.
     pub fn probe_options(&self) -> crate::probe::ProbeOptions {
-        crate::probe::ProbeOptions {
-            library: self.nvml_library.clone(),
-            strategy: self.device_discovery_strategy,
-            cuda_library: self.cuda_library.clone(),
-            host_root: self.host_root.clone(),
-            pci_ids: self.pci_ids.clone(),
-            sysfs_root: self.sysfs_root.clone(),
-            machine_type_file: self.machine_type_file.clone(),
-            topology: self.extended_labels,
-            // No flag moves the system's pci.ids: where GFD looks.
-            pci_ids_search: crate::probe::ProbeOptions::default().pci_ids_search,
-        }
+        crate::probe::ProbeOptions { topology: self.extended_labels, ..self.probe.clone() }
     }
 
     /// Where labels go, as these settings ask.

@@ -91,7 +91,7 @@ impl Settings {
         }
         let found = |flag: Flag| found.iter().find(|(f, _)| *f == flag).map(|(_, found)| found);
         if found(Flag::MachineTypeFile).is_none() {
-            settings.machine_type_file = settings.sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS);
+            settings.probe.machine_type_file = settings.probe.sysfs_root.join(MACHINE_TYPE_UNDER_SYSFS);
         }
         let judging = &settings.health.judging;
         if let Some(xid) = judging.ignored_xids.intersection(&judging.fatal_xids).next() {
@@ -103,7 +103,7 @@ impl Settings {
         }
         // vfio GPUs have no driver on this node: nothing could read their health.
         if let Some(f) = found(Flag::DeviceDiscoveryStrategy).filter(|_| {
-            settings.health.enabled && settings.device_discovery_strategy == crate::probe::Strategy::Vfio
+            settings.health.enabled && settings.probe.strategy == crate::probe::Strategy::Vfio
         }) {
             return Err(invalid(
                 f,
@@ -161,12 +161,10 @@ fn unset() -> Settings {
         sleep_interval: crate::duration::Interval::Infinite,
         output_file: String::new(),
         expiry: None,
-        machine_type_file: PathBuf::new(),
         config_file: None,
         config_dir: None,
         config_default: None,
         use_node_feature_api: false,
-        device_discovery_strategy: crate::probe::Strategy::default(),
         namespace: String::new(),
         node_name: None,
         pod_name: None,
@@ -176,11 +174,7 @@ fn unset() -> Settings {
         format: crate::publish::Format::Text,
         sink: crate::publish::Sink::Gfd,
         metrics_addr: String::new(),
-        nvml_library: PathBuf::new(),
-        cuda_library: PathBuf::new(),
-        host_root: PathBuf::new(),
-        pci_ids: None,
-        sysfs_root: PathBuf::new(),
+        probe: crate::probe::ProbeOptions::default(),
         snapshot: None,
         log_format: crate::logging::LogFormat::Text,
         notes: Vec::new(),

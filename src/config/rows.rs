@@ -83,7 +83,7 @@ pub fn row(flag: F) -> Row {
         // Without it, the file under --sysfs-root (the resolver's cross-field step).
         F::MachineTypeFile => r(flag, &["GFD_MACHINE_TYPE_FILE"])
             .file("gfd.machineTypeFile", |f| f.gfd.as_ref()?.machine_type_file.clone())
-            .set(|s, f| put(&mut s.machine_type_file, Ok(f.value.clone().into())))
+            .set(|s, f| put(&mut s.probe.machine_type_file, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads no machine type")])
             .when(from_snapshot),
         F::DeviceDiscoveryStrategy => r(flag, &["DEVICE_DISCOVERY_STRATEGY"])
@@ -92,7 +92,7 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| {
                 let v = &f.value;
                 let why = || format!("invalid --device-discovery-strategy option {v}; use auto, nvml, tegra or vfio");
-                put(&mut s.device_discovery_strategy, crate::probe::Strategy::parse(v).ok_or_else(why))
+                put(&mut s.probe.strategy, crate::probe::Strategy::parse(v).ok_or_else(why))
             })
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads NVML whatever the strategy")])
             .when(from_snapshot),
@@ -214,24 +214,24 @@ pub fn row(flag: F) -> Row {
         F::NvmlLibrary => r(flag, &["NVLABEL_NVML_LIBRARY"])
             .default(crate::probe::DEFAULT_LIBRARY)
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.nvml_library, Ok(f.value.clone().into()))),
+            .set(|s, f| put(&mut s.probe.library, Ok(f.value.clone().into()))),
         F::CudaLibrary => r(flag, &["NVLABEL_CUDA_LIBRARY"])
             .default(crate::probe::DEFAULT_CUDA_LIBRARY)
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.cuda_library, Ok(f.value.clone().into())))
+            .set(|s, f| put(&mut s.probe.cuda_library, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, READS_NVML)]),
         F::HostRoot => r(flag, &["NVLABEL_HOST_ROOT"])
             .default("/")
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.host_root, Ok(f.value.clone().into())))
+            .set(|s, f| put(&mut s.probe.host_root, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, READS_NVML)]),
         F::PciIds => r(flag, &["NVLABEL_PCI_IDS"])
-            .set(|s, f| put(&mut s.pci_ids, Ok(non_empty(&f.value).map(PathBuf::from))))
+            .set(|s, f| put(&mut s.probe.pci_ids, Ok(non_empty(&f.value).map(PathBuf::from))))
             .never_in(&[(Mode::Health, READS_NVML)]),
         F::SysfsRoot => r(flag, &["NVLABEL_SYSFS_ROOT"])
             .default("/sys")
             .empty(Empty::EnvUnset)
-            .set(|s, f| put(&mut s.sysfs_root, Ok(f.value.clone().into()))),
+            .set(|s, f| put(&mut s.probe.sysfs_root, Ok(f.value.clone().into()))),
         F::Snapshot => r(flag, &["NVLABEL_SNAPSHOT"])
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.snapshot, Ok(Some(f.value.clone().into()))))

@@ -33,8 +33,6 @@ pub struct Settings {
     pub output_file: String,
     /// `--expiry`.
     pub expiry: Option<std::time::Duration>,
-    /// `--machine-type-file`; empty means none.
-    pub machine_type_file: PathBuf,
     /// `--config-file`.
     pub config_file: Option<PathBuf>,
     /// `--config-dir`.
@@ -43,8 +41,6 @@ pub struct Settings {
     pub config_default: Option<String>,
     /// `--use-node-feature-api`.
     pub use_node_feature_api: bool,
-    /// `--device-discovery-strategy`.
-    pub device_discovery_strategy: crate::probe::Strategy,
     /// `--namespace`.
     pub namespace: String,
     /// `--node-name`.
@@ -63,16 +59,10 @@ pub struct Settings {
     pub sink: Sink,
     /// `--metrics-addr`; empty means none.
     pub metrics_addr: String,
-    /// `--nvml-library`.
-    pub nvml_library: PathBuf,
-    /// `--cuda-library`.
-    pub cuda_library: PathBuf,
-    /// `--host-root`.
-    pub host_root: PathBuf,
-    /// `--pci-ids`; `None`: the system's copy where one is readable, else the built-in one.
-    pub pci_ids: Option<PathBuf>,
-    /// `--sysfs-root`.
-    pub sysfs_root: PathBuf,
+    /// Where the probe reads, as the probe takes it: `--device-discovery-strategy`,
+    /// `--nvml-library`, `--cuda-library`, `--host-root`, `--pci-ids`, `--sysfs-root`,
+    /// `--machine-type-file` (their rows write it; `topology` follows `--extended-labels`).
+    pub probe: crate::probe::ProbeOptions,
     /// `--snapshot`.
     pub snapshot: Option<PathBuf>,
     /// `--log-format`.

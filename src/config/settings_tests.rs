@@ -23,10 +23,10 @@ fn gfd_defaults() {
     assert!(s.use_node_feature_api);
     assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(60)));
     assert_eq!(s.output_file, DEFAULT_OUTPUT_FILE);
-    assert_eq!(s.machine_type_file, PathBuf::from("/sys/class/dmi/id/product_name"));
+    assert_eq!(s.probe.machine_type_file, PathBuf::from("/sys/class/dmi/id/product_name"));
     assert_eq!(s.namespace, "default");
     assert_eq!((s.kube_api_qps, s.kube_api_burst), (5.0, 10));
-    assert_eq!(s.nvml_library, PathBuf::from("libnvidia-ml.so.1"));
+    assert_eq!(s.probe.library, PathBuf::from("libnvidia-ml.so.1"));
 }
 
 #[test]
@@ -90,9 +90,9 @@ fn bad_values_name_the_source() {
 #[test]
 fn machine_type_follows_sysfs_root_unless_set() {
     let s = resolve(&["--sysfs-root", "/fake/sys"], &[]).unwrap();
-    assert_eq!(s.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
+    assert_eq!(s.probe.machine_type_file, PathBuf::from("/fake/sys/class/dmi/id/product_name"));
     let s = resolve(&["--machine-type-file", ""], &[]).unwrap();
-    assert_eq!(s.machine_type_file, PathBuf::from(""));
+    assert_eq!(s.probe.machine_type_file, PathBuf::from(""));
 }
 
 #[test]
@@ -293,6 +293,6 @@ fn defaults_are_shown_but_not_parsed_as_given() {
     let env = [("GFD_SLEEP_INTERVAL", "7s"), ("NVLABEL_METRICS_ADDR", ":9090"), ("NVLABEL_SYSFS_ROOT", "/s")];
     let s = resolve(&[], &env).unwrap();
     assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(7)));
-    assert_eq!((s.metrics_addr.as_str(), s.sysfs_root.as_path()), (":9090", Path::new("/s")));
+    assert_eq!((s.metrics_addr.as_str(), s.probe.sysfs_root.as_path()), (":9090", Path::new("/s")));
     assert_eq!(resolve(&[], &[]).unwrap().metrics_addr, ":8080");
 }

@@ -208,3 +208,28 @@ impl Metrics {
         self.liveness.record(false);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVML's series keep the one label they always had; the other sources' say which they are.
+    #[test]
+    fn each_source_is_counted_under_its_own_name() {
+        let metrics = Metrics::default();
+        metrics.source_failed(Source::Nvml, "nvmlInit");
+        metrics.source_failed(Source::Cuda, "cuInit");
+        metrics.source_failed(Source::Vfio, "pci.ids");
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "nvlabel_nvml_errors_total{function=\"nvmlInit\"} 1\n",
+            "nvlabel_nvml_errors_total{function=\"cuInit\",source=\"cuda\"} 1\n",
+            "nvlabel_nvml_errors_total{function=\"pci.ids\",source=\"vfio\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
+}

@@ -1,9 +1,10 @@
-//! One labelling pass: the snapshot (NVML, or a snapshot file), then the labels, with what went
-//! wrong along the way. Publishing is the caller's.
+//! One labelling pass: the snapshot (the session's device source, or a snapshot file), then the
+//! labels, with what went wrong along the way and which source could not start, if one could
+//! not. Publishing is the caller's.
 
 use crate::exit::Classify;
-use crate::labels::{self, LabelConfig, Labels, Profile};
-use crate::probe::{self, ProbeError, Session};
+use crate::labels::{self, LabelConfig, Labels};
+use crate::probe::{self, ProbeError, Session, Source};
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::troubles::{Trouble, Troubles};
 
@@ -16,14 +17,15 @@ pub struct PassConfig {
     pub probe: probe::ProbeOptions,
     /// `--fail-on-init-error`: whether a driver that does not start fails the pass.
     pub fail_on_init_error: bool,
-    /// What the labelers are told (the profile is each pass's argument).
+    /// What the labelers are told, the label profile included (the daemon sets it for each
+    /// pass where `--allocation-mode auto` decides it).
     pub labels: LabelConfig,
 }
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
-    /// NVML could not be used.
+    /// The device source could not be used.
     #[error(transparent)]
     Probe(#[from] ProbeError),
     /// The `--snapshot` file is unusable.
@@ -53,18 +55,24 @@ impl Classify for PassError {
     }
 }
 
-/// The node's snapshot: from `--snapshot`, or probed through `session`. An NVML init failure
-/// with `--fail-on-init-error=false` yields the node-level facts only, as GFD's null manager does.
+/// The node's snapshot: from `--snapshot`, or probed through `session`. A device source that
+/// does not start, with `--fail-on-init-error=false`, yields the node-level facts only, as GFD's
+/// null manager does.
 pub fn snapshot(config: &PassConfig, session: &Session) -> Result<Snapshot, PassError> {
+    Ok(probed(config, session)?.0)
+}
+
+/// [`snapshot`], and the device source that could not start, if one could not.
+fn probed(config: &PassConfig, session: &Session) -> Result<(Snapshot, Option<Source>), PassError> {
     if let Some(path) = &config.snapshot {
-        return Ok(Snapshot::load(path)?);
+        return Ok((Snapshot::load(path)?, None));
     }
     let opts = &config.probe;
     match probe::probe(session, opts) {
-        Ok(s) => Ok(s),
+        Ok(s) => Ok((s, None)),
         Err(e) if e.is_init() && !config.fail_on_init_error => {
             let mut snapshot = probe::probe_files(session, opts);
-            let driver = if e.function() == CUDA_INIT { "CUDA" } else { "NVML" };
+            let driver = if e.source() == Source::Cuda { "CUDA" } else { "NVML" };
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
                 function: e.function().into(),
@@ -72,8 +80,9 @@ pub fn snapshot(config: &PassConfig, session: &Session) -> Result<Snapshot, Pass
                 effect: format!(
                     "Failed to initialize {driver}; labelling without GPUs, {driver} is tried again"
                 ),
+                source: Some(e.source()),
             });
-            Ok(snapshot)
+            Ok((snapshot, Some(e.source())))
         }
         Err(e) => Err(e.into()),
     }
@@ -92,11 +101,6 @@ pub fn label(snapshot: &Snapshot, config: &LabelConfig) -> labels::Outcome {
 /// Seconds since the epoch (the clock lives in a leaf, [`crate::clock`]).
 pub use crate::clock::now;
 
-/// The issue function recorded when NVML could not be initialised.
-pub const NVML_INIT: &str = "nvmlInit";
-/// The issue function recorded when the CUDA driver could not be initialised.
-pub const CUDA_INIT: &str = "cuInit";
-
 /// What one pass found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pass {
@@ -108,15 +112,12 @@ pub struct Pass {
     pub warnings: Vec<String>,
     /// MPS is configured on a node with MIG enabled, so no sharing is labelled.
     pub mps_on_mig: bool,
+    /// The device source that could not start (with `--fail-on-init-error=false`): the labels
+    /// lack every GPU label.
+    pub down: Option<Source>,
 }
 
 impl Pass {
-    /// Whether the driver (NVML, or CUDA on integrated GPUs) could not be initialised, and the
-    /// labels lack every GPU label.
-    pub fn nvml_down(&self) -> bool {
-        self.issues.iter().any(|i| i.function == NVML_INIT || i.function == CUDA_INIT)
-    }
-
     /// Everything that went wrong, for [`crate::troubles::Troubles`].
     pub fn troubles(&self) -> Vec<Trouble> {
         let issues = self.issues.iter().cloned().map(Trouble::Issue);
@@ -124,15 +125,16 @@ impl Pass {
     }
 }
 
-/// One pass through `session` with the label profile `profile`: the snapshot, then the labels.
-pub fn run(config: &PassConfig, session: &Session, profile: Profile) -> Result<Pass, PassError> {
-    let snap = snapshot(config, session)?;
-    let outcome = label(&snap, &LabelConfig { profile, ..config.labels.clone() });
+/// One pass through `session`: the snapshot, then the labels.
+pub fn run(config: &PassConfig, session: &Session) -> Result<Pass, PassError> {
+    let (snap, down) = probed(config, session)?;
+    let outcome = label(&snap, &config.labels);
     Ok(Pass {
         labels: outcome.labels,
         issues: snap.issues,
         warnings: outcome.warnings,
         mps_on_mig: outcome.mps_on_mig,
+        down,
     })
 }
 
@@ -144,7 +146,7 @@ pub fn hook(config: &PassConfig) -> Result<String, PassError> {
         labels: LabelConfig { timestamp: None, ..config.labels.clone() },
         ..config.clone()
     };
-    match run(&strict, &Session::new(), config.labels.profile) {
+    match run(&strict, &Session::new()) {
         Ok(pass) => {
             Troubles::default().update(pass.troubles());
             Ok(crate::publish::render::render_text(&pass.labels))

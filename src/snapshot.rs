@@ -42,8 +42,10 @@ pub struct Snapshot {
     pub gpudirect: Option<GpuDirect>,
 }
 
-/// Where the GPUs of a snapshot were found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The device source: where the GPUs of a snapshot were found, the one name of it that the
+/// probe, the snapshot file, the labels, the daemon and the metrics share (the flag value that
+/// asks for one is `probe::Strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// NVML (WSL included).
@@ -59,6 +61,15 @@ impl Source {
     /// Whether this is NVML (the default, left out of a snapshot file).
     pub fn is_nvml(&self) -> bool {
         *self == Source::Nvml
+    }
+
+    /// Its name in a snapshot file and as a metric's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Nvml => "nvml",
+            Source::Cuda => "cuda",
+            Source::Vfio => "vfio",
+        }
     }
 }
 
@@ -213,6 +224,11 @@ pub struct Issue {
     pub error: String,
     /// What the labels lose because of it.
     pub effect: String,
+    /// The device source whose call failed (counted in the daemon's error metric under its
+    /// name); `None` for the node's own files. Not in a snapshot file: a pass read back from
+    /// one called no source.
+    #[serde(skip)]
+    pub source: Option<Source>,
 }
 
 /// Errors reading or writing a snapshot file.

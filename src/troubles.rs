@@ -108,6 +108,7 @@ mod tests {
             function: "nvmlDeviceGetMemoryInfo_v2".into(),
             error: "GpuLost".into(),
             effect: "GPU excluded from this pass".into(),
+            source: None,
         };
         assert_eq!(
             Trouble::Issue(i).to_string(),

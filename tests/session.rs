@@ -2,6 +2,7 @@
 //! once per NVIDIA function, both again only when the GPUs on the PCI bus change (a hot-added
 //! GPU is seen). Counted by the fake's `FAKE_NVML_CALLS` and the daemon's own counters. Each test
 //! runs in a process of its own (`common::in_child`): the fake reads its environment at init.
+//! On a JetPack 5 node (CUDA, no NVML library) NVML is looked for once, not every pass.
 
 mod common;
 
@@ -92,4 +93,44 @@ async fn a_hot_added_gpu_opens_nvml_again_and_is_labelled() {
     common::hot_plug(&sysfs, "0000:ff:00.0", false);
     daemon.run_pass().await.unwrap();
     assert_eq!((metrics.nvml_inits.get(), metrics.pci_config_reads.get()), (3, 3 * functions + 1));
+}
+
+/// A JetPack 5 node (integrated GPU through CUDA, no NVML library): NVML's library is looked for
+/// once beside CUDA, not on every pass (counted by the session).
+#[tokio::test]
+async fn a_jetpack5_node_looks_for_nvml_once_not_every_pass() {
+    let test = "a_jetpack5_node_looks_for_nvml_once_not_every_pass";
+    let Some(env) = common::in_child(test, &["FAKE_NVML_FIXTURE"]) else { return };
+    let machine = common::repo().join("testdata/platforms/jetson-agx-orin-jp5");
+    std::fs::copy(machine.join("machine.yaml"), &env["FAKE_NVML_FIXTURE"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gfd");
+    let cuda = common::fake_nvml().with_file_name("libcuda.so");
+    let (sys, host) = (machine.join("sys"), machine.join("host"));
+    let cli = Cli::try_from_args([
+        "nvlabel",
+        "--use-node-feature-api=false",
+        "--no-timestamp",
+        "-o",
+        out.to_str().unwrap(),
+        "--nvml-library=/nonexistent/libnvidia-ml.so.1",
+        "--cuda-library",
+        cuda.to_str().unwrap(),
+        "--sysfs-root",
+        sys.to_str().unwrap(),
+        "--host-root",
+        host.to_str().unwrap(),
+    ])
+    .unwrap();
+    let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let parts = common::parts_of(config, None, metrics.clone(), None);
+    let session = parts.session.clone();
+    let mut daemon = Daemon::new(parts).unwrap();
+    for _ in 0..10 {
+        daemon.run_pass().await.unwrap();
+    }
+    assert_eq!(metrics.passes.get(), 10);
+    assert!(std::fs::read_to_string(&out).unwrap().contains("nvidia.com/gpu.product=Orin\n"));
+    assert_eq!(session.nvml_lookups(), 1, "NVML's library looked for once in 10 passes");
 }

@@ -1,7 +1,10 @@
-//! The daemon's Prometheus metrics and readiness, every series present from the start.
+//! The daemon's Prometheus metrics and readiness, every series present from the start. A device
+//! source's failures are counted in `nvlabel_nvml_errors_total` by function, with a `source`
+//! label where the source is not NVML (so NVML's series are as they always were).
 
 use crate::http::Liveness;
-use prometheus_client::encoding::EncodeLabelSet;
+use crate::probe::Source;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,11 +29,23 @@ pub struct Resource {
     pub resource: String,
 }
 
-/// An NVML function that failed.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A device source's function (or file) that failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
 pub struct NvmlFunction {
     /// The function (or `nvmlInit`).
     pub function: String,
+    /// The source it belongs to: a `source` label, left out for NVML.
+    pub source: Source,
+}
+
+impl EncodeLabelSet for NvmlFunction {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        ("function", self.function.as_str()).encode(encoder.encode_label())?;
+        if self.source != Source::Nvml {
+            ("source", self.source.as_str()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
 }
 
 /// The daemon's metrics and its liveness and readiness (what /healthz and /readyz answer).
@@ -42,7 +57,7 @@ pub struct Metrics {
     pub pass_duration: Histogram,
     /// Publishes that failed.
     pub publish_failures: Family<PublishFailure, Counter>,
-    /// NVML calls that failed, by function.
+    /// Device-source calls that failed, by function (and source, where not NVML).
     pub nvml_errors: Family<NvmlFunction, Counter>,
     /// Config reloads rejected (invalid file, missing key).
     pub config_reload_failures: Counter,
@@ -103,7 +118,7 @@ impl Metrics {
         );
         registry.register(
             "nvlabel_nvml_errors",
-            "NVML calls that failed, by function",
+            "Device-source calls that failed, by function (and source, where not NVML)",
             self.nvml_errors.clone(),
         );
         registry.register(
@@ -174,8 +189,15 @@ impl Metrics {
         }
         let _ = self.sharing_mismatch.get_or_create(&Resource { resource: "nvidia.com/gpu".into() });
         for function in crate::probe::NVML_FUNCTIONS {
-            let _ = self.nvml_errors.get_or_create(&NvmlFunction { function: (*function).into() });
+            let _ = self
+                .nvml_errors
+                .get_or_create(&NvmlFunction { function: (*function).into(), source: Source::Nvml });
         }
+    }
+
+    /// Counts a failed call (or file) `function` of the device `source`.
+    pub fn source_failed(&self, source: Source, function: &str) {
+        self.nvml_errors.get_or_create(&NvmlFunction { function: function.into(), source }).inc();
     }
 
     /// Counts a failed publish of `writer` and marks the labeler not ready.
@@ -184,5 +206,30 @@ impl Metrics {
             .get_or_create(&PublishFailure { writer: writer.into(), reason: reason.as_str().into() })
             .inc();
         self.liveness.record(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVML's series keep the one label they always had; the other sources' say which they are.
+    #[test]
+    fn each_source_is_counted_under_its_own_name() {
+        let metrics = Metrics::default();
+        metrics.source_failed(Source::Nvml, "nvmlInit");
+        metrics.source_failed(Source::Cuda, "cuInit");
+        metrics.source_failed(Source::Vfio, "pci.ids");
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "nvlabel_nvml_errors_total{function=\"nvmlInit\"} 1\n",
+            "nvlabel_nvml_errors_total{function=\"cuInit\",source=\"cuda\"} 1\n",
+            "nvlabel_nvml_errors_total{function=\"pci.ids\",source=\"vfio\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
     }
 }

@@ -189,9 +189,9 @@ impl Daemon {
     pub async fn run_pass(&mut self) -> Result<(), PassError> {
         let started = std::time::Instant::now();
         self.metrics.passes.inc();
-        let profile = self.allocation.profile().await;
-        let (config, limit) = (self.config().pass.clone(), self.config().nvml_timeout);
-        let computed = self.runner.run(&config, profile, limit).await;
+        let (mut config, limit) = (self.config().pass.clone(), self.config().nvml_timeout);
+        config.labels.profile = self.allocation.profile().await;
+        let computed = self.runner.run(&config, limit).await;
         self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
         self.costs = self.metrics.count_session(&self.session, self.costs);
         let pass = match computed {
@@ -202,10 +202,7 @@ impl Daemon {
             Err(e) => {
                 tracing::error!(error = %e, "labelling pass failed; the published labels stay");
                 if let PassError::Probe(p) = &e {
-                    self.metrics
-                        .nvml_errors
-                        .get_or_create(&NvmlFunction { function: p.function().into() })
-                        .inc();
+                    self.metrics.source_failed(p.source(), p.function());
                 }
                 self.metrics.liveness.record(false);
                 self.retry.nvml(true);
@@ -213,12 +210,14 @@ impl Daemon {
                 return Ok(());
             }
         };
-        for issue in pass.issues.iter().filter(|i| i.function.starts_with("nvml")) {
-            self.metrics.nvml_errors.get_or_create(&NvmlFunction { function: issue.function.clone() }).inc();
+        for issue in &pass.issues {
+            if let Some(source) = issue.source {
+                self.metrics.source_failed(source, &issue.function);
+            }
         }
         self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
-        let nvml_down = pass.nvml_down();
+        let nvml_down = pass.down.is_some();
         self.retry.nvml(nvml_down);
         let labels = pass.labels;
         let count = labels.len() as i64;
@@ -272,7 +271,8 @@ pub async fn oneshot(
     target: Target,
     client: Option<kube::Client>,
 ) -> Result<(), DaemonError> {
-    let profile = match config.allocation.fixed() {
+    let mut pass_config = config.pass.clone();
+    pass_config.labels.profile = match config.allocation.fixed() {
         Some(profile) => profile,
         None => {
             let slices = match (&client, &config.node) {
@@ -283,7 +283,7 @@ pub async fn oneshot(
         }
     };
     let mut runner = PassRunner::new(Session::new())?;
-    let pass = runner.run(&config.pass, profile, config.nvml_timeout).await?;
+    let pass = runner.run(&pass_config, config.nvml_timeout).await?;
     Troubles::default().update(pass.troubles());
     target.build(client.as_ref()).await?.publish(&pass.labels).await?;
     Ok(())

@@ -5,7 +5,6 @@
 //! queued behind.
 
 use super::ThreadError;
-use crate::labels::Profile;
 use crate::pass::{self, Pass, PassConfig, PassError};
 use crate::probe::Session;
 use crate::worker::{Answer, Worker};
@@ -27,17 +26,12 @@ impl PassRunner {
         Ok(PassRunner { session, worker, in_flight: None })
     }
 
-    /// One pass with `profile`, its NVML work waited for up to `limit`. A `--snapshot` pass is
+    /// One pass of `config`, its NVML work waited for up to `limit`. A `--snapshot` pass is
     /// one bounded file read, done in place.
-    pub async fn run(
-        &mut self,
-        config: &PassConfig,
-        profile: Profile,
-        limit: Duration,
-    ) -> Result<Pass, PassError> {
+    pub async fn run(&mut self, config: &PassConfig, limit: Duration) -> Result<Pass, PassError> {
         let session = self.session.clone();
         if config.snapshot.is_some() {
-            return pass::run(config, &session, profile);
+            return pass::run(config, &session);
         }
         if let Some(earlier) = self.in_flight.take() {
             // The answer of a pass that hung is old news: it is dropped, and this pass starts afresh.
@@ -49,7 +43,7 @@ impl PassRunner {
         let config = config.clone();
         let job = move || {
             let _busy = session.enter("labelling pass");
-            pass::run(&config, &session, profile)
+            pass::run(&config, &session)
         };
         match self.worker.submit(job)?.within(limit).await {
             Ok(answer) => answer?,

@@ -61,8 +61,8 @@ pub fn start(
     }
     let client = client.ok_or(HealthError::NoApi)?;
     let opts = &config.probe;
-    if session.backend(opts) == crate::probe::Backend::Tegra && !crate::probe::source::loadable(&opts.library)
-    {
+    // Files and libraries only: nothing that may touch a driver runs on the runtime's thread.
+    if crate::probe::cuda_without_nvml(opts) {
         // A condition that stays Unknown would read as unhealthy to remediation tools.
         tracing::warn!(
             nvml_library = %opts.library.display(),

@@ -1,15 +1,16 @@
-//! NVML (and a few sysfs files) → [`Snapshot`]. The labels and the writers read only the
-//! snapshot; the one other NVML reader is health (`health/nvml.rs`, `health/raw_events.rs`),
-//! through the same [`session`].
+//! A device source (and a few sysfs files) → [`Snapshot`]. Each source implements
+//! [`DeviceSource`]: NVML (`nvml.rs`), the CUDA driver for integrated GPUs (`tegra.rs`) and
+//! sysfs for GPUs bound to `vfio-pci` ([`vfio`], named from [`pci_ids`]); [`implementation`] is
+//! the one place a [`Source`] becomes its implementation, and the [`session`] chooses it once.
+//! The labels and the writers read only the snapshot; the one other NVML reader is health
+//! (`health/nvml.rs`, `health/raw_events.rs`), through the same [`session`].
 //!
 //! Failure policy, per device: a call GFD treats as fatal (name, compute capability, MIG mode,
 //! MIG enumeration, fabric info) and the memory query exclude that GPU from this pass; PCI info
 //! only drops the label it feeds; a MIG device that cannot be read or named is skipped.
-//! Each is recorded in [`Snapshot::issues`] (the caller logs it when it starts and ends). Only NVML init and the device count fail
-//! the whole probe.
-//!
-//! GPUs bound to `vfio-pci` have no driver to ask: [`vfio`] finds them in sysfs alone and names
-//! them from [`pci_ids`].
+//! Each is recorded in [`Snapshot::issues`] with the source whose call failed (the caller logs
+//! it when it starts and ends). Only the source's start and its device count (for vfio: the
+//! PCI device list and pci.ids) fail the whole probe.
 
 pub mod calls;
 pub mod cuda;
@@ -27,13 +28,41 @@ mod tegra;
 mod topology;
 pub mod vfio;
 
+pub use crate::snapshot::Source;
 pub use raw::clocks_event_reasons;
 pub use session::Session;
-pub use source::{Backend, Strategy};
+pub use source::Strategy;
 
 use crate::exit::Classify;
 use crate::snapshot::{Issue, Snapshot};
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One device source: how a pass finds the GPUs. The session chooses one per session
+/// ([`Session::device_source`]); a new source is one more implementation and one arm of
+/// [`implementation`].
+pub trait DeviceSource: Send + Sync {
+    /// Which source this is (what the snapshot, the daemon and the metrics are told).
+    fn source(&self) -> Source;
+    /// How logs name it (GFD's "Using NVML manager" and its siblings).
+    fn name(&self) -> &'static str;
+    /// Fills `snapshot`'s GPUs, driver versions and their issues through `session`.
+    fn collect(
+        &self,
+        session: &Session,
+        opts: &ProbeOptions,
+        snapshot: &mut Snapshot,
+    ) -> Result<(), ProbeError>;
+}
+
+/// The implementation of `source` (`wsl`: NVML under WSL): the one place a source is chosen.
+fn implementation(source: Source, wsl: bool) -> Arc<dyn DeviceSource> {
+    match source {
+        Source::Nvml => Arc::new(nvml::NvmlSource { wsl }),
+        Source::Cuda => Arc::new(tegra::CudaSource::default()),
+        Source::Vfio => Arc::new(vfio::VfioSource),
+    }
+}
 
 /// The library name the driver installs (what go-nvml loads too).
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
@@ -149,6 +178,10 @@ pub enum ProbeError {
     /// The `--pci-ids` file could not be read (vfio).
     #[error("{0}")]
     PciIds(#[source] pci_ids::PciIdsError),
+    /// The other side (labelling or health) is initialising NVML: not waited for, so a hung
+    /// `nvmlInit` stalls only the side that called it.
+    #[error("NVML is being initialised by the other side for {}; this one goes without it and tries again", humantime::format_duration(*.0))]
+    Opening(std::time::Duration),
 }
 
 impl Classify for ProbeError {
@@ -156,7 +189,10 @@ impl Classify for ProbeError {
     /// `--cuda-library` points at the wrong file: the same file is right on another node.
     fn is_bad_configuration(&self) -> bool {
         match self {
-            ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::DeviceCount(_) => false,
+            ProbeError::NoDriver { .. }
+            | ProbeError::Init { .. }
+            | ProbeError::DeviceCount(_)
+            | ProbeError::Opening(_) => false,
             ProbeError::Cuda(e) => e.is_bad_configuration(),
             ProbeError::CudaCount(e) => e.is_bad_configuration(),
             ProbeError::Vfio(e) => e.is_bad_configuration(),
@@ -166,10 +202,22 @@ impl Classify for ProbeError {
 }
 
 impl ProbeError {
-    /// The NVML function behind the error, for metrics.
+    /// The device source that failed.
+    pub fn source(&self) -> Source {
+        match self {
+            ProbeError::NoDriver { .. }
+            | ProbeError::Init { .. }
+            | ProbeError::DeviceCount(_)
+            | ProbeError::Opening(_) => Source::Nvml,
+            ProbeError::Cuda(_) | ProbeError::CudaCount(_) => Source::Cuda,
+            ProbeError::Vfio(_) | ProbeError::PciIds(_) => Source::Vfio,
+        }
+    }
+
+    /// The source's function (or file) behind the error, for metrics.
     pub fn function(&self) -> &'static str {
         match self {
-            ProbeError::NoDriver { .. } | ProbeError::Init { .. } => "nvmlInit",
+            ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::Opening(_) => "nvmlInit",
             ProbeError::DeviceCount(_) => "nvmlDeviceGetCount_v2",
             ProbeError::Cuda(_) => "cuInit",
             ProbeError::CudaCount(e) => e.function,
@@ -201,29 +249,12 @@ impl ProbeError {
     }
 }
 
-/// Probes NVML through `session`, then the files. On error, [`probe_files`] still gives the
-/// node-level facts.
+/// Probes the session's device source, then the files. On error, [`probe_files`] still gives
+/// the node-level facts.
 pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeError> {
-    let mut snapshot = Snapshot::default();
-    match session.backend(opts) {
-        Backend::Nvml | Backend::Wsl => {
-            let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
-            nvml::collect(&nvml, session, opts, &mut snapshot)?;
-        }
-        Backend::Tegra => {
-            let cuda = calls::nvml("cuInit", None, || session.cuda(opts)).map_err(ProbeError::Cuda)?;
-            // JetPack 6 and Thor answer NVML too, and it alone knows the driver's version.
-            let nvml = session.nvml_beside_cuda(opts);
-            tegra::collect(&cuda, nvml.as_deref(), &mut snapshot)?;
-        }
-        Backend::Vfio => {
-            let ids = session.pci_ids(opts).map_err(ProbeError::PciIds)?;
-            let (gpus, issues) = vfio::gpus(&opts.sysfs_root, &ids).map_err(ProbeError::Vfio)?;
-            snapshot.source = crate::snapshot::Source::Vfio;
-            snapshot.gpus = gpus;
-            snapshot.issues = issues;
-        }
-    }
+    let source = session.device_source(opts);
+    let mut snapshot = Snapshot { source: source.source(), ..Snapshot::default() };
+    source.collect(session, opts, &mut snapshot)?;
     let files = probe_files(session, opts);
     snapshot.machine_type = files.machine_type;
     snapshot.vgpu = files.vgpu;
@@ -233,6 +264,9 @@ pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeEr
     }
     Ok(snapshot)
 }
+
+/// Whether this is an integrated-GPU node without NVML (JetPack 5), told without a driver.
+pub use source::cuda_without_nvml;
 
 /// The facts that do not need NVML: machine type and the vGPU scan (kept in `session`).
 pub fn probe_files(session: &Session, opts: &ProbeOptions) -> Snapshot {
@@ -246,6 +280,7 @@ pub fn probe_files(session: &Session, opts: &ProbeOptions) -> Snapshot {
                 function: "vGPU PCI scan".into(),
                 error: e,
                 effect: "vgpu labels omitted".into(),
+                source: None,
             });
         }
     }

@@ -1,10 +1,10 @@
-//! The NVML walk: every fact is read once per pass.
+//! The NVML source: every fact is read once per pass, through the session's open NVML.
 
 // Re-exported for `ProbeError`'s messages in mod.rs, which name it `nvml::describe`.
 use super::calls::nvml as mark;
 pub(super) use super::nvml_error::describe;
-use super::{profile, raw, sysfs, topology, ProbeError, ProbeOptions, Session};
-use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot};
+use super::{profile, raw, sysfs, topology, DeviceSource, ProbeError, ProbeOptions, Session};
+use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot, Source};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use std::collections::HashMap;
@@ -32,11 +32,36 @@ fn call<T>(
     mark(function, Some(index), f).map_err(fail(function))
 }
 
+/// The NVML source; `wsl` under WSL, whose GPUs have no PCI function in sysfs.
+pub(super) struct NvmlSource {
+    pub(super) wsl: bool,
+}
+
+impl DeviceSource for NvmlSource {
+    fn source(&self) -> Source {
+        Source::Nvml
+    }
+
+    fn name(&self) -> &'static str {
+        if self.wsl {
+            "nvml (WSL)"
+        } else {
+            "nvml"
+        }
+    }
+
+    fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
+        let nvml = mark("nvmlInit_v2", None, || session.nvml(opts))?;
+        collect(&nvml, session, opts, self.wsl, snap)
+    }
+}
+
 /// Fills the NVML parts of `snap` from `session`'s open `nvml`.
-pub(super) fn collect(
+fn collect(
     nvml: &Nvml,
     session: &Session,
     opts: &ProbeOptions,
+    wsl: bool,
     snap: &mut Snapshot,
 ) -> Result<(), ProbeError> {
     let mut issues = Vec::new();
@@ -65,7 +90,7 @@ pub(super) fn collect(
         snap.confidential_compute = mark("nvmlSystemGetConfComputeState and its neighbours", None, conf);
     }
     for index in 0..count {
-        match probe_gpu(nvml, session, index, opts, &mut issues) {
+        match probe_gpu(nvml, session, index, opts, wsl, &mut issues) {
             Ok(Some(gpu)) => snap.gpus.push(gpu),
             Ok(None) => {}
             Err(Failure(function, e)) => {
@@ -74,6 +99,7 @@ pub(super) fn collect(
                     function: function.into(),
                     error: describe(&e),
                     effect: "GPU excluded from this pass".into(),
+                    source: Some(Source::Nvml),
                 });
             }
         }
@@ -83,7 +109,8 @@ pub(super) fn collect(
 }
 
 fn node_issue(function: &str, e: &NvmlError, effect: &str) -> Issue {
-    Issue { device: None, function: function.into(), error: describe(e), effect: effect.into() }
+    let source = Some(Source::Nvml);
+    Issue { device: None, function: function.into(), error: describe(e), effect: effect.into(), source }
 }
 
 /// A tolerated failure: recorded, and the fact it feeds is left unknown.
@@ -100,6 +127,7 @@ fn soft<T>(
             function: function.into(),
             error: describe(&e),
             effect: effect.into(),
+            source: Some(Source::Nvml),
         });
     })
     .ok()
@@ -110,6 +138,7 @@ fn probe_gpu(
     session: &Session,
     index: u32,
     opts: &ProbeOptions,
+    wsl: bool,
     issues: &mut Vec<Issue>,
 ) -> Result<Option<Gpu>, Failure> {
     let dev = call("nvmlDeviceGetHandleByIndex_v2", index, || nvml.device_by_index(index))?;
@@ -143,6 +172,7 @@ fn probe_gpu(
                 function: function.into(),
                 error: describe(&e),
                 effect: "gpu.memory omitted (NVML reports no memory: unified memory)".into(),
+                source: Some(Source::Nvml),
             });
             None
         }
@@ -173,7 +203,7 @@ fn probe_gpu(
         match cached(bus).or_else(|()| sysfs::pci_class(&opts.sysfs_root, bus)) {
             Ok(class) => Some(class),
             // WSL shows Linux no PCI function for its GPUs: the class is absent, not a fault.
-            Err(error) if session.backend(opts) == super::Backend::Wsl => {
+            Err(error) if wsl => {
                 tracing::debug!(device = index, %error, "WSL: no PCI function, gpu.mode is unknown");
                 None
             }
@@ -183,6 +213,7 @@ fn probe_gpu(
                     function: "sysfs PCI class".into(),
                     error,
                     effect: "gpu.mode is unknown".into(),
+                    source: None,
                 });
                 None
             }
@@ -248,6 +279,7 @@ fn probe_migs(
                     function: function.into(),
                     error,
                     effect: "MIG device skipped".into(),
+                    source: Some(Source::Nvml),
                 });
             }
         }

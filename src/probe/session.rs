@@ -5,36 +5,53 @@
 //! session is opened again when NVML says the driver went away or changed, and when the NVIDIA
 //! GPUs on the PCI bus change (a hot-added or removed GPU), never merely because NVML's count
 //! differs from the bus's (sample trees, vGPU and passthrough differ for good).
+//!
+//! The session also holds the device source, chosen once ([`Session::device_source`]), and the
+//! CUDA driver. No driver is started under the state lock that both sides (labelling, health)
+//! take: `nvmlInit` runs with an "opening" mark in the state instead, and a caller that finds
+//! the other side's open in progress waits for it at most [`OPEN_WAIT`], then goes without NVML
+//! ([`ProbeError::Opening`]); `cuInit` runs under a lock of its own, which only the CUDA source
+//! takes. So a hung init stalls only the side that called it.
 
 use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
 use super::pci_ids::{PciIds, PciIdsError};
-use super::source::{self, Backend, Strategy};
-use super::{ProbeError, ProbeOptions};
+use super::source::{self, Settled, Strategy};
+use super::{DeviceSource, ProbeError, ProbeOptions, Source};
 use crate::snapshot::VgpuDevice;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a caller waits for an NVML open the other side has in progress before it goes
+/// without (an `nvmlInit` takes milliseconds, a few seconds on a large node without persistence
+/// mode; a hung one is the other side's).
+pub const OPEN_WAIT: Duration = Duration::from_secs(2);
 
 /// One process's NVML session; clones share it.
 #[derive(Clone, Default)]
 pub struct Session {
     state: Arc<Mutex<State>>,
+    /// Told when an open in progress ends.
+    opened: Arc<Condvar>,
+    /// The CUDA driver, once initialised: kept for the process, as the driver is never unloaded.
+    /// A lock of its own: only the CUDA source takes it, so a hung `cuInit` holds no one else.
+    cuda: Arc<Mutex<Option<Arc<Cuda>>>>,
     opens: Arc<AtomicU64>,
+    lookups: Arc<AtomicU64>,
     calls: super::calls::Calls,
 }
 
 #[derive(Default)]
 struct State {
     open: Option<Open>,
-    /// The device source, once resolved (again after [`Session::reset`]).
-    backend: Option<(Strategy, Backend)>,
-    /// The CUDA driver, once initialised: kept for the process, as the driver is never unloaded.
-    cuda: Option<Arc<Cuda>>,
-    /// NVML's library would not load beside CUDA (JetPack 5): not looked for again each pass.
-    nvml_absent: bool,
+    /// An NVML open in progress, since when (the state is not locked while it runs).
+    opening: Option<Instant>,
+    /// The device source, once chosen (again after [`Session::reset`]).
+    chosen: Option<(Strategy, Arc<dyn DeviceSource>)>,
     /// The pci.ids database vfio GPUs are named from, and the `--pci-ids` it was read for.
     pci_ids: Option<(Option<PathBuf>, Arc<PciIds>)>,
     bus: Option<PciBus>,
@@ -94,9 +111,21 @@ impl Session {
     /// NVML for the next reads: the open session, or a new one when there is none, the library
     /// changed, or the NVIDIA GPUs on the bus changed since it was opened. The bus's config space
     /// is read beside `nvmlInit` when it must be read at all. A failed open is not remembered: a
-    /// driver that appears later is found by the next call.
+    /// driver that appears later is found by the next call. An open the other side has in
+    /// progress is waited for up to [`OPEN_WAIT`], then this call fails
+    /// ([`ProbeError::Opening`]) rather than stall behind it.
     pub fn nvml(&self, opts: &ProbeOptions) -> Result<Arc<Nvml>, ProbeError> {
         let mut guard = self.lock();
+        if guard.opening.is_some() {
+            guard = self
+                .opened
+                .wait_timeout_while(guard, OPEN_WAIT, |s| s.opening.is_some())
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            if let Some(since) = guard.opening {
+                return Err(ProbeError::Opening(Duration::from_secs(since.elapsed().as_secs())));
+            }
+        }
         let state = &mut *guard;
         let bus = state.bus(&opts.sysfs_root);
         let changed = bus.refresh();
@@ -112,24 +141,36 @@ impl Session {
             );
             state.open = None;
         }
-        let bus = state.bus(&opts.sysfs_root);
+        let scan = state.bus(&opts.sysfs_root).needs_scan();
+        state.opening = Some(Instant::now());
+        drop(guard);
+        let opening = Opening(self);
         // A thread only when config space must be read: on a VM it costs as much as nvmlInit.
-        let nvml = if bus.needs_scan() {
+        // The scan takes the state lock (sysfs reads only); nvmlInit runs outside it.
+        let nvml = if scan {
             std::thread::scope(|s| {
                 let scan = s.spawn(|| {
-                    let _ = bus.vgpu();
+                    let _ = self.lock().bus(&opts.sysfs_root).vgpu();
                 });
-                let nvml = open(opts);
+                let nvml = self.open(opts);
                 let _ = scan.join();
                 nvml
             })
         } else {
-            open(opts)
-        }?;
+            self.open(opts)
+        };
+        let mut state = self.lock();
+        opening.end(&mut state);
+        let nvml = Arc::new(nvml?);
         self.opens.fetch_add(1, Ordering::Relaxed);
-        let nvml = Arc::new(nvml);
         state.open = Some(Open { library: opts.library.clone(), nvml: nvml.clone(), gpus: now });
         Ok(nvml)
+    }
+
+    /// Initialises NVML from `opts.library`, counted as one lookup of the library.
+    fn open(&self, opts: &ProbeOptions) -> Result<Nvml, ProbeError> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        open(opts)
     }
 
     /// The open session, if there is one, without looking at the bus or opening one (what the
@@ -157,76 +198,34 @@ impl Session {
     pub fn reset(&self) {
         let mut state = self.lock();
         state.open = None;
-        state.backend = None;
-        state.nvml_absent = false;
+        state.chosen = None;
         state.pci_ids = None;
         state.forget_bus();
     }
 
-    /// The device source for `opts`, resolved as GFD resolves `auto` (once, until a reset or a
-    /// new strategy). A resolution that needed NVML and could not start it is not kept, so a
-    /// driver that appears later is looked at again.
-    pub fn backend(&self, opts: &ProbeOptions) -> Backend {
-        if let Some((strategy, backend)) = self.lock().backend {
-            if strategy == opts.strategy {
-                return backend;
+    /// The device source for `opts`, resolved as GFD resolves `auto` and chosen once (until a
+    /// reset or a new strategy). A resolution that needed NVML and could not start it is not
+    /// kept, so a driver that appears later is looked at again.
+    pub fn device_source(&self, opts: &ProbeOptions) -> Arc<dyn DeviceSource> {
+        if let Some((strategy, chosen)) = &self.lock().chosen {
+            if *strategy == opts.strategy {
+                return chosen.clone();
             }
         }
-        let (backend, keep) = match opts.strategy {
-            Strategy::Nvml => (Backend::Nvml, true),
-            Strategy::Tegra => (Backend::Tegra, true),
-            Strategy::Vfio => (Backend::Vfio, true),
-            Strategy::Auto => self.resolve(opts),
+        let (source, wsl, keep) = match source::settled(opts) {
+            Settled::Source { source, wsl } => (source, wsl, true),
+            Settled::NoNvml => (Source::Nvml, false, false),
+            Settled::AskNvml => match self.nvml(opts) {
+                Ok(nvml) => (if integrated(&nvml) { Source::Cuda } else { Source::Nvml }, false, true),
+                Err(_) => (Source::Nvml, false, false),
+            },
         };
+        let chosen = super::implementation(source, wsl);
         if keep {
-            tracing::info!(backend = backend.as_str(), strategy = opts.strategy.as_str(), "device source");
-            self.lock().backend = Some((opts.strategy, backend));
+            tracing::info!(backend = chosen.name(), strategy = opts.strategy.as_str(), "device source");
+            self.lock().chosen = Some((opts.strategy, chosen.clone()));
         }
-        backend
-    }
-
-    /// GFD's platform resolver: WSL, then Tegra files without NVML, then an integrated GPU
-    /// named by NVML, then NVML. With nothing at all it is NVML, whose failure to load is
-    /// the node's init error.
-    fn resolve(&self, opts: &ProbeOptions) -> (Backend, bool) {
-        if source::loadable(std::path::Path::new(source::DXCORE_LIBRARY)) {
-            return (Backend::Wsl, true);
-        }
-        let tegra = source::tegra_marker(&opts.host_root, &opts.sysfs_root);
-        if !source::loadable(&opts.library) {
-            return match tegra {
-                Some(marker) => {
-                    tracing::debug!(%marker, "a Tegra system without NVML");
-                    (Backend::Tegra, true)
-                }
-                None => (Backend::Nvml, false),
-            };
-        }
-        let Ok(nvml) = self.nvml(opts) else { return (Backend::Nvml, false) };
-        let count = nvml.device_count().unwrap_or(0);
-        let integrated = (0..count).any(|i| {
-            let name = nvml.device_by_index(i).and_then(|d| d.name());
-            name.is_ok_and(|n| source::is_integrated_name(&n))
-        });
-        (if integrated { Backend::Tegra } else { Backend::Nvml }, true)
-    }
-
-    /// NVML beside the CUDA source (JetPack 6 and Thor answer it: the driver's version), `None`
-    /// where it is absent. A library that does not load is not looked for again until a reset
-    /// (a JetPack without NVML gains none without a restart); a driver that does not start is.
-    pub fn nvml_beside_cuda(&self, opts: &ProbeOptions) -> Option<Arc<Nvml>> {
-        if self.lock().nvml_absent {
-            return None;
-        }
-        match self.nvml(opts) {
-            Ok(nvml) => Some(nvml),
-            Err(ProbeError::NoDriver { detail }) if !source::loadable(&opts.library) => {
-                tracing::debug!(%detail, "no NVML beside CUDA; the driver version labels read unknown");
-                self.lock().nvml_absent = true;
-                None
-            }
-            Err(_) => None,
-        }
+        chosen
     }
 
     /// The pci.ids database for `opts.pci_ids`, read once (GFD parses it for every device of
@@ -247,15 +246,15 @@ impl Session {
     }
 
     /// The CUDA driver from `opts.cuda_library`, initialised on first use and kept; a failed
-    /// start is not remembered.
+    /// start is not remembered. Under the CUDA lock only, never the state's.
     pub fn cuda(&self, opts: &ProbeOptions) -> Result<Arc<Cuda>, CudaOpenError> {
-        let mut state = self.lock();
-        if let Some(cuda) = state.cuda.as_ref().filter(|c| c.library() == opts.cuda_library) {
+        let mut cuda = self.cuda.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cuda) = cuda.as_ref().filter(|c| c.library() == opts.cuda_library) {
             return Ok(cuda.clone());
         }
-        let cuda = Arc::new(Cuda::open(&opts.cuda_library)?);
-        state.cuda = Some(cuda.clone());
-        Ok(cuda)
+        let opened = Arc::new(Cuda::open(&opts.cuda_library)?);
+        *cuda = Some(opened.clone());
+        Ok(opened)
     }
 
     /// The vGPU devices under `sysfs_root` (config space read only when the NVIDIA functions
@@ -301,11 +300,45 @@ impl Session {
         self.opens.load(Ordering::Relaxed)
     }
 
+    /// How many times NVML's library was looked for (every open tried, failed ones included).
+    pub fn nvml_lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+
     /// How many PCI config-space reads were made.
     pub fn config_reads(&self) -> u64 {
         let state = self.lock();
         state.earlier_reads + state.bus.as_ref().map_or(0, PciBus::config_reads)
     }
+}
+
+/// Ends an open in progress (also when it panics), and tells whoever waits for it.
+struct Opening<'a>(&'a Session);
+
+impl Opening<'_> {
+    /// Ends it under the state lock the caller holds (so no one finds neither an open session
+    /// nor one in progress in between).
+    fn end(self, state: &mut State) {
+        state.opening = None;
+        self.0.opened.notify_all();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.lock().opening = None;
+        self.0.opened.notify_all();
+    }
+}
+
+/// Whether NVML names an integrated GPU (what go-nvlib looks for).
+fn integrated(nvml: &Nvml) -> bool {
+    let count = nvml.device_count().unwrap_or(0);
+    (0..count).any(|i| {
+        let name = nvml.device_by_index(i).and_then(|d| d.name());
+        name.is_ok_and(|n| source::is_integrated_name(&n))
+    })
 }
 
 /// Initialises NVML from `opts.library` (a new session each call).

@@ -1,8 +1,11 @@
 //! Which device source a node has (`--device-discovery-strategy`), resolved as GFD resolves it:
 //! WSL (a loadable `libdxcore.so`) is NVML; Tegra files without NVML, or an NVML device that is
 //! an integrated GPU, is CUDA; a loadable NVML is NVML; vfio is only ever asked for. Resolved
-//! once per session (per configuration load, as GFD), so a pass does not look again.
+//! once per session (per configuration load, as GFD), so a pass does not look again: what files
+//! and libraries settle here ([`settled`]), what needs NVML in `session.rs`.
 
+use super::ProbeOptions;
+use crate::snapshot::Source;
 use std::path::Path;
 
 /// `--device-discovery-strategy`.
@@ -42,29 +45,50 @@ impl Strategy {
     }
 }
 
-/// The device source a pass reads.
+/// What files and libraries settle of the source `opts` asks for, before any driver starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// NVML.
-    Nvml,
-    /// NVML under WSL (no PCI function in sysfs).
-    Wsl,
-    /// The CUDA driver API.
-    Tegra,
-    /// sysfs, for GPUs bound to `vfio-pci`.
-    Vfio,
+pub enum Settled {
+    /// This source (`wsl`: NVML under WSL), kept for the session.
+    Source {
+        /// The source.
+        source: Source,
+        /// NVML under WSL (no PCI function in sysfs).
+        wsl: bool,
+    },
+    /// NVML, whose library does not load: its failure is the node's init error, and it is not
+    /// kept, so a driver that appears later is looked at again.
+    NoNvml,
+    /// NVML loads: whether it names an integrated GPU decides, which needs the driver.
+    AskNvml,
 }
 
-impl Backend {
-    /// How logs name it (GFD's "Using NVML manager" and its siblings).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Nvml => "nvml",
-            Backend::Wsl => "nvml (WSL)",
-            Backend::Tegra => "tegra (CUDA)",
-            Backend::Vfio => "vfio",
+/// GFD's platform resolver as far as it goes without a driver: an explicit strategy, then WSL,
+/// then Tegra files without NVML.
+pub fn settled(opts: &ProbeOptions) -> Settled {
+    let source = match opts.strategy {
+        Strategy::Nvml => Source::Nvml,
+        Strategy::Tegra => Source::Cuda,
+        Strategy::Vfio => Source::Vfio,
+        Strategy::Auto if loadable(Path::new(DXCORE_LIBRARY)) => {
+            return Settled::Source { source: Source::Nvml, wsl: true }
         }
-    }
+        Strategy::Auto if loadable(&opts.library) => return Settled::AskNvml,
+        Strategy::Auto => match tegra_marker(&opts.host_root, &opts.sysfs_root) {
+            Some(marker) => {
+                tracing::debug!(%marker, "a Tegra system without NVML");
+                Source::Cuda
+            }
+            None => return Settled::NoNvml,
+        },
+    };
+    Settled::Source { source, wsl: false }
+}
+
+/// Whether this is an integrated-GPU node without NVML (JetPack 5 and earlier), told from files
+/// and libraries alone: nothing that may touch a driver (what health asks at start, on the
+/// runtime's thread).
+pub fn cuda_without_nvml(opts: &ProbeOptions) -> bool {
+    !loadable(&opts.library) && matches!(settled(opts), Settled::Source { source: Source::Cuda, .. })
 }
 
 /// The library whose presence means WSL (searched as the loader searches).

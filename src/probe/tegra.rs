@@ -1,16 +1,62 @@
 //! Integrated GPUs (Jetson, IGX, Thor) through the CUDA driver API: the calls GFD makes, except
 //! that memory is `cuDeviceTotalMem_v2` (GFD's legacy call stops at 4 GiB) and the driver's
-//! version comes from NVML where NVML answers (JetPack 6 and later, Thor).
+//! version comes from NVML where NVML answers (JetPack 6 and later, Thor). Where NVML's library
+//! does not load (JetPack 5) it is looked for once while this source is the session's.
 
 use super::calls::nvml as mark;
 use super::cuda::{Cuda, CudaError};
-use super::ProbeError;
+use super::{source, DeviceSource, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Gpu, Issue, Snapshot, Source};
 use nvml_wrapper::Nvml;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The CUDA source, for integrated GPUs.
+#[derive(Default)]
+pub(super) struct CudaSource {
+    /// NVML's library would not load beside CUDA (JetPack 5): not looked for again each pass
+    /// (a JetPack without NVML gains none without a restart; a reset chooses the source anew).
+    nvml_absent: AtomicBool,
+}
+
+impl DeviceSource for CudaSource {
+    fn source(&self) -> Source {
+        Source::Cuda
+    }
+
+    fn name(&self) -> &'static str {
+        "tegra (CUDA)"
+    }
+
+    fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
+        let cuda = mark("cuInit", None, || session.cuda(opts)).map_err(ProbeError::Cuda)?;
+        // JetPack 6 and Thor answer NVML too, and it alone knows the driver's version.
+        let nvml = self.nvml_beside(session, opts);
+        collect(&cuda, nvml.as_deref(), snap)
+    }
+}
+
+impl CudaSource {
+    /// NVML beside CUDA, `None` where it is absent. A library that does not load is not looked
+    /// for again; a driver that does not start is.
+    fn nvml_beside(&self, session: &Session, opts: &ProbeOptions) -> Option<Arc<Nvml>> {
+        if self.nvml_absent.load(Ordering::Relaxed) {
+            return None;
+        }
+        match session.nvml(opts) {
+            Ok(nvml) => Some(nvml),
+            Err(ProbeError::NoDriver { detail }) if !source::loadable(&opts.library) => {
+                tracing::debug!(%detail, "no NVML beside CUDA; the driver version labels read unknown");
+                self.nvml_absent.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
 
 /// Fills `snap` from CUDA, and the driver version from `nvml` when there is one.
-pub(super) fn collect(cuda: &Cuda, nvml: Option<&Nvml>, snap: &mut Snapshot) -> Result<(), ProbeError> {
-    snap.source = Source::Cuda;
+fn collect(cuda: &Cuda, nvml: Option<&Nvml>, snap: &mut Snapshot) -> Result<(), ProbeError> {
     if let Some(nvml) = nvml {
         match mark("nvmlSystemGetDriverVersion", None, || nvml.sys_driver_version()) {
             Ok(v) => snap.driver_version = Some(v),
@@ -19,6 +65,7 @@ pub(super) fn collect(cuda: &Cuda, nvml: Option<&Nvml>, snap: &mut Snapshot) -> 
                 function: "nvmlSystemGetDriverVersion".into(),
                 error: super::nvml_error::describe(&e),
                 effect: "driver version labels read unknown".into(),
+                source: Some(Source::Nvml),
             }),
         }
     }
@@ -42,6 +89,7 @@ fn issue(ordinal: Option<u32>, e: CudaError, effect: &str) -> Issue {
         function: e.function.into(),
         error: format!("{} ({}): {}", e.name, e.code, e.text),
         effect: effect.into(),
+        source: Some(Source::Cuda),
     }
 }
 

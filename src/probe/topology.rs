@@ -47,6 +47,7 @@ impl Recorder<'_> {
                     function: function.into(),
                     error: super::nvml_error::describe(&e),
                     effect: effect.into(),
+                    source: Some(crate::snapshot::Source::Nvml),
                 });
                 Err(())
             }
@@ -150,6 +151,7 @@ pub fn gpudirect(sysfs_root: &Path, issues: &mut Vec<Issue>) -> Option<GpuDirect
             function: "sysfs modules".into(),
             error: format!("cannot read {}: {e}", dir.display()),
             effect: "gpudirect labels omitted".into(),
+            source: None,
         });
         return None;
     }

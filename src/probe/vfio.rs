@@ -9,8 +9,30 @@
 //! publishes as `gpu.memory`, which nvlabel omits), nor the IOMMU and subsystem files.
 
 use super::pci_ids::{PciIds, NVIDIA_VENDOR};
-use crate::snapshot::{Gpu, Issue};
+use super::{DeviceSource, ProbeError, ProbeOptions, Session};
+use crate::snapshot::{Gpu, Issue, Snapshot, Source};
 use std::path::{Path, PathBuf};
+
+/// The vfio source: sysfs, named from the session's pci.ids.
+pub(super) struct VfioSource;
+
+impl DeviceSource for VfioSource {
+    fn source(&self) -> Source {
+        Source::Vfio
+    }
+
+    fn name(&self) -> &'static str {
+        "vfio"
+    }
+
+    fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
+        let ids = session.pci_ids(opts).map_err(ProbeError::PciIds)?;
+        let (gpus, issues) = gpus(&opts.sysfs_root, &ids).map_err(ProbeError::Vfio)?;
+        snap.gpus = gpus;
+        snap.issues = issues;
+        Ok(())
+    }
+}
 
 /// The driver a GPU must be bound to for this backend to keep it.
 pub const VFIO_DRIVER: &str = "vfio-pci";
@@ -199,6 +221,7 @@ impl Device {
             function: format!("sysfs {file}"),
             error: format!("{}: {error}", path.display()),
             effect: effect.into(),
+            source: Some(Source::Vfio),
         }
     }
 }

@@ -152,12 +152,14 @@ fn an_unreadable_numa_node_excludes_only_that_gpu() {
                     std::fs::read(broken.join("numa_node")).map_err(|e| e.to_string()).unwrap_err()
                 ),
                 effect: "GPU excluded from this pass".into(),
+                source: Some(crate::snapshot::Source::Vfio),
             },
             Issue {
                 device: Some("0000:c1:00.0".into()),
                 function: "sysfs numa_node".into(),
                 error: format!("{}: \"zero\" is not a 32-bit number", garbled.join("numa_node").display()),
                 effect: "GPU excluded from this pass".into(),
+                source: Some(crate::snapshot::Source::Vfio),
             },
         ]
     );

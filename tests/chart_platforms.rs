@@ -71,7 +71,7 @@ fn the_device_discovery_strategy_reaches_the_pod_and_the_runtime() {
     // null removes the value: the binary's default, as without it.
     let r = checked(&helm, &["--set", "deviceDiscoveryStrategy=null"]);
     let (what, ns, pod) = &r.pods[0];
-    assert_eq!(settings_of(what, ns, &pod.containers[0]).device_discovery_strategy, Strategy::Auto);
+    assert_eq!(settings_of(what, ns, &pod.containers[0]).probe.strategy, Strategy::Auto);
     assert_eq!(container_env(&pod.containers[0], ns)["NVIDIA_DRIVER_CAPABILITIES"], "utility", "{what}");
     // The CUDA driver where the loader does not find it: the flag, else the binary's default.
     let jetpack = "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1";
@@ -80,11 +80,15 @@ fn the_device_discovery_strategy_reaches_the_pod_and_the_runtime() {
         &["--set", "deviceDiscoveryStrategy=tegra", "--set", &format!("cudaLibrary={jetpack}")],
     );
     let (what, ns, pod) = &r.pods[0];
-    assert_eq!(settings_of(what, ns, &pod.containers[0]).cuda_library, PathBuf::from(jetpack), "{what}");
+    assert_eq!(
+        settings_of(what, ns, &pod.containers[0]).probe.cuda_library,
+        PathBuf::from(jetpack),
+        "{what}"
+    );
     let r = checked(&helm, &["--set", "deviceDiscoveryStrategy=tegra"]);
     let (what, ns, pod) = &r.pods[0];
     assert_eq!(
-        settings_of(what, ns, &pod.containers[0]).cuda_library,
+        settings_of(what, ns, &pod.containers[0]).probe.cuda_library,
         PathBuf::from("libcuda.so.1"),
         "{what}"
     );

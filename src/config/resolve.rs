@@ -102,9 +102,9 @@ impl Settings {
             ));
         }
         // vfio GPUs have no driver on this node: nothing could read their health.
-        if let Some(f) = found(Flag::DeviceDiscoveryStrategy).filter(|_| {
-            settings.health.enabled && settings.probe.strategy == crate::probe::Strategy::Vfio
-        }) {
+        if let Some(f) = found(Flag::DeviceDiscoveryStrategy)
+            .filter(|_| settings.health.enabled && settings.probe.strategy == crate::probe::Strategy::Vfio)
+        {
             return Err(invalid(
                 f,
                 "--health reads GPU health through the driver, and GPUs bound to vfio-pci have none on this node: turn --health off here",

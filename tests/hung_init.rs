@@ -8,7 +8,6 @@
 
 mod common;
 
-use nvlabel::config::{Cli, ConfigSource, ConfigState};
 use nvlabel::daemon::Metrics;
 use nvlabel::probe::session::OPEN_WAIT;
 use nvlabel::probe::Session;
@@ -47,19 +46,11 @@ async fn hung_init(env: std::collections::BTreeMap<String, std::path::PathBuf>) 
     let dir = tempfile::tempdir().unwrap();
     let sysfs = common::sysfs_copy(dir.path());
     let out = dir.path().join("gfd");
-    let cli = Cli::try_from_args([
-        "nvlabel",
-        "--use-node-feature-api=false",
-        "--no-timestamp",
-        "-o",
-        out.to_str().unwrap(),
-        "--nvml-library",
-        common::fake_nvml().to_str().unwrap(),
-        "--sysfs-root",
-        sysfs.to_str().unwrap(),
-    ])
-    .unwrap();
-    let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let nvml = common::fake_nvml();
+    let config = common::file_daemon_config(
+        &out,
+        &["--nvml-library", nvml.to_str().unwrap(), "--sysfs-root", sysfs.to_str().unwrap()],
+    );
     let metrics = Arc::new(Metrics::default());
     let mut parts = common::parts_of(config, None, metrics.clone(), None);
     let session = Session::new();

@@ -6,7 +6,6 @@
 
 mod common;
 
-use nvlabel::config::{Cli, ConfigSource, ConfigState};
 use nvlabel::daemon::{Daemon, Metrics};
 use std::path::Path;
 use std::sync::Arc;
@@ -18,19 +17,11 @@ fn inits(calls: &Path) -> u64 {
 
 /// A file-writing daemon on the fake NVML with the sysfs tree at `sysfs`.
 fn daemon(sysfs: &Path, out: &Path) -> (Daemon, Arc<Metrics>) {
-    let cli = Cli::try_from_args([
-        "nvlabel",
-        "--use-node-feature-api=false",
-        "--no-timestamp",
-        "-o",
-        out.to_str().unwrap(),
-        "--nvml-library",
-        common::fake_nvml().to_str().unwrap(),
-        "--sysfs-root",
-        sysfs.to_str().unwrap(),
-    ])
-    .unwrap();
-    let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let nvml = common::fake_nvml();
+    let config = common::file_daemon_config(
+        out,
+        &["--nvml-library", nvml.to_str().unwrap(), "--sysfs-root", sysfs.to_str().unwrap()],
+    );
     let metrics = Arc::new(Metrics::default());
     (common::daemon_of(config, None, metrics.clone(), None), metrics)
 }
@@ -107,22 +98,18 @@ async fn a_jetpack5_node_looks_for_nvml_once_not_every_pass() {
     let out = dir.path().join("gfd");
     let cuda = common::fake_nvml().with_file_name("libcuda.so");
     let (sys, host) = (machine.join("sys"), machine.join("host"));
-    let cli = Cli::try_from_args([
-        "nvlabel",
-        "--use-node-feature-api=false",
-        "--no-timestamp",
-        "-o",
-        out.to_str().unwrap(),
-        "--nvml-library=/nonexistent/libnvidia-ml.so.1",
-        "--cuda-library",
-        cuda.to_str().unwrap(),
-        "--sysfs-root",
-        sys.to_str().unwrap(),
-        "--host-root",
-        host.to_str().unwrap(),
-    ])
-    .unwrap();
-    let config = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let config = common::file_daemon_config(
+        &out,
+        &[
+            "--nvml-library=/nonexistent/libnvidia-ml.so.1",
+            "--cuda-library",
+            cuda.to_str().unwrap(),
+            "--sysfs-root",
+            sys.to_str().unwrap(),
+            "--host-root",
+            host.to_str().unwrap(),
+        ],
+    );
     let metrics = Arc::new(Metrics::default());
     let parts = common::parts_of(config, None, metrics.clone(), None);
     let session = parts.session.clone();

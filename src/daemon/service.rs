@@ -116,8 +116,7 @@ impl Service {
                 ended = &mut labelling => break Some(ended),
                 message = control.recv() => {
                     let message = message.unwrap_or(Control::Shutdown);
-                    // A full channel means a reload is already queued: nothing is lost.
-                    let _ = to_loop.try_send(message);
+                    forward(&to_loop, message);
                     if message == Control::Shutdown {
                         break None;
                     }
@@ -145,5 +144,33 @@ impl Service {
             Ok(ended) => ended,
             Err(e) => Err(DaemonError::Panicked(e)),
         }
+    }
+}
+
+/// Hands the labelling loop a control message. A reload while one is still queued adds nothing
+/// (the queued one reads everything again) and is dropped, so at most one message ever waits
+/// and a shutdown always finds room behind it: it waits behind one reload at most, never four.
+fn forward(to_loop: &mpsc::Sender<Control>, message: Control) {
+    if message == Control::Shutdown || to_loop.capacity() == to_loop.max_capacity() {
+        let _ = to_loop.try_send(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reloads_coalesce_and_a_shutdown_is_never_dropped() {
+        let (to_loop, mut from_owner) = mpsc::channel(4);
+        for _ in 0..10 {
+            forward(&to_loop, Control::Reload);
+        }
+        forward(&to_loop, Control::Shutdown);
+        assert_eq!(from_owner.try_recv().ok(), Some(Control::Reload));
+        assert_eq!(from_owner.try_recv().ok(), Some(Control::Shutdown), "right behind one reload");
+        assert!(from_owner.try_recv().is_err());
+        forward(&to_loop, Control::Reload);
+        assert_eq!(from_owner.try_recv().ok(), Some(Control::Reload), "a reload once none waits");
     }
 }

@@ -257,6 +257,17 @@ pub fn daemon_of(
     nvlabel::daemon::Daemon::new(parts_of(config, client, metrics, views)).unwrap()
 }
 
+/// The configuration of a daemon writing its feature file to `out`, untimestamped, with no
+/// NodeFeature API, plus `args` (the device source's libraries and roots).
+pub fn file_daemon_config(out: &std::path::Path, args: &[&str]) -> nvlabel::config::ConfigState {
+    let mut argv =
+        vec!["nvlabel", "--use-node-feature-api=false", "--no-timestamp", "-o", out.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let cli = nvlabel::config::Cli::try_from_args(argv).unwrap();
+    nvlabel::config::ConfigState::load(cli, Default::default(), nvlabel::config::ConfigSource::None, None)
+        .unwrap()
+}
+
 /// What [`daemon_of`] builds its daemon from: no slices, waits drawn at random.
 pub fn parts_of(
     config: nvlabel::config::ConfigState,

@@ -1,6 +1,6 @@
 //! A device source (and a few sysfs files) → [`Snapshot`]. Each source implements
 //! [`DeviceSource`]: NVML (`nvml.rs`), the CUDA driver for integrated GPUs (`tegra.rs`) and
-//! sysfs for GPUs bound to `vfio-pci` ([`vfio`], named from [`pci_ids`]); [`implementation`] is
+//! sysfs for GPUs bound to `vfio-pci` ([`vfio`], named from [`pci_ids`]); `implementation()` is
 //! the one place a [`Source`] becomes its implementation, and the [`session`] chooses it once.
 //! The labels and the writers read only the snapshot; the one other NVML reader is health
 //! (`health/nvml.rs`, `health/raw_events.rs`), through the same [`session`].
@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 /// One device source: how a pass finds the GPUs. The session chooses one per session
 /// ([`Session::device_source`]); a new source is one more implementation and one arm of
-/// [`implementation`].
+/// `implementation()`.
 pub trait DeviceSource: Send + Sync {
     /// Which source this is (what the snapshot, the daemon and the metrics are told).
     fn source(&self) -> Source;

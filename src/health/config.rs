@@ -94,6 +94,25 @@ pub struct HealthConfig {
 }
 
 impl HealthConfig {
+    /// Health on node `n1` reading through `probe`, every default otherwise: the unit tests' base.
+    #[cfg(test)]
+    pub(crate) fn for_tests(probe: ProbeOptions) -> HealthConfig {
+        HealthConfig {
+            enabled: true,
+            node: Some("n1".into()),
+            pod: None,
+            condition_type: "GPUHealthy".into(),
+            instance: None,
+            judging: Default::default(),
+            boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
+            taint_effect: Default::default(),
+            taints_devices: false,
+            nvml_timeout: Duration::from_secs(30),
+            probe,
+            every: Duration::from_secs(60),
+        }
+    }
+
     /// The reporting instance health's Events carry.
     pub fn event_instance(&self, node: &str) -> String {
         self.pod.clone().unwrap_or_else(|| format!("nvlabel-{node}"))

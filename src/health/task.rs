@@ -179,20 +179,7 @@ mod tests {
     /// Health on node `n1` with no driver: the event thread waits in its backoff, as on a node
     /// whose driver is late.
     fn config(probe: ProbeOptions) -> HealthConfig {
-        HealthConfig {
-            enabled: true,
-            node: Some("n1".into()),
-            pod: None,
-            condition_type: "GPUHealthy".into(),
-            instance: None,
-            judging: Default::default(),
-            boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
-            taint_effect: Default::default(),
-            taints_devices: false,
-            nvml_timeout: Duration::from_secs(30),
-            probe,
-            every: Duration::from_secs(60),
-        }
+        HealthConfig::for_tests(probe)
     }
 
     fn no_driver() -> ProbeOptions {

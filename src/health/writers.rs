@@ -108,20 +108,8 @@ mod tests {
     /// A new writer is one more entry in the list: it gets every report, after those before it.
     #[tokio::test]
     async fn each_writer_gets_the_report_in_the_order_listed() {
-        let config = HealthConfig {
-            enabled: true,
-            node: Some("n1".into()),
-            pod: None,
-            condition_type: "GPUHealthy".into(),
-            instance: None,
-            judging: Default::default(),
-            boot_id_file: "/b".into(),
-            taint_effect: Default::default(),
-            taints_devices: false,
-            nvml_timeout: std::time::Duration::from_secs(30),
-            probe: Default::default(),
-            every: std::time::Duration::from_secs(60),
-        };
+        let config =
+            HealthConfig { boot_id_file: "/b".into(), ..HealthConfig::for_tests(Default::default()) };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let mut writers = Writers::new(&config, "n1", client, None);

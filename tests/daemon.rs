@@ -359,13 +359,13 @@ async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
     assert!(health.has_changed().unwrap(), "health is told");
     let now = health.borrow_and_update().clone();
     assert_eq!(*now, daemon.config().health);
-    assert_eq!(now.judging.ignored_xids, [79].into());
-    assert_eq!(now.judging.fatal_xids, [31].into());
-    assert_eq!(now.judging.expected_gpus, Some(8));
-    assert_eq!((now.nvml_timeout, now.every), (Duration::from_secs(7), Duration::from_secs(5)));
+    assert_eq!(now.settings.judging.ignored_xids, [79].into());
+    assert_eq!(now.settings.judging.fatal_xids, [31].into());
+    assert_eq!(now.settings.judging.expected_gpus, Some(8));
+    assert_eq!((now.settings.nvml_timeout, now.every), (Duration::from_secs(7), Duration::from_secs(5)));
     assert!(now.probe.topology && now.probe.strategy == nvlabel::probe::Strategy::Nvml);
     assert_eq!(now.probe.machine_type_file, Path::new("/m"));
-    assert_eq!(now.taint_effect, nvlabel::health::config::TaintEffect::NoExecute);
+    assert_eq!(now.settings.taint_effect, nvlabel::health::config::TaintEffect::NoExecute);
     // Only the sharing changes: the labels do, health hears nothing.
     std::fs::write(&config, format!("{TS2}{flags}")).unwrap();
     assert!(daemon.reload(true));

@@ -9,7 +9,7 @@ mod common;
 
 use http::{Method, Response, StatusCode};
 use kube::client::Body;
-use nvlabel::health::config::{HealthConfig, Judging, TaintEffect};
+use nvlabel::health::config::{HealthConfig, HealthSettings};
 use nvlabel::health::monitor::Monitor;
 use nvlabel::health::rules::Event;
 use serde_json::json;
@@ -87,16 +87,11 @@ fn serve(mut handle: common::mock_api::Handle, phase: Arc<AtomicU8>, refused: Ar
 
 fn config(boot_id_file: std::path::PathBuf) -> HealthConfig {
     HealthConfig {
-        enabled: true,
+        settings: HealthSettings { enabled: true, boot_id_file, ..Default::default() },
         node: Some("gpu-1".into()),
         pod: None,
-        condition_type: "GPUHealthy".into(),
         instance: None,
-        judging: Judging::default(),
-        boot_id_file,
-        taint_effect: TaintEffect::NoSchedule,
         taints_devices: false,
-        nvml_timeout: Duration::from_secs(30),
         probe: Default::default(),
         every: Duration::from_secs(60),
     }

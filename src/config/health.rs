@@ -1,56 +1,16 @@
-//! `--health` and its options (resolved like every other flag, from their rows in
-//! [`super::rows`]), and the checks of their values.
+//! The checks of `--health`'s option values, used by their rows in [`super::rows`]; the struct
+//! the rows write, [`HealthSettings`], is health's own (`health/config.rs`), re-exported here.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
-/// The default condition type.
-pub const DEFAULT_CONDITION_TYPE: &str = "GPUHealthy";
-/// Where Linux keeps the id of the current boot.
-pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
 /// Conditions the kubelet owns: writing one would fight it.
 const KUBELET_CONDITIONS: [&str; 5] =
     ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"];
 
-/// GPU health reporting.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthSettings {
-    /// `--health`: publish the Node condition.
-    pub enabled: bool,
-    /// `--health-condition-type`.
-    pub condition_type: String,
-    /// `--health-ignore-xids`, `--health-fatal-xids` and `--health-expected-gpus`: written by
-    /// their rows here and read by health's rules as this very struct (handed over whole).
-    pub judging: Judging,
-    /// `--boot-id-file`.
-    pub boot_id_file: PathBuf,
-    /// `--instance`: the deployment's ServiceAccount, where several share a cluster.
-    pub instance: Option<String>,
-    /// `--health-taint-effect`: the effect of the DRA device taints.
-    pub taint_effect: TaintEffect,
-    /// `--health-nvml-timeout`: how long an NVML call may run.
-    pub nvml_timeout: std::time::Duration,
-}
-
-/// The default `--health-nvml-timeout`.
-pub const DEFAULT_NVML_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-pub use crate::health::config::{gpu_count, Judging, TaintEffect, EXPECTED_COUNT_LABEL};
-
-impl Default for HealthSettings {
-    fn default() -> HealthSettings {
-        HealthSettings {
-            enabled: false,
-            condition_type: DEFAULT_CONDITION_TYPE.into(),
-            // No listed Xids (the catalog decides, `crate::health::action`), no expected count.
-            judging: Judging::default(),
-            boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
-            instance: None,
-            taint_effect: TaintEffect::default(),
-            nvml_timeout: DEFAULT_NVML_TIMEOUT,
-        }
-    }
-}
+pub use crate::health::config::{
+    gpu_count, HealthSettings, Judging, TaintEffect, DEFAULT_BOOT_ID_FILE, DEFAULT_CONDITION_TYPE,
+    DEFAULT_NVML_TIMEOUT, EXPECTED_COUNT_LABEL,
+};
 
 /// A condition type the API server accepts (a qualified name) and that is not the kubelet's.
 pub fn condition_type(v: &str) -> Result<String, String> {

@@ -19,19 +19,14 @@ impl Settings {
     pub fn health_config(&self) -> HealthConfig {
         let h = &self.health;
         HealthConfig {
-            enabled: h.enabled,
+            settings: h.clone(),
             node: self.node_name.clone(),
             pod: self.pod_name.clone(),
-            condition_type: h.condition_type.clone(),
             instance: h
                 .instance
                 .clone()
                 .map(|name| crate::health::instance::Instance { namespace: self.namespace.clone(), name }),
-            judging: h.judging.clone(),
-            boot_id_file: h.boot_id_file.clone(),
-            taint_effect: h.taint_effect,
             taints_devices: self.allocation_mode != crate::labels::AllocationMode::DevicePlugin,
-            nvml_timeout: h.nvml_timeout,
             probe: self.probe_options(),
             every: match self.sleep_interval {
                 Interval::Every(d) => d.max(Duration::from_secs(1)),
@@ -128,7 +123,7 @@ impl Inputs for DaemonInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::config::Judging;
+    use crate::health::config::{HealthSettings, Judging};
 
     fn settings(args: &[&str]) -> Settings {
         let cli = crate::config::Cli::try_from_args(args.iter().copied()).unwrap();
@@ -158,30 +153,33 @@ mod tests {
         ]);
         let c = s.health_config();
         let want = HealthConfig {
-            enabled: true,
+            settings: HealthSettings {
+                enabled: true,
+                condition_type: "AcceleratedHardwareReady".into(),
+                judging: Judging {
+                    ignored_xids: [13, 79].into(),
+                    fatal_xids: [31].into(),
+                    expected_gpus: Some(8),
+                },
+                boot_id_file: "/b".into(),
+                instance: Some("vfio-nvlabel".into()),
+                taint_effect: crate::health::config::TaintEffect::NoExecute,
+                nvml_timeout: Duration::from_secs(7),
+            },
             node: Some("n1".into()),
             pod: Some("p1".into()),
-            condition_type: "AcceleratedHardwareReady".into(),
             instance: Some(crate::health::instance::Instance {
                 namespace: "gpu".into(),
                 name: "vfio-nvlabel".into(),
             }),
-            judging: Judging {
-                ignored_xids: [13, 79].into(),
-                fatal_xids: [31].into(),
-                expected_gpus: Some(8),
-            },
-            boot_id_file: "/b".into(),
-            taint_effect: crate::health::config::TaintEffect::NoExecute,
             taints_devices: true,
-            nvml_timeout: Duration::from_secs(7),
             probe: s.probe_options(),
             every: Duration::from_secs(5),
         };
         assert_eq!(c, want);
         assert_eq!(c.probe.sysfs_root, std::path::PathBuf::from("/s"));
         let plain = settings(&["nvlabel", "--sleep-interval=infinite"]).health_config();
-        assert!(!plain.enabled && !plain.taints_devices);
+        assert!(!plain.settings.enabled && !plain.taints_devices);
         assert_eq!(plain.every, HEALTH_EVERY_WITHOUT_INTERVAL);
         assert_eq!(
             settings(&["nvlabel", "--sleep-interval=0s"]).health_config().every,

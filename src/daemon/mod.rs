@@ -112,7 +112,7 @@ impl Daemon {
         let node_writer = matches!(current.target, Ok(Target::Node(_)));
         let node_watch = match (&client, &current.node) {
             // Health reads the expected GPU count from the Node's labels too.
-            (Some(client), Some(node)) if follows_label || node_writer || current.health.enabled => {
+            (Some(client), Some(node)) if follows_label || node_writer || current.health.settings.enabled => {
                 Some(ObjectWatch::spawn(Api::all(client.clone()), node))
             }
             _ => None,

@@ -52,7 +52,7 @@ impl TaintEffect {
 
 /// Which Xids decide a fault, and how many GPUs the node should have: what a reading is judged
 /// by (the daemon, `nvlabel health`). The one home of these values: their rows write them into
-/// the settings' copy, which becomes [`HealthConfig::judging`] whole, which the rules borrow.
+/// [`HealthSettings::judging`], held whole by [`HealthConfig::settings`], which the rules borrow.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// `--health-ignore-xids`: Xids that are never faults.
@@ -63,29 +63,63 @@ pub struct Judging {
     pub expected_gpus: Option<u32>,
 }
 
+/// The default condition type.
+pub const DEFAULT_CONDITION_TYPE: &str = "GPUHealthy";
+/// Where Linux keeps the id of the current boot.
+pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+
+/// Health's flags, as their rows in `config/` resolve them: held whole by the settings and by
+/// [`HealthConfig::settings`], never copied field by field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// `--health`: publish the Node condition.
+    pub enabled: bool,
+    /// `--health-condition-type`.
+    pub condition_type: String,
+    /// `--health-ignore-xids`, `--health-fatal-xids` and `--health-expected-gpus`: written by
+    /// their rows here and read by health's rules as this very struct (handed over whole).
+    pub judging: Judging,
+    /// `--boot-id-file`.
+    pub boot_id_file: PathBuf,
+    /// `--instance`: the deployment's ServiceAccount, where several share a cluster.
+    pub instance: Option<String>,
+    /// `--health-taint-effect`: the effect of the DRA device taints.
+    pub taint_effect: TaintEffect,
+    /// `--health-nvml-timeout`: how long an NVML call may run.
+    pub nvml_timeout: Duration,
+}
+
+/// The default `--health-nvml-timeout`.
+pub const DEFAULT_NVML_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Default for HealthSettings {
+    fn default() -> HealthSettings {
+        HealthSettings {
+            enabled: false,
+            condition_type: DEFAULT_CONDITION_TYPE.into(),
+            // No listed Xids (the catalog decides, `crate::health::action`), no expected count.
+            judging: Judging::default(),
+            boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
+            instance: None,
+            taint_effect: TaintEffect::default(),
+            nvml_timeout: DEFAULT_NVML_TIMEOUT,
+        }
+    }
+}
+
 /// Health's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthConfig {
-    /// `--health`: publish the Node condition.
-    pub enabled: bool,
+    /// Health\'s own flags, whole.
+    pub settings: HealthSettings,
     /// `--node-name`: the Node health writes to (none: health cannot run in the daemon).
     pub node: Option<String>,
     /// `--pod-name`: the instance named in Events (`nvlabel-<node>` without one).
     pub pod: Option<String>,
-    /// `--health-condition-type`.
-    pub condition_type: String,
     /// `--instance`: the deployment whose health this is, where several share a cluster.
     pub instance: Option<super::instance::Instance>,
-    /// What a reading is judged by.
-    pub judging: Judging,
-    /// `--boot-id-file`.
-    pub boot_id_file: PathBuf,
-    /// `--health-taint-effect`: the effect of the DRA device taints.
-    pub taint_effect: TaintEffect,
     /// Whether faulty GPUs' devices are tainted (`--allocation-mode` `dra` or `auto`).
     pub taints_devices: bool,
-    /// `--health-nvml-timeout`: how long an NVML call may run.
-    pub nvml_timeout: Duration,
     /// Where NVML and sysfs are read.
     pub probe: ProbeOptions,
     /// The time between readings: the labelling interval (at least 1 s; 60 s when it is
@@ -98,16 +132,11 @@ impl HealthConfig {
     #[cfg(test)]
     pub(crate) fn for_tests(probe: ProbeOptions) -> HealthConfig {
         HealthConfig {
-            enabled: true,
+            settings: HealthSettings { enabled: true, ..Default::default() },
             node: Some("n1".into()),
             pod: None,
-            condition_type: "GPUHealthy".into(),
             instance: None,
-            judging: Default::default(),
-            boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
-            taint_effect: Default::default(),
             taints_devices: false,
-            nvml_timeout: Duration::from_secs(30),
             probe,
             every: Duration::from_secs(60),
         }

@@ -78,7 +78,7 @@ impl Judge {
             last: None,
             pending: Vec::new(),
             expected: Expected::new(node),
-            expected_now: config.judging.expected_gpus,
+            expected_now: config.settings.judging.expected_gpus,
             signals: Signals::default(),
             unreadable: Unreadable::default(),
         })
@@ -100,7 +100,7 @@ impl Judge {
             warnings = began.into_iter().map(|b| self.warning(b)).collect();
             self.unreadable.note(r);
         }
-        let stall = self.reader.stall(&self.metrics, config.nvml_timeout);
+        let stall = self.reader.stall(&self.metrics, config.settings.nvml_timeout);
         Look { reading, stall, warnings }
     }
 
@@ -121,7 +121,7 @@ impl Judge {
     /// This boot's id, from `--boot-id-file`; `None` (said) where it cannot be read: nothing is
     /// judged then, so a recorded fault is never overwritten by a guess.
     pub fn boot_id(&self, config: &HealthConfig) -> Option<String> {
-        match boot_id(&config.boot_id_file) {
+        match boot_id(&config.settings.boot_id_file) {
             Ok(b) => Some(b),
             Err(e) => {
                 tracing::error!(error = %e, "GPU health is not published without the boot id");
@@ -159,7 +159,7 @@ impl Judge {
 
     /// Judges a look by the rules `config` sets, into the record: the report of where it stands.
     pub fn judge(&mut self, look: Look, config: &HealthConfig) -> Report {
-        let expected = self.expected.count(config.judging.expected_gpus);
+        let expected = self.expected.count(config.settings.judging.expected_gpus);
         let Some(tracker) = self.tracker.as_mut() else { return look.unjudged() };
         if expected != self.expected_now {
             let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
@@ -173,7 +173,7 @@ impl Judge {
         }
         tracker.unresponsive(look.stall);
         let mut found = std::mem::take(&mut self.pending);
-        let rules = Rules { judging: &config.judging, expected: self.expected_now };
+        let rules = Rules { judging: &config.settings.judging, expected: self.expected_now };
         match &look.reading {
             Some(Ok(r)) => {
                 tracker.nvml(Ok(r.gpus.len()));
@@ -194,7 +194,7 @@ impl Judge {
         if let Event::Xid { index, xid, .. } = *event {
             self.metrics.xid(index, self.uuid(index), xid);
         }
-        let rules = Rules { judging: &config.judging, expected: self.expected_now };
+        let rules = Rules { judging: &config.settings.judging, expected: self.expected_now };
         rules.event_fault(event, self.last.as_ref())
     }
 

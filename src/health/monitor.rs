@@ -64,7 +64,7 @@ impl Monitor {
     /// device taints' effect (at the next sync). The condition type, `--health` itself and the
     /// allocation mode are start-only (a reload that changes them is rejected before it gets here).
     pub fn reconfigure(&mut self, config: Arc<HealthConfig>) {
-        let (was, now) = (&self.config.judging, &config.judging);
+        let (was, now) = (&self.config.settings.judging, &config.settings.judging);
         if was.ignored_xids != now.ignored_xids || was.fatal_xids != now.fatal_xids {
             let list = |xids: &std::collections::BTreeSet<u64>| {
                 xids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")

@@ -20,7 +20,7 @@ pub const UNKNOWN: i32 = 2;
 /// Reads NVML once and reports: the exit code and the text to print.
 pub fn check(config: &HealthConfig) -> (i32, String) {
     let reading = nvml::read(&Session::new(), &config.probe);
-    report(&Rules::new(&config.judging), reading)
+    report(&Rules::new(&config.settings.judging), reading)
 }
 
 /// The report for a reading (pure, for tests).

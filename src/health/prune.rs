@@ -111,8 +111,13 @@ async fn remove(client: &kube::Client, config: &HealthConfig, node: &Node) -> Re
     };
     let mut removed = false;
     for manager in managers {
-        let mut condition =
-            NodeCondition::new(client.clone(), &name, &config.condition_type, &manager, Default::default());
+        let mut condition = NodeCondition::new(
+            client.clone(),
+            &name,
+            &config.settings.condition_type,
+            &manager,
+            Default::default(),
+        );
         removed |= condition.remove_from(node).await?;
     }
     Ok(removed)

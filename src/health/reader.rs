@@ -43,7 +43,7 @@ impl Reader {
                     nvml::read(&session, &opts)
                 };
                 match self.worker.submit(job) {
-                    Ok(answer) => (answer, config.nvml_timeout),
+                    Ok(answer) => (answer, config.settings.nvml_timeout),
                     Err(e) => return Some(Err(e.into())),
                 }
             }

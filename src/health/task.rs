@@ -56,7 +56,7 @@ pub fn start(
     watches: Watches,
 ) -> Result<Option<HealthTask>, HealthError> {
     let Watches { slices, node } = watches;
-    if !config.enabled {
+    if !config.settings.enabled {
         return Ok(None);
     }
     let client = client.ok_or(HealthError::NoApi)?;
@@ -74,7 +74,7 @@ pub fn start(
     let slices = slices.filter(|_| config.taints_devices);
     let taints = match (&slices, &config.node) {
         (Some(slices), Some(node)) => Some((
-            DeviceTaints::new(client.clone(), node, config.taint_effect, metrics.clone()),
+            DeviceTaints::new(client.clone(), node, config.settings.taint_effect, metrics.clone()),
             slices.clone(),
         )),
         _ => None,
@@ -203,13 +203,13 @@ mod tests {
         let (tx, rx) = watch::channel(Arc::new(first.clone()));
         let mut reloaded = config(ProbeOptions { sysfs_root: "/elsewhere/sys".into(), ..no_driver() });
         reloaded.taints_devices = true;
-        reloaded.taint_effect = crate::health::config::TaintEffect::NoExecute;
-        reloaded.judging.ignored_xids = [79].into();
-        reloaded.judging.fatal_xids = [31].into();
-        reloaded.judging.expected_gpus = Some(8);
-        reloaded.nvml_timeout = Duration::from_secs(7);
+        reloaded.settings.taint_effect = crate::health::config::TaintEffect::NoExecute;
+        reloaded.settings.judging.ignored_xids = [79].into();
+        reloaded.settings.judging.fatal_xids = [31].into();
+        reloaded.settings.judging.expected_gpus = Some(8);
+        reloaded.settings.nvml_timeout = Duration::from_secs(7);
         reloaded.every = Duration::from_secs(5);
-        assert_ne!(reloaded.judging, first.judging);
+        assert_ne!(reloaded.settings.judging, first.settings.judging);
         let sent = Arc::new(reloaded.clone());
         tx.send_replace(sent.clone());
         let stopped = task.run(rx, tokio::time::sleep(Duration::from_millis(200))).await;
@@ -221,7 +221,8 @@ mod tests {
 
     #[test]
     fn health_off_starts_nothing() {
-        let off = HealthConfig { enabled: false, ..config(no_driver()) };
+        let mut off = config(no_driver());
+        off.settings.enabled = false;
         assert!(start(&off, None, Session::new(), Watches::default()).unwrap().is_none());
     }
 

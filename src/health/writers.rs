@@ -99,7 +99,7 @@ mod tests {
 
     impl Writer for Noting {
         fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()> {
-            let seen = format!("{}: {:?} on {}", self.0, report.faulty, to.config.condition_type);
+            let seen = format!("{}: {:?} on {}", self.0, report.faulty, to.config.settings.condition_type);
             self.1.lock().unwrap().push(seen);
             Box::pin(async {})
         }
@@ -108,8 +108,8 @@ mod tests {
     /// A new writer is one more entry in the list: it gets every report, after those before it.
     #[tokio::test]
     async fn each_writer_gets_the_report_in_the_order_listed() {
-        let config =
-            HealthConfig { boot_id_file: "/b".into(), ..HealthConfig::for_tests(Default::default()) };
+        let mut config = HealthConfig::for_tests(Default::default());
+        config.settings.boot_id_file = "/b".into();
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let mut writers = Writers::new(&config, "n1", client, None);

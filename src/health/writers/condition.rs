@@ -38,7 +38,13 @@ impl ConditionWriter {
     pub fn new(client: kube::Client, node: &str, config: &HealthConfig) -> ConditionWriter {
         let manager = manager_of(config.instance.as_ref());
         ConditionWriter {
-            condition: NodeCondition::new(client, node, &config.condition_type, &manager, Default::default()),
+            condition: NodeCondition::new(
+                client,
+                node,
+                &config.settings.condition_type,
+                &manager,
+                Default::default(),
+            ),
             published: None,
             backoff: AFTER_FAILURE,
             read: Call::new(

@@ -25,7 +25,7 @@ impl Writer for TaintWriter {
     fn write<'a>(&'a mut self, report: &'a Report, to: &'a Target<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Some(faulty) = &report.faulty else { return };
-            self.taints.set_effect(to.config.taint_effect);
+            self.taints.set_effect(to.config.settings.taint_effect);
             self.taints.sync(&self.slices.state(), faulty).await;
         })
     }

@@ -93,7 +93,7 @@ fn main() {
     for _ in 0..PASSES {
         let r = nvml::read(&session, &opts).unwrap();
         for f in rules.faults(&r, last.as_ref()) {
-            tracker.record(&f, None);
+            tracker.record(&f, None, |_| 0);
         }
         tracker.nvml(Ok(r.gpus.len()));
         std::hint::black_box(tracker.verdict());

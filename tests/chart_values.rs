@@ -350,7 +350,7 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
                     "--set-json",
                     "health.fatalXids=[94]",
                     "--set",
-                    "health.bootIdFile=/run/boot_id",
+                    "health.bootIdFile=/run/boot_id,health.recoveryHold=30s",
                 ],
             );
             let (what, pod_ns, pod) = &r.pods[0];
@@ -359,7 +359,7 @@ fn health_adds_its_flags_grants_and_policy_only_where_asked() {
             assert_eq!(h.condition_type, "example.com/GPUsOK", "{what}");
             assert_eq!(h.judging.ignored_xids.into_iter().collect::<Vec<_>>(), vec![13, 79], "{what}");
             assert_eq!(h.judging.fatal_xids.into_iter().collect::<Vec<_>>(), vec![94], "{what}");
-            assert_eq!(h.boot_id_file, PathBuf::from("/run/boot_id"), "{what}");
+            assert_eq!((h.boot_id_file, h.recovery_hold.as_secs()), ("/run/boot_id".into(), 30), "{what}");
             assert!(host_paths(pod).is_empty(), "{what}: health reads /proc and /sys as any pod can");
             let events = r.rules.iter().find(|(n, _, _)| n.ends_with("-health-events")).unwrap();
             assert_eq!(events.1.as_deref(), Some("default"), "{what}: Node events live in default");

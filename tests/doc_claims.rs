@@ -115,6 +115,8 @@ fn every_metric_the_docs_name_is_served() {
     health_metrics.healthy(0, "GPU-0", true);
     health_metrics.xid(0, "GPU-0", 13);
     health_metrics.warning(0, "GPU-0", "GpuThermalSlowdown");
+    health_metrics.fault_turn(false, Some(0), "GPU-0", "RemappedRowsPending");
+    health_metrics.fault_turn(true, Some(0), "GPU-0", "RemappedRowsPending");
     health_metrics.register(&mut registry);
     let mut health = String::new();
     prometheus_client::encoding::text::encode(&mut health, &registry).unwrap();

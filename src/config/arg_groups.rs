@@ -72,6 +72,10 @@ pub struct HealthArgs {
     /// labelling pass stops waiting for it
     #[arg(long)]
     pub health_nvml_timeout: Option<String>,
+    /// How long a fault must read as gone, in every reading, before it clears without a reboot
+    /// (a fault nothing can show the end of stays until reboot) [default: 2m]
+    #[arg(long)]
+    pub health_recovery_hold: Option<String>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
     /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None
     #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]

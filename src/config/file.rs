@@ -92,6 +92,9 @@ pub struct FileFlags {
     /// `healthNvmlTimeout` (nvlabel's own): how long an NVML call may run.
     #[serde(default, deserialize_with = "fields::text")]
     pub health_nvml_timeout: Option<String>,
+    /// `healthRecoveryHold` (nvlabel's own): how long a fault must read as gone to clear.
+    #[serde(default, deserialize_with = "fields::text")]
+    pub health_recovery_hold: Option<String>,
 }
 
 impl FileFlags {

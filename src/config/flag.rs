@@ -66,6 +66,7 @@ flags! {
     HealthFatalXids = "health-fatal-xids",
     HealthExpectedGpus = "health-expected-gpus",
     HealthNvmlTimeout = "health-nvml-timeout",
+    HealthRecoveryHold = "health-recovery-hold",
     HealthTaintEffect = "health-taint-effect",
     BootIdFile = "boot-id-file",
     Instance = "instance",

@@ -148,6 +148,7 @@ mod tests {
             "--health-taint-effect=NoExecute",
             "--allocation-mode=dra",
             "--health-nvml-timeout=7s",
+            "--health-recovery-hold=30s",
             "--sysfs-root=/s",
             "--sleep-interval=5s",
         ]);
@@ -165,6 +166,7 @@ mod tests {
                 instance: Some("vfio-nvlabel".into()),
                 taint_effect: crate::health::config::TaintEffect::NoExecute,
                 nvml_timeout: Duration::from_secs(7),
+                recovery_hold: Duration::from_secs(30),
             },
             node: Some("n1".into()),
             pod: Some("p1".into()),

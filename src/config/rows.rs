@@ -287,6 +287,16 @@ pub fn row(flag: F) -> Row {
                 (Mode::Hook, NO_DEADLINE),
                 (Mode::Health, NO_DEADLINE),
             ]),
+        F::HealthRecoveryHold => r(flag, &["NVLABEL_HEALTH_RECOVERY_HOLD"])
+            .file("healthRecoveryHold", |f| f.health_recovery_hold.clone())
+            .default("2m")
+            .set(|s, f| {
+                let hold = crate::duration::parse_go_duration(&f.value)
+                    .map_err(|_| "use a duration such as 2m, 30s or 0s (clear at the first reading that shows it)".to_string());
+                put(&mut s.health.recovery_hold, hold)
+            })
+            .never_in(&[(Mode::Health, "in `nvlabel health`, which reads once and keeps nothing")])
+            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::HealthTaintEffect => r(flag, &["NVLABEL_HEALTH_TAINT_EFFECT"])
             .file("healthTaintEffect", |f| f.health_taint_effect.clone())
             .default("NoSchedule")

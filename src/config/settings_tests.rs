@@ -156,6 +156,7 @@ fn samples(flag: Flag) -> (&'static str, &'static str) {
         Flag::HealthTaintEffect => ("NoExecute", "None"),
         Flag::HealthExpectedGpus => ("8", "4"),
         Flag::HealthNvmlTimeout => ("10s", "1m"),
+        Flag::HealthRecoveryHold => ("30s", "5m"),
         Flag::DeviceDiscoveryStrategy => ("nvml", "auto"),
         Flag::AllocationMode => ("dra", "auto"),
         Flag::SleepInterval => ("5s", "7s"),
@@ -241,6 +242,7 @@ fn the_rows_keys_cover_every_field_of_the_file_flags() {
         health_taint_effect,
         health_expected_gpus,
         health_nvml_timeout,
+        health_recovery_hold,
     } = file.flags;
     let crate::config::file::GfdFlags {
         oneshot,
@@ -270,6 +272,7 @@ fn the_rows_keys_cover_every_field_of_the_file_flags() {
         health_taint_effect.is_some(),
         health_expected_gpus.is_some(),
         health_nvml_timeout.is_some(),
+        health_recovery_hold.is_some(),
         oneshot.is_some(),
         no_timestamp.is_some(),
         sleep_interval.is_some(),

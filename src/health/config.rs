@@ -87,10 +87,19 @@ pub struct HealthSettings {
     pub taint_effect: TaintEffect,
     /// `--health-nvml-timeout`: how long an NVML call may run.
     pub nvml_timeout: Duration,
+    /// `--health-recovery-hold`: how long a fault must read as gone, in every reading, before
+    /// it clears in place.
+    pub recovery_hold: Duration,
 }
 
 /// The default `--health-nvml-timeout`.
 pub const DEFAULT_NVML_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default `--health-recovery-hold`: at the default 60 s interval, three readings in a row
+/// (two minutes) must agree that a fault is gone, so a reset still settling or a value that
+/// flickers never clears it, and a repaired node is back well within NodeHealthCheck's usual
+/// five-minute wait.
+pub const DEFAULT_RECOVERY_HOLD: Duration = Duration::from_secs(120);
 
 impl Default for HealthSettings {
     fn default() -> HealthSettings {
@@ -103,6 +112,7 @@ impl Default for HealthSettings {
             instance: None,
             taint_effect: TaintEffect::default(),
             nvml_timeout: DEFAULT_NVML_TIMEOUT,
+            recovery_hold: DEFAULT_RECOVERY_HOLD,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
-//! goes through the [`Rules`] into the sticky [`Tracker`] and comes out as a [`Report`]; the
-//! metrics of what was read are kept here too. Nothing here writes to the API: the
+//! goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence clears faults in
+//! place ([`Healing`]), and it comes out as a [`Report`]; the metrics of what was read are kept
+//! here too. Nothing here writes to the API: the
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).
 
@@ -11,6 +12,7 @@ use super::metrics::HealthMetrics;
 use super::nvml::ReadError;
 use super::reader::Reader;
 use super::reading::Unreadable;
+use super::recovery::Healing;
 use super::report::{Report, Warning};
 use super::rules::{driver_answers, Event, Fault, Found, Reading, Rules};
 use super::signals::{Began, Signals};
@@ -42,6 +44,8 @@ pub struct Judge {
     signals: Signals,
     /// Says once which signals NVML does not answer here.
     unreadable: Unreadable,
+    /// Faults going away (cleared after the hold) and coming back.
+    healing: Healing,
 }
 
 /// What one look at the GPUs saw, before it is judged.
@@ -81,6 +85,7 @@ impl Judge {
             expected_now: config.settings.judging.expected_gpus,
             signals: Signals::default(),
             unreadable: Unreadable::default(),
+            healing: Healing::default(),
         })
     }
 
@@ -183,10 +188,21 @@ impl Judge {
             None => {}
         }
         let new_faults = self.record(&found);
+        let mut recovered = Vec::new();
+        if let (Some(Ok(r)), Some(tracker)) = (&look.reading, self.tracker.as_mut()) {
+            let hold = config.settings.recovery_hold;
+            recovered = self.healing.observe(tracker, r, self.expected_now, hold, now());
+            for gone in &recovered {
+                let f = &gone.entry.recorded;
+                self.metrics.fault_turn(false, f.gpu, f.uuid.as_deref(), f.fault.reason());
+                tracing::info!(fault = %gone.entry.text, evidence = %gone.evidence, "GPU fault cleared in place");
+            }
+            self.healthy_metrics();
+        }
         if let Some(Ok(r)) = look.reading {
             self.last = Some(r);
         }
-        self.report(new_faults, look.warnings)
+        Report { recovered, ..self.report(new_faults, look.warnings) }
     }
 
     /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way).
@@ -224,29 +240,47 @@ impl Judge {
     fn record(&mut self, found: &[Found]) -> Vec<Entry> {
         let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
         let mut new = Vec::new();
+        let now = now();
         for f in found {
             let (gpu, _) = f;
             let uuid = gpu.and_then(|i| self.uuids.get(&i)).map(String::as_str);
-            if let Some(entry) = tracker.record(f, uuid) {
+            if let Some(entry) = tracker.record(f, uuid, |key| self.healing.recurrences(key, now)) {
+                let r = &entry.recorded;
+                if r.recurrences.is_some() {
+                    self.metrics.fault_turn(true, r.gpu, r.uuid.as_deref(), r.fault.reason());
+                }
                 tracing::warn!(fault = %entry.text, "GPU fault");
                 new.push(entry);
             }
         }
+        self.healthy_metrics();
+        new
+    }
+
+    /// Each GPU's health gauge as the record stands.
+    fn healthy_metrics(&self) {
+        let Some(tracker) = &self.tracker else { return };
         let faulty = tracker.faulty_gpus();
         for (index, uuid) in &self.uuids {
             self.metrics.healthy(*index, uuid, !faulty.contains(index));
         }
-        new
     }
 
     /// The report of the record as it stands, with what is new.
     fn report(&self, new_faults: Vec<Entry>, warnings: Vec<Warning>) -> Report {
         Report {
             cleared: None,
+            recovered: Vec::new(),
             verdict: self.tracker.as_ref().map(Tracker::verdict),
             faulty: self.faulty(),
             new_faults,
             warnings,
         }
     }
+}
+
+/// Now on tokio's clock (the virtual one under test), as a std instant: what the hold time and
+/// the recurrence window are timed by.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }

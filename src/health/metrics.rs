@@ -6,7 +6,8 @@
 //! `DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`,
 //! `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`, `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`. dcgm-exporter has no
 //! health flag, per-Xid count, warning episode or hung-call gauge: `nvlabel_gpu_healthy`,
-//! `nvlabel_gpu_xid_errors_total`, `nvlabel_gpu_warning_episodes_total` and
+//! `nvlabel_gpu_xid_errors_total`, `nvlabel_gpu_warning_episodes_total`,
+//! `nvlabel_gpu_fault_recoveries_total`, `nvlabel_gpu_fault_recurrences_total` and
 //! `nvlabel_nvml_call_stalled` are ours.
 
 use super::rules::GpuReading;
@@ -38,7 +39,7 @@ pub struct XidLabels {
     pub xid: String,
 }
 
-/// The GPU labels plus the warning's reason.
+/// The GPU labels plus the reason of a warning or a fault.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)]
 pub struct WarningLabels {
@@ -81,6 +82,10 @@ pub struct HealthMetrics {
     pub clock_events: Family<GpuLabels, Gauge>,
     /// Warning episodes (slowdowns, PCIe replays) that began, by reason.
     pub warning_episodes: Family<WarningLabels, Counter>,
+    /// Faults cleared in place on evidence, by the fault's reason.
+    pub recoveries: Family<WarningLabels, Counter>,
+    /// Faults that came back within the hour after clearing in place, by the fault's reason.
+    pub recurrences: Family<WarningLabels, Counter>,
     /// 1 while an NVML call has run longer than `--health-nvml-timeout`.
     pub nvml_stalled: Gauge,
     /// This node's DeviceTaintRules in force (DRA nodes).
@@ -149,6 +154,16 @@ impl HealthMetrics {
             self.nvml_stalled.clone(),
         );
         registry.register(
+            "nvlabel_gpu_fault_recoveries",
+            "GPU faults cleared in place, without a reboot, on evidence that they ended (by reason)",
+            self.recoveries.clone(),
+        );
+        registry.register(
+            "nvlabel_gpu_fault_recurrences",
+            "GPU faults that came back within the hour after clearing in place (by reason)",
+            self.recurrences.clone(),
+        );
+        registry.register(
             "nvlabel_gpu_device_taints",
             "DeviceTaintRules nvlabel keeps on this node's faulty GPUs' DRA devices",
             self.device_taints.clone(),
@@ -185,6 +200,20 @@ impl HealthMetrics {
         self.warning_episodes
             .get_or_create(&WarningLabels { gpu: l.gpu, UUID: l.UUID, reason: reason.into() })
             .inc();
+    }
+
+    /// Counts a fault of GPU `index` (none: the node's) cleared in place, or come back.
+    pub fn fault_turn<'a>(
+        &self,
+        back: bool,
+        index: Option<u32>,
+        uuid: impl Into<Option<&'a str>>,
+        reason: &str,
+    ) {
+        let gpu = index.map_or_else(String::new, |i| i.to_string());
+        let l = WarningLabels { gpu, UUID: uuid.into().unwrap_or_default().into(), reason: reason.into() };
+        let family = if back { &self.recurrences } else { &self.recoveries };
+        family.get_or_create(&l).inc();
     }
 
     /// Records an Xid event.

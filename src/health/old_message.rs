@@ -61,7 +61,7 @@ fn entry(text: &str) -> Option<RecordedFault> {
         .into_iter()
         .find(|a| a.text() == action)
         .unwrap_or_else(|| fault.action());
-    Some(RecordedFault { gpu, uuid, fault, action })
+    Some(RecordedFault { gpu, uuid, fault, action, recurrences: None })
 }
 
 /// The fault of a reason and its value as the old message worded them.

@@ -35,7 +35,7 @@ pub fn report(rules: &Rules, reading: Result<Reading, nvml::ReadError>) -> (i32,
         let (gpu, _) = &f;
         let uuid =
             gpu.and_then(|i| reading.gpus.iter().find(|g| g.index == i)).and_then(|g| g.uuid.as_deref());
-        tracker.record(&f, uuid);
+        tracker.record(&f, uuid, |_| 0);
     }
     let faulty = tracker.faulty_gpus();
     let mut out = String::new();

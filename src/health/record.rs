@@ -60,6 +60,10 @@ pub struct RecordedFault {
     pub fault: Fault,
     /// What to do about it.
     pub action: Action,
+    /// How often this fault cleared in place within the hour before it came back; absent for
+    /// a fault that is not back (and in records of an nvlabel before recovery in place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrences: Option<u32>,
 }
 
 /// Why an annotation is not a record this nvlabel can read.
@@ -175,31 +179,35 @@ mod tests {
                 uuid: Some("GPU-b".into()),
                 fault: Fault::Xid { xid: 48, mig: Some((9, 0)), action: None },
                 action: Action::ResetGpu,
+                recurrences: Some(2),
             },
             RecordedFault {
                 gpu: None,
                 uuid: None,
                 fault: Fault::Missing { nvml: 3, pci: 4 },
                 action: Action::Reboot,
+                recurrences: None,
             },
             RecordedFault {
                 gpu: Some(0),
                 uuid: None,
                 fault: Fault::NvlinkInactive { link: 2 },
                 action: Action::ResetGpu,
+                recurrences: None,
             },
             RecordedFault {
                 gpu: Some(2),
                 uuid: None,
                 fault: Fault::Recovery { action: Action::Reboot },
                 action: Action::Reboot,
+                recurrences: None,
             },
         ];
         let record = Record::new("boot-a", faults.into_iter());
         let text = record.to_annotation();
         assert_eq!(
             text,
-            r#"{"version":2,"bootId":"boot-a","faults":[{"gpu":1,"uuid":"GPU-b","kind":"XidCriticalError","xid":48,"mig":{"gpuInstance":9,"computeInstance":0},"action":"ResetGpu"},{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"},{"gpu":0,"kind":"NvlinkInactive","link":2,"action":"ResetGpu"},{"gpu":2,"kind":"GpuRecoveryActionRequired","driverAction":"RebootNode","action":"RebootNode"}]}"#
+            r#"{"version":2,"bootId":"boot-a","faults":[{"gpu":1,"uuid":"GPU-b","kind":"XidCriticalError","xid":48,"mig":{"gpuInstance":9,"computeInstance":0},"action":"ResetGpu","recurrences":2},{"kind":"GpuMissing","nvml":3,"pci":4,"action":"RebootNode"},{"gpu":0,"kind":"NvlinkInactive","link":2,"action":"ResetGpu"},{"gpu":2,"kind":"GpuRecoveryActionRequired","driverAction":"RebootNode","action":"RebootNode"}]}"#
         );
         assert_eq!(Record::parse(&text).unwrap(), record);
     }
@@ -306,6 +314,7 @@ mod tests {
                 uuid: Some(format!("GPU-{i}")),
                 action: fault.action(),
                 fault,
+                recurrences: (i % 2 == 1).then_some(i as u32),
             })
             .collect();
         let record = Record::new("boot-a", faults.into_iter());
@@ -348,6 +357,7 @@ mod tests {
             uuid: None,
             fault: Fault::NvlinkInactive { link },
             action: Action::ResetGpu,
+            recurrences: None,
         };
         let record =
             Record::new("b", (0..MAX_RECORDED as u32 + 5).map(fault).collect::<Vec<_>>().into_iter());

@@ -3,6 +3,7 @@
 //! the rules and the sticky record; the [`super::writers`] each write their part of it (the
 //! condition and its record, device taints, Events) and never read NVML.
 
+use super::recovery::Recovered;
 use super::signals::Signal;
 use super::sticky::{Entry, Verdict};
 use std::collections::BTreeMap;
@@ -20,6 +21,8 @@ pub struct Report {
     pub faulty: Option<BTreeMap<String, &'static str>>,
     /// The faults recorded for the first time.
     pub new_faults: Vec<Entry>,
+    /// The faults that cleared in place, with their evidence.
+    pub recovered: Vec<Recovered>,
     /// The warning episodes that began.
     pub warnings: Vec<Warning>,
 }

@@ -249,7 +249,7 @@ fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset(
     }
     let mut t = crate::health::sticky::Tracker::new("b");
     let found = rules.event_fault(&Event::Xid { index: 0, xid: 31, mig: None }, None).unwrap();
-    let entry = t.record(&found, Some("GPU-a")).unwrap();
+    let entry = t.record(&found, Some("GPU-a"), |_| 0).unwrap();
     assert_eq!(entry.text, "GPU 0 (GPU-a): XidCriticalError, Xid 31, action: check the workload on this GPU");
     // A record from before the catalog keeps its time's actions.
     assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);

@@ -1,5 +1,5 @@
-//! Faults stay until the node reboots (its boot id changes) or a person clears them, and survive
-//! a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
+//! Faults stay until the node reboots (its boot id changes), a person clears them or they clear
+//! in place on evidence (`recovery.rs` decides which, and when), and survive a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
 //! start-up (an earlier nvlabel's condition message, once, where there is no record yet).
 
 use super::old_message::{self, BOOT_MARK};
@@ -99,7 +99,7 @@ pub const UNRESPONSIVE: &str = "NvmlUnresponsive";
 const MAX_LISTED: usize = 64;
 
 /// Orders entries by GPU, then worst fault first; `disc` tells two Xids (or links) apart.
-type Key = (u32, usize, String);
+pub type Key = (u32, usize, String);
 
 /// One fault: as the record keeps it, and as the message lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,12 +121,18 @@ impl Entry {
             (None, _) => "node".into(),
         };
         let f = &recorded.fault;
-        let text = format!("{who}: {}, {}, action: {}", f.reason(), f.describe(), recorded.action.text());
+        let back = match recorded.recurrences {
+            Some(1) => ", back after clearing once within the hour".to_string(),
+            Some(n) => format!(", back after clearing {n} times within the hour"),
+            None => String::new(),
+        };
+        let text =
+            format!("{who}: {}, {}{back}, action: {}", f.reason(), f.describe(), recorded.action.text());
         Entry { rank: f.rank(), text, recorded }
     }
 
     /// Where it sorts, and what makes two faults the same one.
-    fn key(&self) -> Key {
+    pub fn key(&self) -> Key {
         let fault = &self.recorded.fault;
         let disc = match fault {
             Fault::Xid { .. } | Fault::NvlinkInactive { .. } => fault.describe(),
@@ -221,19 +227,48 @@ impl Tracker {
     }
 
     /// Adds a fault; returns its entry when it is new (an existing one may get a newer value).
-    pub fn record(&mut self, found: &Found, uuid: Option<&str>) -> Option<Entry> {
+    /// `recurrences` says how often the same fault cleared in place lately (by its key): a fault
+    /// that is back says so and asks for one step more than it would alone.
+    pub fn record(
+        &mut self,
+        found: &Found,
+        uuid: Option<&str>,
+        recurrences: impl Fn(&Key) -> u32,
+    ) -> Option<Entry> {
         let (gpu, fault) = found;
-        let recorded = RecordedFault {
+        let mut recorded = RecordedFault {
             gpu: *gpu,
             uuid: uuid.map(String::from),
             fault: fault.clone(),
             action: fault.action(),
+            recurrences: None,
         };
-        let entry = Entry::new(recorded);
-        match self.entries.insert(entry.key(), entry.clone()) {
-            None => Some(entry),
-            Some(_) => None,
+        let key = Entry::new(recorded.clone()).key();
+        if let Some(known) = self.entries.get(&key) {
+            // Known already: a newer value of the same fault, keeping what its return said.
+            recorded.recurrences = known.recorded.recurrences;
+            recorded.action = known.recorded.action.max(recorded.action);
+            self.entries.insert(key, Entry::new(recorded));
+            return None;
         }
+        let back = recurrences(&key);
+        if back > 0 {
+            recorded.recurrences = Some(back);
+            recorded.action = super::recovery::escalate(recorded.action);
+        }
+        let entry = Entry::new(recorded);
+        self.entries.insert(key, entry.clone());
+        Some(entry)
+    }
+
+    /// The recorded faults, by key.
+    pub fn entries(&self) -> impl Iterator<Item = (&Key, &Entry)> {
+        self.entries.iter()
+    }
+
+    /// Removes the fault `key` (it cleared in place); returns it.
+    pub fn remove(&mut self, key: &Key) -> Option<Entry> {
+        self.entries.remove(key)
     }
 
     /// The GPUs with a recorded fault.

@@ -18,8 +18,10 @@ fn healthy_unknown_and_faulty_verdicts() {
     t.nvml(Err("driver not loaded".into()));
     assert_eq!(t.verdict().status, Status::Unknown);
     assert_eq!(t.verdict().reason, UNAVAILABLE);
-    assert!(t.record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b")).is_some());
-    assert!(t.record(&(Some(0), Fault::RetiredPagesPending), Some("GPU-a")).is_some());
+    assert!(t
+        .record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b"), |_| 0)
+        .is_some());
+    assert!(t.record(&(Some(0), Fault::RetiredPagesPending), Some("GPU-a"), |_| 0).is_some());
     let v = t.verdict();
     assert_eq!(v.status, Status::False, "a known fault outranks NVML being unavailable");
     assert_eq!(v.reason, "XidCriticalError");
@@ -34,9 +36,11 @@ fn healthy_unknown_and_faulty_verdicts() {
 fn faults_are_sticky_and_listed_once() {
     let mut t = Tracker::new("b");
     let xid = (Some(0), Fault::Xid { xid: 48, mig: None, action: None });
-    assert!(t.record(&xid, Some("GPU-a")).is_some());
-    assert!(t.record(&xid, Some("GPU-a")).is_none(), "seen again: not new");
-    assert!(t.record(&(Some(0), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-a")).is_some());
+    assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_some());
+    assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_none(), "seen again: not new");
+    assert!(t
+        .record(&(Some(0), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-a"), |_| 0)
+        .is_some());
     t.nvml(Ok(1));
     assert_eq!(t.verdict().status, Status::False, "a pass without the fault does not clear it");
     assert_eq!(t.verdict().message.matches("; ").count(), 1);
@@ -55,9 +59,9 @@ fn on_node(v: &Verdict) -> Existing {
 #[test]
 fn a_restart_recovers_the_faults_of_this_boot_only() {
     let mut t = Tracker::new("boot-a");
-    t.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"));
-    t.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None);
-    t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None);
+    t.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0);
+    t.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None, |_| 0);
+    t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None, |_| 0);
     let v = t.verdict();
     let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
     assert_eq!(back.verdict(), v);
@@ -65,9 +69,9 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     assert_eq!(on_node(&v).published(), v, "what was published is recognised: no write");
     let mut again = back.clone();
     assert!(again
-        .record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None)
+        .record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None, |_| 0)
         .is_none());
-    assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c")).is_none());
+    assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0).is_none());
     let (other, cleared) = Tracker::recover("boot-b", &on_node(&v));
     assert!(!other.faulty(), "another boot");
     assert_eq!(cleared, back.clone().new_boot("boot-b"), "the earlier boot's faults are named as cleared");
@@ -85,8 +89,8 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
 #[test]
 fn a_new_wording_of_the_message_forgets_no_fault() {
     let mut t = Tracker::new("boot-a");
-    t.record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b"));
-    t.record(&(Some(0), Fault::NvlinkInactive { link: 3 }), Some("GPU-a"));
+    t.record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b"), |_| 0);
+    t.record(&(Some(0), Fault::NvlinkInactive { link: 3 }), Some("GPU-a"), |_| 0);
     let v = t.verdict();
     // Written by a version that words the message differently (or in another language).
     let reworded = Existing { message: "Zwei GPUs haben Fehler; siehe die Annotation".into(), ..on_node(&v) };
@@ -149,7 +153,7 @@ fn a_restart_keeps_every_fault_kind_byte_for_byte() {
     for (gpu, fault) in kinds.into_iter().enumerate() {
         let gpu =
             (!matches!(fault, Fault::Missing { .. } | Fault::BelowExpected { .. })).then_some(gpu as u32);
-        t.record(&(gpu, fault), gpu.map(|g| format!("GPU-{g}")).as_deref());
+        t.record(&(gpu, fault), gpu.map(|g| format!("GPU-{g}")).as_deref(), |_| 0);
     }
     let v = t.verdict();
     let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
@@ -160,7 +164,7 @@ fn a_restart_keeps_every_fault_kind_byte_for_byte() {
 #[test]
 fn a_new_boot_clears_everything() {
     let mut t = Tracker::new("a");
-    t.record(&(Some(0), Fault::Lost), None);
+    t.record(&(Some(0), Fault::Lost), None, |_| 0);
     assert_eq!(t.new_boot("b"), ["GPU 0: GpuLost, GPU is lost, action: reboot the node"]);
     assert!(!t.faulty());
     assert_eq!(t.boot_id(), "b");
@@ -178,7 +182,7 @@ fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
         v.message,
         "NVML does not answer: a call of the labelling pass has not returned since 2026-01-02T03:04:05Z"
     );
-    t.record(&(Some(1), Fault::Inforom), None);
+    t.record(&(Some(1), Fault::Inforom), None, |_| 0);
     assert_eq!(t.verdict().status, Status::False, "a known fault says more than a hung call");
     t.new_boot("b");
     t.unresponsive(None);
@@ -188,8 +192,8 @@ fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
 #[test]
 fn forgetting_one_reason_keeps_the_others() {
     let mut t = Tracker::new("a");
-    t.record(&(None, Fault::BelowExpected { nvml: 7, expected: 8 }), None);
-    t.record(&(Some(0), Fault::Lost), None);
+    t.record(&(None, Fault::BelowExpected { nvml: 7, expected: 8 }), None, |_| 0);
+    t.record(&(Some(0), Fault::Lost), None, |_| 0);
     let below = |f: &Fault| matches!(f, Fault::BelowExpected { .. });
     assert!(t.forget(below));
     assert!(!t.forget(below));

@@ -1,5 +1,6 @@
 //! Health's Events on the Node: a `GpusRecovered` when a reboot cleared recorded faults, a
-//! Warning for each new fault, and one for each warning episode that began.
+//! `GpuFaultCleared` for each fault cleared in place, a Warning for each new fault, and one for
+//! each warning episode that began.
 
 use super::{Target, Writer};
 use crate::health::api_failures::Call;
@@ -40,6 +41,10 @@ impl Writer for EventWriter {
                 let note =
                     format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
                 self.send(EventType::Normal, "GpusRecovered", boot, &note, uid).await;
+            }
+            for gone in &report.recovered {
+                let about = &gone.entry.text;
+                self.send(EventType::Normal, "GpuFaultCleared", about, &gone.text(), uid).await;
             }
             for entry in &report.new_faults {
                 let reason = entry.recorded.fault.reason();

@@ -238,6 +238,9 @@ containers:
       {{- with .Values.health.nvmlTimeout }}
       - --health-nvml-timeout={{ . }}
       {{- end }}
+      {{- with .Values.health.recoveryHold }}
+      - --health-recovery-hold={{ . }}
+      {{- end }}
       {{- with .Values.health.bootIdFile }}
       - --boot-id-file={{ . }}
       {{- end }}

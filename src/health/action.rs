@@ -48,6 +48,17 @@ impl Action {
         }
     }
 
+    /// What a fault that keeps coming back asks for: one step up from what it asked before (a
+    /// GPU that keeps needing resets needs replacing).
+    pub fn escalate(self) -> Action {
+        match self {
+            Action::CheckWorkload => Action::Investigate,
+            Action::Investigate | Action::DrainP2p => Action::ResetGpu,
+            Action::ResetGpu | Action::DrainAndReset | Action::RecoverImexDomain => Action::Replace,
+            Action::Reboot | Action::Replace => Action::Replace,
+        }
+    }
+
     /// The driver's recovery action (`nvmlDeviceGpuRecoveryAction_t`), `None` for "none".
     /// Values a newer driver adds are a fault nobody here can name: investigate.
     pub fn from_driver(value: u64) -> Option<Action> {

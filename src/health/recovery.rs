@@ -6,7 +6,7 @@
 //! [`RECURRENCE_WINDOW`] of clearing says so, with how often, and asks for more than before.
 //! Pure state of the judging side: the writers only see what it decided.
 
-use super::rules::{Action, Fault, Reading};
+use super::rules::{Fault, Reading};
 use super::sticky::{Entry, Key, Tracker};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -158,17 +158,6 @@ impl Healing {
             Some((at, n)) if now.saturating_duration_since(*at) < RECURRENCE_WINDOW => *n,
             _ => 0,
         }
-    }
-}
-
-/// The action a fault that keeps coming back asks for: one step up from what it asked before
-/// (a GPU that keeps needing resets needs replacing).
-pub fn escalate(action: Action) -> Action {
-    match action {
-        Action::CheckWorkload => Action::Investigate,
-        Action::Investigate | Action::DrainP2p => Action::ResetGpu,
-        Action::ResetGpu | Action::DrainAndReset | Action::RecoverImexDomain => Action::Replace,
-        Action::Reboot | Action::Replace => Action::Replace,
     }
 }
 

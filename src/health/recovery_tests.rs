@@ -1,5 +1,5 @@
 use super::*;
-use crate::health::rules::{GpuReading, Remapped};
+use crate::health::rules::{Action, GpuReading, Remapped};
 
 /// A reading of one GPU, index 0, every health value read and nothing wrong.
 fn healthy() -> Reading {
@@ -133,6 +133,6 @@ fn escalation_only_goes_up() {
     for a in
         [CheckWorkload, Investigate, DrainP2p, ResetGpu, DrainAndReset, RecoverImexDomain, Reboot, Replace]
     {
-        assert!(escalate(a) > a || a == Replace, "{a:?}");
+        assert!(a.escalate() > a || a == Replace, "{a:?}");
     }
 }

@@ -1,5 +1,5 @@
 //! Faults stay until the node reboots (its boot id changes), a person clears them or they clear
-//! in place on evidence (`recovery.rs` decides which, and when), and survive a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
+//! in place on evidence (the judge's `Healing` decides which, and when), and survive a restart of nvlabel: the [`Record`] stored on the Node with the condition is read back at
 //! start-up (an earlier nvlabel's condition message, once, where there is no record yet).
 
 use super::old_message::{self, BOOT_MARK};
@@ -254,7 +254,7 @@ impl Tracker {
         let back = recurrences(&key);
         if back > 0 {
             recorded.recurrences = Some(back);
-            recorded.action = super::recovery::escalate(recorded.action);
+            recorded.action = recorded.action.escalate();
         }
         let entry = Entry::new(recorded);
         self.entries.insert(key, entry.clone());

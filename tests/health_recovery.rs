@@ -1,6 +1,7 @@
 //! Faults that clear in place on a real kube-apiserver, driven through the fake NVML's event
 //! file: the driver's recovery action back to none and a completed row remapping each clear their
-//! fault once they have read as gone for the hold time, with one `Normal` Event; a fault back
+//! fault once they have read as gone for the hold time, with one `Normal` Event, the condition's
+//! time moving only with its status; a fault back
 //! within the hour says so and asks for more; an Xid nothing can show the end of stays.
 //! Needs `NVLABEL_KUBE_TEST_SERVER`; without it each test skips with one line.
 
@@ -35,6 +36,14 @@ async fn cleared_events(admin: &Client) -> Vec<Event> {
     found
 }
 
+/// The GPUHealthy condition's lastTransitionTime on gpu-a.
+async fn transition(admin: &Client) -> k8s_openapi::jiff::Timestamp {
+    let node = common::health_cluster::nodes_of(admin).get("gpu-a").await.unwrap();
+    let conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
+    let c = conditions.into_iter().find(|c| c.type_ == "GPUHealthy").expect("the condition");
+    c.last_transition_time.expect("a transition time").0
+}
+
 /// Waits (bounded) until there are `n` cleared Events after the first `skip`; returns their notes.
 async fn until_cleared(admin: &Client, skip: usize, n: usize) -> Vec<String> {
     let start = Instant::now();
@@ -63,32 +72,39 @@ async fn the_drivers_action_and_a_completed_remap_clear_in_place_and_a_return_sa
     let first = get_condition(&admin, "gpu-a", "GPUHealthy").await.unwrap();
     let skip = cleared_events(&admin).await.len();
 
-    // The driver asks for a reset, then says none again: the fault clears after the hold.
+    // The driver asks for a reset on GPU 0; a row remapping waits for a reset on GPU 1.
     event_line(d, "0 set recovery_action gpu_reset");
-    let (c, _) = until(&admin, "the driver's action", |c| c.0 == "False").await;
+    event_line(d, "1 set remapped_rows.pending true");
+    let (c, _) = until(&admin, "both faults", |c| c.2.contains("RemappedRowsPending")).await;
     assert_eq!(c.1, "GpuRecoveryActionRequired", "{c:?}");
+    let since = transition(&admin).await;
+
+    // The driver says none again: GPU 0's fault clears after the hold; the condition stays False
+    // and its lastTransitionTime stays, since its status did not change.
     event_line(d, "0 set recovery_action none");
     let gone = Instant::now();
-    let (c, _) = until(&admin, "the driver's action back to none", |c| c.0 == "True").await;
+    let (c, _) = until(&admin, "the driver's action back to none", |c| c.1 == "RemappedRowsPending").await;
     assert!(gone.elapsed() >= HOLD, "cleared {:?} after the evidence, before the hold", gone.elapsed());
-    assert_eq!(c.1, "GpusHealthy", "{c:?}\n{}", logs(d));
+    assert_eq!(c.0, "False", "{c:?}\n{}", logs(d));
+    assert!(!c.2.contains("GpuRecoveryActionRequired"), "{c:?}");
+    assert_eq!(transition(&admin).await, since, "the status did not change");
     let notes = until_cleared(&admin, skip, 1).await;
     assert!(
         notes[0].contains(&format!("GPU 0 ({UUID0}): GpuRecoveryActionRequired"))
             && notes[0].contains("cleared: the driver's recovery action is none and the GPU answers"),
         "{notes:?}"
     );
-    assert_eq!(record_of(&admin).await, None, "the record follows: no fault left");
+    assert_eq!(record_of(&admin).await.expect("recorded").faults.len(), 1, "the record follows");
 
-    // A row remapping waits for a reset, then completes.
-    event_line(d, "1 set remapped_rows.pending true");
-    let (c, _) = until(&admin, "a pending remap", |c| c.0 == "False").await;
-    assert_eq!(c.1, "RemappedRowsPending", "{c:?}");
+    // The remapping completes: healthy, and only now does the condition's time move.
     event_line(d, "1 set remapped_rows.pending false");
-    until(&admin, "the remap completed", |c| c.0 == "True").await;
+    let (c, _) = until(&admin, "the remap completed", |c| c.0 == "True").await;
+    assert_eq!(c.1, "GpusHealthy", "{c:?}");
+    assert!(transition(&admin).await > since);
     let notes = until_cleared(&admin, skip, 2).await;
     assert!(notes[1].contains(&format!("GPU 1 ({UUID1}): RemappedRowsPending")), "{notes:?}");
     assert!(notes[1].contains("cleared: no row remapping is pending"), "{notes:?}");
+    assert_eq!(record_of(&admin).await, None, "no fault left: no record");
 
     // Back within the hour: it says so, and a GPU that keeps needing resets needs replacing.
     event_line(d, "1 set remapped_rows.pending true");

@@ -85,15 +85,21 @@ async fn a_gpu_fault_fires_its_alert_in_a_real_prometheus_and_every_dashboard_qu
             let rules: Vec<Value> =
                 groups.iter().flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default()).collect();
             for r in &rules {
-                assert_eq!(r["health"], "ok", "{}: {}", r["name"], r["lastError"]);
+                assert_ne!(r["health"], "err", "{}: {}", r["name"], r["lastError"]);
             }
-            let evaluated =
-                rules.iter().all(|r| r["lastEvaluation"].as_str().is_some_and(|t| !t.starts_with("0001")));
-            (rules.len() == 7 && evaluated).then_some(())
+            // "unknown" until its first evaluation.
+            (rules.len() == 7 && rules.iter().all(|r| r["health"] == "ok")).then_some(())
         },
         daemon_log,
     );
-    assert!(prom.alerts().is_empty(), "a healthy node alerts nothing: {:?}", prom.alerts());
+    // A rule evaluated before the first reading saw no GPU yet (the count alert pending): gone
+    // at the next evaluation.
+    prom.until(
+        "no alert on a healthy node",
+        minute,
+        |p| p.alerts().is_empty().then_some(()),
+        || format!("{:?}", prom.alerts()),
+    );
 
     // An Xid the catalog says needs a reboot, on GPU 0.
     event_line(d, "0 xid 79");

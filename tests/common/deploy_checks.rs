@@ -48,7 +48,8 @@ pub struct Rendered {
     pub policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     pub services: Vec<Service>,
     pub config_maps: Vec<ConfigMap>,
-    /// Kinds without a k8s-openapi type (the Prometheus Operator's ServiceMonitor).
+    /// Kinds without a k8s-openapi type (the Prometheus Operator's ServiceMonitor and
+    /// PrometheusRule).
     pub others: Vec<Value>,
     /// Helm hooks (`helm.sh/hook`), not part of the release: the uninstall Job and its RBAC.
     pub hooks: Vec<Value>,
@@ -76,7 +77,7 @@ pub fn typed(label: &str, docs: &[Value]) -> Rendered {
             "ServiceAccount" => drop(strict::<ServiceAccount>(doc, &what)),
             "ConfigMap" => r.config_maps.push(strict(doc, &what)),
             "Service" => r.services.push(strict(doc, &what)),
-            "ServiceMonitor" => r.others.push(doc.clone()),
+            "ServiceMonitor" | "PrometheusRule" => r.others.push(doc.clone()),
             "DaemonSet" => {
                 let ds: DaemonSet = strict(doc, &what);
                 r.pods.push((what, ns, ds.spec.template.spec.unwrap()));

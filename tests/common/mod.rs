@@ -241,6 +241,7 @@ pub mod mock_api;
 pub mod node_match;
 pub mod outage;
 pub mod policy_checks;
+pub mod prometheus;
 pub mod proxy;
 pub mod raw_http;
 pub mod real_cluster;

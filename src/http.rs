@@ -1,5 +1,5 @@
-//! The HTTP endpoint: `/healthz` (the process is alive), `/readyz` (the last publish succeeded,
-//! recently enough) and `/metrics` (Prometheus text format).
+//! The HTTP endpoint: `/healthz` (the labelling loop is not stuck in one pass), `/readyz` (the
+//! last publish succeeded, recently enough) and `/metrics` (Prometheus text format).
 
 use crate::exit::Classify;
 use bytes::Bytes;

@@ -1,7 +1,7 @@
 //! nvlabel: NVIDIA GPU node labels for Kubernetes, the same as GPU Feature Discovery's where
 //! GFD is right, valid and deterministic where it is not.
 //!
-//! The flow is probe (NVML → [`snapshot::Snapshot`]) → labels (pure functions) → output.
+//! The flow is probe (a device source → [`snapshot::Snapshot`]) → labels (pure functions) → output.
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -1,9 +1,10 @@
 //! The house's rules, read from the source: no top-level module of `src/` uses one that uses it
 //! back, nor does any file inside a module directory (or inside the fake NVML crate), whether
 //! through a path or by calling a method of a type whose `impl` is split over the files; the lower
-//! layers never reach up; `kubeapi` uses only `logging` and `exit`, `labels` never `probe`. The import
-//! structure is parsed (`architecture/syntax.rs`, `architecture/imports.rs`), test code left out, and the rules check that what they
-//! name exists and that edges known to be there are found, so they cannot pass on nothing.
+//! layers never reach up; `kubeapi` uses only `logging`, `exit` and `limits`, `labels` never
+//! `probe`. The import structure is parsed (`architecture/syntax.rs`, `architecture/imports.rs`),
+//! test code left out, and the rules check that what they name exists and that edges known to be
+//! there are found, so they cannot pass on nothing.
 
 #[path = "architecture/imports.rs"]
 mod imports;

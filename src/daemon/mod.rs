@@ -1,6 +1,7 @@
-//! The long-running labeler: a pass (probe → labels → publish, through [`runner`]), then wait
-//! for the next pass's time, doing meanwhile what comes (the feature file's expiry refresh, a
-//! drift repair, a config change from the file or the node label choosing another ConfigMap key,
+//! The long-running labeler: a pass (probe → labels through [`runner`], then publish), then
+//! wait for the next pass's time, doing meanwhile what comes (the feature file's expiry refresh, a
+//! change of the watched object, a drift repair, slices that switch `auto`'s profile, a config
+//! change from the file or the node label choosing another ConfigMap key, the Node's allocatable,
 //! a signal). A config change is applied without restarting; an invalid one keeps the last good
 //! config and labels. [`service`] owns the process: this loop, health, the HTTP endpoint and the
 //! NVML session; [`crate::startup`] resolves what they start from. The loop's waiting is in

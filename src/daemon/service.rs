@@ -1,7 +1,7 @@
 //! The daemon's owner: one value that holds the NVML session and runs the labelling loop, GPU
 //! health and the HTTP endpoint as sibling tasks, with one reload path (signals reach the loop,
-//! whose configuration reaches health) and one shutdown path (every task stops, the event thread
-//! included, within [`STOP_DEADLINE`]).
+//! whose configuration reaches health) and one shutdown path (every task is told at once; the
+//! loop, then health with its event thread, each waited for up to [`STOP_DEADLINE`]).
 
 use super::config::Inputs;
 use super::{Control, Daemon, DaemonError, Metrics, Parts};
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
-/// How long a stop waits for the tasks after the loop ended.
+/// How long a stop waits for the labelling loop (then aborted), and then for health.
 pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What the service is built from, resolved from the configuration in one place

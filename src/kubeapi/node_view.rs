@@ -1,4 +1,5 @@
-//! Watching this node's `nvidia.com/device-plugin.config` label through the Kubernetes API.
+//! This node's `nvidia.com/device-plugin.config` label, read once at start, and what the daemon
+//! follows of its Node through the one Node watch: that label and the allocatable resources.
 
 use crate::kubeapi::object_watch::{ObjectWatch, Seen};
 use futures::Stream;

@@ -1,5 +1,5 @@
 //! `nvidia.com/mps.capable`: MPS is configured. GFD exits when MPS meets a MIG-enabled GPU;
-//! nvlabel reports `false`, says why, and (in `labels::compute`) drops every sharing claim, since
+//! nvlabel reports `false`, says why, and (in `labels::merge`) drops every sharing claim, since
 //! the device plugin cannot share such devices.
 
 use super::{key, Labels};

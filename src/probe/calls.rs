@@ -1,7 +1,7 @@
-//! The NVML work in flight through one session, since when, and which NVML call it is in: how a
-//! hung driver call is seen from outside the thread it hangs on (health's watchdog reads it,
-//! whichever side is stuck). The call is marked by [`nvml`] around it, on the thread doing the
-//! work; a mark costs one uncontended lock.
+//! The driver work in flight through one session, since when, and which call it is in (NVML's, or
+//! the CUDA source's): how a hung driver call is seen from outside the thread it hangs on
+//! (health's watchdog reads it, whichever side is stuck). The call is marked by [`nvml`] around
+//! it, on the thread doing the work; a mark costs one uncontended lock.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
-//! How an NVML error reads in the snapshot's issues and the logs; below both the walk
-//! (`nvml.rs`) and the topology reads (`topology.rs`), which each report with it.
+//! How an NVML error reads in the snapshot's issues and the logs; below the walk (`nvml.rs`), the
+//! topology reads (`topology.rs`) and the CUDA source's NVML driver version (`tegra.rs`), which
+//! each report with it.
 
 use nvml_wrapper::error::NvmlError;
 

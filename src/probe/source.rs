@@ -1,8 +1,8 @@
 //! Which device source a node has (`--device-discovery-strategy`), resolved as GFD resolves it:
 //! WSL (a loadable `libdxcore.so`) is NVML; Tegra files without NVML, or an NVML device that is
 //! an integrated GPU, is CUDA; a loadable NVML is NVML; vfio is only ever asked for. Resolved
-//! once per session (per configuration load, as GFD), so a pass does not look again: what files
-//! and libraries settle here ([`settled`]), what needs NVML in `session.rs`.
+//! once per session (again after SIGHUP or for another strategy), so a pass does not look again:
+//! what files and libraries settle here ([`settled`]), what needs NVML in `session.rs`.
 
 use super::ProbeOptions;
 use crate::snapshot::Source;

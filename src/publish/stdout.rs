@@ -1,4 +1,5 @@
-//! stdout: NFD's `key=value` lines or JSON, for the one-shot CLI and hooks.
+//! stdout (`--output-file ""`): NFD's `key=value` lines or JSON, once in a one-shot run, on each
+//! change in a daemon. (`nvlabel hook` prints its own lines, `pass::hook`.)
 
 use super::render as output;
 use super::Format;

@@ -162,8 +162,9 @@ async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, 
     Ok(())
 }
 
-/// SIGHUP reloads; SIGTERM (what Kubernetes sends), SIGINT and SIGQUIT stop cleanly. A signal
-/// that arrives during a pass waits in the channel, so none is lost.
+/// SIGHUP reloads; SIGTERM (what Kubernetes sends), SIGINT and SIGQUIT stop cleanly. A pass is
+/// abandoned for a signal; one that arrives during a refresh or repair waits in the channel, so
+/// none is lost.
 fn signals() -> std::io::Result<tokio::sync::mpsc::Receiver<Control>> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::mpsc::channel(4);

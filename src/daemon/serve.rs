@@ -133,7 +133,7 @@ impl Daemon {
             () = self.allocation.switched() => Wake::Switched,
             () = watch.changed() => Wake::ConfigFile,
             Some(view) = next_view => Wake::View(view),
-            // A signal that arrived during a pass waits in the channel: none is lost.
+            // A signal that arrived during a refresh or repair waited in the channel: none is lost.
             message = control.recv() => Wake::Control(message),
         }
     }

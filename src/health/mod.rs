@@ -34,6 +34,7 @@ pub mod taint_names;
 pub mod taint_spec;
 pub mod taints;
 pub mod task;
+pub mod thresholds;
 pub mod watchdog;
 pub mod writers;
 

@@ -120,14 +120,13 @@ impl Counter {
         let now = Instant::now();
         let times = self.seen.entry((index, xid)).or_default();
         times.push_back(now);
-        while times.len() > threshold.count as usize
-            || times.front().is_some_and(|t| now.duration_since(*t) > threshold.window)
-        {
+        while times.front().is_some_and(|t| now.duration_since(*t) > threshold.window) {
             times.pop_front();
         }
         if times.len() < threshold.count as usize {
             return None;
         }
+        // Reaching the count empties the list: it never holds more than COUNT times.
         self.seen.remove(&(index, xid));
         Some(threshold)
     }

@@ -1,5 +1,6 @@
 //! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
-//! goes through the [`Rules`] into the sticky [`Tracker`] and comes out as a [`Report`]; the
+//! goes through the [`Rules`] into the sticky [`Tracker`] and comes out as a [`Report`]; an Xid
+//! that is no fault alone is counted against its `--health-xid-thresholds` ([`Counter`]); the
 //! metrics of what was read are kept here too. Nothing here writes to the API: the
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).

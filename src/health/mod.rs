@@ -1,7 +1,8 @@
 //! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
 //! pages, lost and missing GPUs, inactive NVLinks. Readers apart from writers, as in
 //! node-problem-detector: the [`judge`] reads NVML ([`reader`]) and judges it ([`rules`] says
-//! what a fault is, [`sticky`] keeps faults until the node reboots) into a [`report`]; the
+//! what a fault is, [`thresholds`] counts the Xids that are one when they repeat, [`sticky`]
+//! keeps faults until the node reboots) into a [`report`]; the
 //! [`writers`] write that report (the condition with its [`record`], device taints, Events);
 //! the [`monitor`] joins the two, and the [`task`] drives it in the daemon.
 

@@ -50,9 +50,10 @@ impl TaintEffect {
     }
 }
 
-/// Which Xids decide a fault (alone or repeated), and how many GPUs the node should have: what a reading is judged
-/// by (the daemon, `nvlabel health`). The one home of these values: their rows write them into
-/// [`HealthSettings::judging`], held whole by [`HealthConfig::settings`], which the rules borrow.
+/// Which Xids decide a fault (alone or repeated), and how many GPUs the node should have: what a
+/// reading is judged by (the daemon, `nvlabel health`). The one home of these values: their rows
+/// write them into [`HealthSettings::judging`], held whole by [`HealthConfig::settings`], which
+/// the rules borrow.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// `--health-ignore-xids`: Xids that are never faults.
@@ -79,7 +80,8 @@ pub struct HealthSettings {
     /// `--health-condition-type`.
     pub condition_type: String,
     /// `--health-ignore-xids`, `--health-fatal-xids`, `--health-xid-thresholds` and
-    /// `--health-expected-gpus`: written by their rows here and read by health's rules as this very struct (handed over whole).
+    /// `--health-expected-gpus`: written by their rows here and read by health's rules as this
+    /// very struct (handed over whole).
     pub judging: Judging,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,

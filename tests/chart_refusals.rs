@@ -38,6 +38,7 @@ const HEALTH_DRA: &[&str] = &["--set", "health.enabled=true", "--set", "allocati
 const NODE_HEALTH: &[&str] = &["--set", "mode=node", "--set", "health.enabled=true"];
 const DRA: &[&str] = &["--set", "allocationMode=dra"];
 const FATAL_13: &[&str] = &["--set", "health.enabled=true", "--set-json", "health.fatalXids=[13]"];
+const IGNORE_43: &[&str] = &["--set", "health.enabled=true", "--set-json", "health.ignoreXids=[43]"];
 const RELATIVE: &str =
     "a path relative to the container's working directory, which the image does not promise";
 
@@ -90,6 +91,25 @@ const CASES: &[Case] = &[
     (FATAL_13, &["--set-json", "health.ignoreXids=[31]"], "--health-ignore-xids=31", Ok),
     (FATAL_13, &["--set-json", "health.ignoreXids=[13]"], "--health-ignore-xids=13", Refused),
     (FATAL_13, &["--set-json", "health.ignoreXids=[31,13]"], "--health-ignore-xids=31,13", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={4:3/1m,1:2/1h}"], "--health-xid-thresholds=4:3/1m,1:2/1h", Ok),
+    (HEALTH, &["--set", "health.xidThresholds={45:1000/90s}"], "--health-xid-thresholds=45:1000/90s", Ok),
+    (HEALTH, &["--set-json", "health.xidThresholds=[]"], "--health-xid-thresholds=", Ok),
+    (HEALTH, &["--set", "health.xidThresholds={43:3/0s}"], "--health-xid-thresholds=43:3/0s", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={43:3/0h0m}"], "--health-xid-thresholds=43:3/0h0m", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={43:1/1m}"], "--health-xid-thresholds=43:1/1m", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={43:1001/1m}"], "--health-xid-thresholds=43:1001/1m", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={x:3/1m}"], "--health-xid-thresholds=x:3/1m", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={43:3}"], "--health-xid-thresholds=43:3", Refused),
+    (HEALTH, &["--set", "health.xidThresholds={43:3/1}"], "--health-xid-thresholds=43:3/1", Refused),
+    (
+        HEALTH,
+        &["--set", "health.xidThresholds={4:3/1m,04:4/1h}"],
+        "--health-xid-thresholds=4:3/1m,04:4/1h",
+        Refused,
+    ),
+    (FATAL_13, &["--set", "health.xidThresholds={43:3/1m}"], "--health-xid-thresholds=43:3/1m", Ok),
+    (FATAL_13, &["--set", "health.xidThresholds={13:3/1m}"], "--health-xid-thresholds=13:3/1m", Refused),
+    (IGNORE_43, &["--set", "health.xidThresholds={43:3/1m}"], "--health-xid-thresholds=43:3/1m", Refused),
     (
         HEALTH,
         &["--set", "health.conditionType=AcceleratedHardwareReady"],
@@ -341,6 +361,8 @@ fn every_flag_the_chart_renders_from_a_value_has_samples() {
             "health.ignoreXids=[1]",
             "--set-json",
             "health.fatalXids=[2]",
+            "--set",
+            "health.xidThresholds={3:2/1m}",
             "--set",
             "config.default=mps-10",
             "--set",

@@ -34,7 +34,11 @@ fn node(uid: &str) -> Value {
 /// Xid 79 on GPU 0, as the tracker words and records it.
 fn faulty() -> Verdict {
     let mut t = Tracker::new("b");
-    t.record(&(Some(0), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-a"), |_| 0);
+    t.record(
+        &(Some(0), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+        Some("GPU-a"),
+        |_| 0,
+    );
     t.verdict()
 }
 

@@ -235,9 +235,10 @@ fn each_commands_help_lists_exactly_the_flags_it_accepts() {
             .collect();
         assert_eq!(listed, accepted, "`nvlabel {name} --help` lists other flags than it accepts:\n{help}");
         for flag in takes.iter().filter(|f| never(f)) {
-            // A value the flag's own parser takes (a path for most; a ServiceAccount's name for
-            // --instance), so that what is refused is the flag, not its value.
-            let value = if *flag == Flag::Instance { "nvlabel" } else { "/x" };
+            // A value its own parser takes (a ServiceAccount's name for --instance, a threshold for
+            // --health-xid-thresholds, a path for the rest): the flag is refused, not its value.
+            let own = [(Flag::Instance, "nvlabel"), (Flag::HealthXidThresholds, "43:3/1m")];
+            let value = own.into_iter().find(|(f, _)| f == flag).map_or("/x", |(_, v)| v);
             let given = format!("--{flag}={}", row(*flag).default.unwrap_or(value));
             let (code, stdout, stderr) = run(nvlabel(Some("t4")).args([name, &given]));
             assert_eq!((code, stdout.as_str()), (2, ""), "{name} {given}: {stderr}");

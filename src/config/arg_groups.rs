@@ -64,6 +64,10 @@ pub struct HealthArgs {
     /// [default: none]
     #[arg(long)]
     pub health_fatal_xids: Option<String>,
+    /// Comma-separated XID:COUNT/WINDOW: an Xid that is no fault alone is one when it comes
+    /// COUNT times on one GPU within WINDOW (43:3/1m) [default: none]
+    #[arg(long)]
+    pub health_xid_thresholds: Option<String>,
     /// GPUs this node should have: fewer through NVML is a fault (the node's
     /// nvidia.com/gpu.expected-count label, where set, wins) [default: none]
     #[arg(long)]

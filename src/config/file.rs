@@ -83,6 +83,11 @@ pub struct FileFlags {
     /// `healthFatalXids` (nvlabel's own): Xids that are always faults, in the same forms.
     #[serde(default, deserialize_with = "fields::xid_list")]
     pub health_fatal_xids: Option<String>,
+    /// `healthXidThresholds` (nvlabel's own): Xids that are faults when they repeat, as the
+    /// flag's text (`"43:3/1m,13:5/10m"`) or a YAML list of its items (`["43:3/1m"]`, as the
+    /// chart's `health.xidThresholds`).
+    #[serde(default, deserialize_with = "fields::text_list")]
+    pub health_xid_thresholds: Option<String>,
     /// `healthTaintEffect` (nvlabel's own): the device taints' effect.
     #[serde(default, deserialize_with = "fields::text")]
     pub health_taint_effect: Option<String>,

@@ -306,3 +306,20 @@ fn health_ignore_xids_is_a_list_or_the_flags_text() {
     let (field, msg) = invalid("flags:\n  healthIgnoreXids: [13, -1]\n");
     assert_eq!((field.as_str(), msg.contains("-1")), ("flags.healthIgnoreXids", true), "{msg}");
 }
+
+#[test]
+fn health_xid_thresholds_is_a_list_or_the_flags_text() {
+    let thresholds = |text: &str| parse(text).flags.health_xid_thresholds;
+    assert_eq!(
+        thresholds("flags:\n  healthXidThresholds: 43:3/1m,13:5/10m\n").as_deref(),
+        Some("43:3/1m,13:5/10m")
+    );
+    assert_eq!(
+        thresholds("flags:\n  healthXidThresholds: [\"43:3/1m\", 13:5/10m]\n").as_deref(),
+        Some("43:3/1m,13:5/10m")
+    );
+    assert_eq!(thresholds("flags:\n  healthXidThresholds: []\n").as_deref(), Some(""), "none");
+    let (field, msg) = invalid("flags:\n  healthXidThresholds: [43]\n");
+    assert_eq!(field, "flags.healthXidThresholds");
+    assert!(msg.contains("item 0 of the list is 43, not text"), "{msg}");
+}

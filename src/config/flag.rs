@@ -64,6 +64,7 @@ flags! {
     HealthConditionType = "health-condition-type",
     HealthIgnoreXids = "health-ignore-xids",
     HealthFatalXids = "health-fatal-xids",
+    HealthXidThresholds = "health-xid-thresholds",
     HealthExpectedGpus = "health-expected-gpus",
     HealthNvmlTimeout = "health-nvml-timeout",
     HealthRecoveryHold = "health-recovery-hold",

@@ -87,6 +87,32 @@ mod tests {
     }
 
     #[test]
+    fn xid_thresholds_from_env_and_file_and_their_refusals() {
+        let var = "NVLABEL_HEALTH_XID_THRESHOLDS";
+        let s = resolve_env(&[(var, "43:3/1m, 13:5/10m")], &FileFlags::default()).unwrap();
+        assert_eq!(s.judging.xid_thresholds, crate::health::thresholds::parse("13:5/10m,43:3/1m").unwrap());
+        let file =
+            crate::config::file::ConfigFile::parse("flags:\n  healthXidThresholds: [\"43:3/1m\"]\n").unwrap();
+        assert_eq!(resolve_env(&[], &file.flags).unwrap().judging.xid_thresholds.len(), 1, "the list form");
+        let e = resolve_env(&[(var, "43:3/0s")], &FileFlags::default()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "invalid value \"43:3/0s\" for environment variable \"NVLABEL_HEALTH_XID_THRESHOLDS\""
+            ),
+            "{e}"
+        );
+        let both = |other: &str| {
+            let vars = [(var, "43:3/1m"), (other, "43")];
+            resolve_env(&vars, &FileFlags::default()).unwrap_err().to_string()
+        };
+        assert_eq!(
+            both("NVLABEL_HEALTH_IGNORE_XIDS"),
+            "invalid value \"43\" for --health-ignore-xids and --health-xid-thresholds: an Xid with a threshold cannot be ignored: it is never a fault; keep it in one of the two"
+        );
+        assert!(both("NVLABEL_HEALTH_FATAL_XIDS").contains("cannot be fatal: it is a fault the first time"));
+    }
+
+    #[test]
     fn bad_values_name_where_they_came_from() {
         let e = resolve_env(&[("NVLABEL_HEALTH_IGNORE_XIDS", "13,x")], &FileFlags::default()).unwrap_err();
         assert!(

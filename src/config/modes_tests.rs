@@ -66,7 +66,7 @@ fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
         let sub = top.find_subcommand(name).unwrap();
         sub.get_arguments().filter(|a| a.is_hide_set()).count()
     };
-    assert_eq!((hidden("health"), hidden("hook"), hidden("prune"), hidden("probe")), (14, 4, 1, 0));
+    assert_eq!((hidden("health"), hidden("hook"), hidden("prune"), hidden("probe")), (15, 4, 1, 0));
 }
 
 #[test]

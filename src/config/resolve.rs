@@ -101,6 +101,19 @@ impl Settings {
                 "an Xid cannot be both ignored and fatal",
             ));
         }
+        // A threshold makes a fault of repeats of an Xid that is none alone: an ignored Xid is
+        // never one, a fatal one is one the first time.
+        let listed = [
+            (Flag::HealthIgnoreXids, &judging.ignored_xids, "ignored: it is never a fault"),
+            (Flag::HealthFatalXids, &judging.fatal_xids, "fatal: it is a fault the first time"),
+        ];
+        for (flag, xids, why) in listed {
+            if let Some(xid) = judging.xid_thresholds.keys().find(|x| xids.contains(x)) {
+                let origin = Origin::Both(flag, Flag::HealthXidThresholds);
+                let reason = format!("an Xid with a threshold cannot be {why}; keep it in one of the two");
+                return Err(invalid(&Found { value: xid.to_string(), origin }, reason));
+            }
+        }
         // vfio GPUs have no driver on this node: nothing could read their health.
         if let Some(f) = found(Flag::DeviceDiscoveryStrategy)
             .filter(|_| settings.health.enabled && settings.probe.strategy == crate::probe::Strategy::Vfio)

@@ -261,6 +261,11 @@ pub fn row(flag: F) -> Row {
             .file("healthFatalXids", |f| f.health_fatal_xids.clone())
             .set(|s, f| put(&mut s.health.judging.fatal_xids, health::xids(&f.value)))
             .when(xids_unread),
+        F::HealthXidThresholds => r(flag, &["NVLABEL_HEALTH_XID_THRESHOLDS"])
+            .file("healthXidThresholds", |f| f.health_xid_thresholds.clone())
+            .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::thresholds::parse(&f.value)))
+            .never_in(&[(Mode::Health, "in `nvlabel health`, which looks once and counts no Xid events")])
+            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
             .file("healthExpectedGpus", |f| f.health_expected_gpus.clone())
             .set(|s, f| {

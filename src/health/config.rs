@@ -50,9 +50,10 @@ impl TaintEffect {
     }
 }
 
-/// Which Xids decide a fault, and how many GPUs the node should have: what a reading is judged
-/// by (the daemon, `nvlabel health`). The one home of these values: their rows write them into
-/// [`HealthSettings::judging`], held whole by [`HealthConfig::settings`], which the rules borrow.
+/// Which Xids decide a fault (alone or repeated), and how many GPUs the node should have: what a
+/// reading is judged by (the daemon, `nvlabel health`). The one home of these values: their rows
+/// write them into [`HealthSettings::judging`], held whole by [`HealthConfig::settings`], which
+/// the rules borrow.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// `--health-ignore-xids`: Xids that are never faults.
@@ -61,6 +62,8 @@ pub struct Judging {
     pub fatal_xids: BTreeSet<u64>,
     /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
     pub expected_gpus: Option<u32>,
+    /// `--health-xid-thresholds`: Xids that are a fault when they repeat on one GPU.
+    pub xid_thresholds: super::thresholds::Thresholds,
 }
 
 /// The default condition type.
@@ -76,8 +79,9 @@ pub struct HealthSettings {
     pub enabled: bool,
     /// `--health-condition-type`.
     pub condition_type: String,
-    /// `--health-ignore-xids`, `--health-fatal-xids` and `--health-expected-gpus`: written by
-    /// their rows here and read by health's rules as this very struct (handed over whole).
+    /// `--health-ignore-xids`, `--health-fatal-xids`, `--health-xid-thresholds` and
+    /// `--health-expected-gpus`: written by their rows here and read by health's rules as this
+    /// very struct (handed over whole).
     pub judging: Judging,
     /// `--boot-id-file`.
     pub boot_id_file: PathBuf,

@@ -1,7 +1,8 @@
 //! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
 //! goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence clears faults in
-//! place ([`Healing`]), and it comes out as a [`Report`]; the metrics of what was read are kept
-//! here too. Nothing here writes to the API: the
+//! place ([`Healing`]), and it comes out as a [`Report`]; an Xid that is no fault alone is
+//! counted against its `--health-xid-thresholds` ([`Counter`]); the metrics of what was read are
+//! kept here too. Nothing here writes to the API: the
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).
 
@@ -14,9 +15,10 @@ use super::reader::Reader;
 use super::reading::Unreadable;
 use super::recovery::Healing;
 use super::report::{Report, Warning};
-use super::rules::{driver_answers, Event, Fault, Found, Reading, Rules};
+use super::rules::{driver_answers, Action, Event, Fault, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker};
+use super::thresholds::Counter;
 use super::HealthError;
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::probe::Session;
@@ -46,6 +48,8 @@ pub struct Judge {
     unreadable: Unreadable,
     /// Faults going away (cleared after the hold) and coming back.
     healing: Healing,
+    /// The recent Xids that `--health-xid-thresholds` counts.
+    repeats: Counter,
 }
 
 /// What one look at the GPUs saw, before it is judged.
@@ -86,6 +90,7 @@ impl Judge {
             signals: Signals::default(),
             unreadable: Unreadable::default(),
             healing: Healing::default(),
+            repeats: Counter::default(),
         })
     }
 
@@ -205,13 +210,24 @@ impl Judge {
         Report { recovered, ..self.report(new_faults, look.warnings) }
     }
 
-    /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way).
-    pub fn event_fault(&self, event: &Event, config: &HealthConfig) -> Option<Found> {
+    /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way):
+    /// alone, or as the repeat that reaches its `--health-xid-thresholds`.
+    pub fn event_fault(&mut self, event: &Event, config: &HealthConfig) -> Option<Found> {
         if let Event::Xid { index, xid, .. } = *event {
             self.metrics.xid(index, self.uuid(index), xid);
         }
         let rules = Rules { judging: &config.settings.judging, expected: self.expected_now };
-        rules.event_fault(event, self.last.as_ref())
+        rules.event_fault(event, self.last.as_ref()).or_else(|| self.repeated(event, config))
+    }
+
+    /// The fault of an Xid that is none alone, when it reaches its threshold on its GPU.
+    fn repeated(&mut self, event: &Event, config: &HealthConfig) -> Option<Found> {
+        let Event::Xid { index, xid, .. } = *event else { return None };
+        let t = self.repeats.count(&config.settings.judging.xid_thresholds, index, xid)?;
+        // An Xid that keeps coming back on one GPU is past one workload's bug: a reset is the
+        // least that tells whether the GPU is the cause (and what recovery in place clears).
+        let fault = Fault::Xid { xid, mig: None, action: Some(Action::ResetGpu), repeated: Some(t) };
+        Some((Some(index), fault))
     }
 
     /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.

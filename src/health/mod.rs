@@ -1,8 +1,9 @@
 //! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
 //! pages, lost and missing GPUs, inactive NVLinks. Readers apart from writers, as in
 //! node-problem-detector: the [`judge`] reads NVML ([`reader`]) and judges it ([`rules`] says
-//! what a fault is, [`sticky`] keeps faults until the node reboots or [`recovery`] sees them end
-//! in place) into a [`report`]; the
+//! what a fault is, [`thresholds`] counts the Xids that are one when they repeat, [`sticky`]
+//! keeps faults until the node reboots or [`recovery`] sees them end in place) into a
+//! [`report`]; the
 //! [`writers`] write that report (the condition with its [`record`], device taints, Events);
 //! the [`monitor`] joins the two, and the [`task`] drives it in the daemon.
 
@@ -36,6 +37,7 @@ pub mod taint_names;
 pub mod taint_spec;
 pub mod taints;
 pub mod task;
+pub mod thresholds;
 pub mod watchdog;
 pub mod writers;
 

@@ -92,7 +92,7 @@ impl Monitor {
                 tracing::info!(%event, "Xid: the driver's recovery action decides; reading it now");
                 return self.pass().await;
             }
-            tracing::info!(%event, "GPU event that is not a fault (the Xid catalog or --health-ignore-xids)");
+            tracing::info!(%event, "GPU event that is not a fault (the Xid catalog, --health-ignore-xids, or below its --health-xid-thresholds count)");
             return;
         };
         if !self.recall().await {

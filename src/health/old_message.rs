@@ -82,9 +82,14 @@ fn fault(reason: &str, value: &str) -> Option<Fault> {
             match value.split_once(" on MIG device GI ") {
                 Some((xid, mig)) => {
                     let (gi, ci) = mig.split_once(" CI ")?;
-                    Fault::Xid { xid: number(xid)?, mig: Some((number(gi)?, number(ci)?)), action: None }
+                    Fault::Xid {
+                        xid: number(xid)?,
+                        mig: Some((number(gi)?, number(ci)?)),
+                        action: None,
+                        repeated: None,
+                    }
                 }
-                None => Fault::Xid { xid: number(value)?, mig: None, action: None },
+                None => Fault::Xid { xid: number(value)?, mig: None, action: None, repeated: None },
             }
         }
         "RemappedRowsPending" => Fault::RemappedRowsPending,
@@ -125,8 +130,18 @@ mod tests {
             got,
             vec![
                 (Some(0), u("GPU-a"), Fault::RetiredPagesPending, Action::ResetGpu),
-                (Some(0), None, Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }, Action::ResetGpu),
-                (Some(1), u("GPU-b"), Fault::Xid { xid: 79, mig: None, action: None }, Action::Reboot),
+                (
+                    Some(0),
+                    None,
+                    Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None },
+                    Action::ResetGpu
+                ),
+                (
+                    Some(1),
+                    u("GPU-b"),
+                    Fault::Xid { xid: 79, mig: None, action: None, repeated: None },
+                    Action::Reboot
+                ),
                 (Some(2), u("GPU-c"), Fault::RemappedRowsFailure, Action::Replace),
                 (Some(3), u("GPU-d"), Fault::UncorrectedEcc { count: 3 }, Action::ResetGpu),
                 (Some(4), u("GPU-e"), Fault::NvlinkInactive { link: 2 }, Action::ResetGpu),

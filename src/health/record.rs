@@ -140,18 +140,29 @@ pub(crate) mod samples {
             Fault::RemappedRowsFailure,
             Fault::DoubleBitEcc,
             Fault::UncorrectedEcc { count: 3 },
-            Fault::Xid { xid: 79, mig: None, action: None },
-            Fault::Xid { xid: 31, mig: Some((1, 2)), action: None },
+            Fault::Xid { xid: 79, mig: None, action: None, repeated: None },
+            Fault::Xid { xid: 31, mig: Some((1, 2)), action: None, repeated: None },
             Fault::Inforom,
             Fault::RemappedRowsPending,
             Fault::RetiredPagesPending,
             Fault::NvlinkInactive { link: 1 },
+            Fault::Xid {
+                xid: 43,
+                mig: None,
+                action: Some(Action::ResetGpu),
+                repeated: Some(three_in_a_minute()),
+            },
         ];
         for action in ALL_ACTIONS {
             faults.push(Fault::Recovery { action });
-            faults.push(Fault::Xid { xid: 48, mig: None, action: Some(action) });
+            faults.push(Fault::Xid { xid: 48, mig: None, action: Some(action), repeated: None });
         }
         faults
+    }
+
+    /// `43:3/1m`'s threshold.
+    pub(crate) fn three_in_a_minute() -> super::super::rules::Threshold {
+        super::super::rules::Threshold { count: 3, window: std::time::Duration::from_secs(60) }
     }
 
     pub(crate) const ALL_ACTIONS: [Action; 8] = [
@@ -177,7 +188,7 @@ mod tests {
             RecordedFault {
                 gpu: Some(1),
                 uuid: Some("GPU-b".into()),
-                fault: Fault::Xid { xid: 48, mig: Some((9, 0)), action: None },
+                fault: Fault::Xid { xid: 48, mig: Some((9, 0)), action: None, repeated: None },
                 action: Action::ResetGpu,
                 recurrences: Some(2),
             },
@@ -220,7 +231,7 @@ mod tests {
             Fault::RemappedRowsFailure,
             Fault::DoubleBitEcc,
             Fault::UncorrectedEcc { count: 3 },
-            Fault::Xid { xid: 79, mig: None, action: None },
+            Fault::Xid { xid: 79, mig: None, action: None, repeated: None },
             Fault::RemappedRowsPending,
             Fault::RetiredPagesPending,
             Fault::NvlinkInactive { link: 1 },
@@ -340,14 +351,34 @@ mod tests {
             kept,
             [
                 (Fault::Recovery { action: Action::Reboot }, Action::Reboot),
-                (Fault::Xid { xid: 48, mig: None, action: Some(Action::ResetGpu) }, Action::ResetGpu),
                 (
-                    Fault::Xid { xid: 13, mig: None, action: Some(Action::CheckWorkload) },
+                    Fault::Xid { xid: 48, mig: None, action: Some(Action::ResetGpu), repeated: None },
+                    Action::ResetGpu
+                ),
+                (
+                    Fault::Xid { xid: 13, mig: None, action: Some(Action::CheckWorkload), repeated: None },
                     Action::CheckWorkload
                 ),
                 (Fault::Missing { nvml: 3, pci: 4 }, Action::Reboot),
             ]
         );
+    }
+
+    #[test]
+    fn a_threshold_fault_is_an_xid_fault_to_a_reader_that_knows_no_thresholds() {
+        let fault = Fault::Xid {
+            xid: 43,
+            mig: None,
+            action: Some(Action::ResetGpu),
+            repeated: Some(super::samples::three_in_a_minute()),
+        };
+        let json = serde_json::to_string(&fault).unwrap();
+        let want = r#"{"kind":"XidCriticalError","xid":43,"xidAction":"ResetGpu","repeated":{"count":3,"window":"1m"}}"#;
+        assert_eq!(json, want);
+        // What a reader without the key relies on: a key it does not know is passed over.
+        let text = r#"{"version":2,"bootId":"b","faults":[{"gpu":0,"kind":"XidCriticalError","xid":43,"xidAction":"ResetGpu","later":{"a":1},"action":"ResetGpu"}]}"#;
+        let read = Record::parse(text).unwrap().faults.remove(0).fault;
+        assert_eq!(read, Fault::Xid { xid: 43, mig: None, action: Some(Action::ResetGpu), repeated: None });
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn tracker_with(faults: &[(Option<u32>, Fault)]) -> Tracker {
 #[test]
 fn each_fault_reads_gone_only_on_its_own_evidence() {
     let r = healthy();
-    let xid = Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot) };
+    let xid = Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot), repeated: None };
     let gone = |f: &Fault| matches!(evidence(Some(0), f, &r, None), Evidence::Gone(_));
     for f in [
         Fault::Lost,
@@ -108,7 +108,7 @@ fn a_fault_clears_only_after_reading_gone_for_the_whole_hold() {
 fn a_fault_back_within_the_hour_says_so_and_asks_for_more() {
     let start = Instant::now();
     let at = |s: u64| start + Duration::from_secs(s);
-    let xid = (Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::ResetGpu) });
+    let xid = (Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::ResetGpu), repeated: None });
     let mut t = tracker_with(std::slice::from_ref(&xid));
     let mut h = Healing::default();
     assert_eq!(h.observe(&mut t, &healthy(), None, Duration::ZERO, at(0)).len(), 1);

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 pub use super::action::Action;
 pub use super::reading::{driver_answers, Event, GpuReading, Reading, Remapped};
+pub use super::thresholds::Threshold;
 
 /// One fault of one GPU. Serialized with its condition reason as `kind` and its values beside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +57,10 @@ pub enum Fault {
         /// beside it in the record.
         #[serde(default, skip_serializing_if = "Option::is_none", rename = "xidAction")]
         action: Option<Action>,
+        /// The threshold it reached (`--health-xid-thresholds`), where only its repeats made it
+        /// a fault. An nvlabel without thresholds reads the fault as the Xid alone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repeated: Option<Threshold>,
     },
     /// The driver says the GPU needs a recovery action (NVML field 230).
     #[serde(rename = "GpuRecoveryActionRequired")]
@@ -171,6 +176,7 @@ impl Fault {
             Fault::RemappedRowsFailure => "row remapping failed".into(),
             Fault::DoubleBitEcc => "double-bit ECC error".into(),
             Fault::UncorrectedEcc { count } => format!("{count} uncorrected ECC errors since reset"),
+            Fault::Xid { xid, repeated: Some(t), .. } => format!("Xid {xid} {t}"),
             Fault::Xid { xid, mig: None, .. } => format!("Xid {xid}"),
             Fault::Xid { xid, mig: Some((gi, ci)), .. } => {
                 format!("Xid {xid} on MIG device GI {gi} CI {ci}")
@@ -195,8 +201,12 @@ pub struct Rules<'a> {
 }
 
 /// Nothing listed, no count expected: the catalog alone decides.
-static CATALOG_ONLY: Judging =
-    Judging { ignored_xids: BTreeSet::new(), fatal_xids: BTreeSet::new(), expected_gpus: None };
+static CATALOG_ONLY: Judging = Judging {
+    ignored_xids: BTreeSet::new(),
+    fatal_xids: BTreeSet::new(),
+    expected_gpus: None,
+    xid_thresholds: std::collections::BTreeMap::new(),
+};
 
 impl Default for Rules<'static> {
     /// The catalog alone decides, and no count is expected.
@@ -277,7 +287,7 @@ impl<'a> Rules<'a> {
                     true => None,
                     false => super::action::xid_action(xid, ignored, fatal),
                 };
-                action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a) }))
+                action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a), repeated: None }))
             }
             Event::DoubleBitEcc { index } => Some((Some(index), Fault::DoubleBitEcc)),
             Event::Lost { index } => Some((Some(index), Fault::Lost)),

@@ -80,7 +80,7 @@ fn xids_follow_nvidias_catalog_unless_the_operator_lists_them() {
         let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) }, None);
         assert_eq!(
             found,
-            Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)), action: Some(action) })),
+            Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)), action: Some(action), repeated: None })),
             "{xid}"
         );
     }
@@ -127,8 +127,8 @@ fn ecc_and_lost_events_are_faults() {
 #[test]
 fn reasons_are_camel_case_ranked_and_have_actions() {
     assert_eq!(Fault::Lost.reason(), "GpuLost");
-    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None }.action(), Action::Reboot);
-    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None, repeated: None }.action(), Action::Reboot);
+    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None, repeated: None }.action(), Action::ResetGpu);
     assert_eq!(Fault::RemappedRowsFailure.action(), Action::Replace);
     assert!(Fault::RemappedRowsFailure.rank() < Fault::RemappedRowsPending.rank());
     let faults = crate::health::record::samples::every_fault();
@@ -143,9 +143,12 @@ fn reasons_are_camel_case_ranked_and_have_actions() {
     assert_eq!(distinct(|f| f.reason().into()), 12, "one reason per kind");
     assert_eq!(distinct(|f| f.rank().to_string()), 12, "one rank per kind");
     assert_eq!(
-        Fault::Xid { xid: 31, mig: Some((9, 0)), action: None }.describe(),
+        Fault::Xid { xid: 31, mig: Some((9, 0)), action: None, repeated: None }.describe(),
         "Xid 31 on MIG device GI 9 CI 0"
     );
+    let three = crate::health::record::samples::three_in_a_minute();
+    let repeated = Fault::Xid { xid: 43, mig: None, action: Some(Action::ResetGpu), repeated: Some(three) };
+    assert_eq!((repeated.describe(), repeated.reason()), ("Xid 43 3 times in 1m".into(), "XidCriticalError"));
 }
 
 /// Every rule's case, checked against `rules`: the cases it gets wrong.
@@ -214,7 +217,7 @@ fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
     check(
         "xid",
         event(Event::Xid { index: 0, xid: 79, mig: None }),
-        vec![(Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot) })],
+        vec![(Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot), repeated: None })],
     );
     check("xid 13", event(Event::Xid { index: 0, xid: 13, mig: None }), vec![]);
     check("dbe", event(Event::DoubleBitEcc { index: 1 }), vec![(Some(1), Fault::DoubleBitEcc)]);
@@ -233,7 +236,8 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
     let fatal_13 = fatal(&[13]);
     assert_eq!(
         misses(&Rules::new(&fatal_13)),
-        vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None, action: Some(CheckWorkload) })]".to_string()]
+        vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None, action: Some(CheckWorkload), repeated: None })]"
+            .to_string()]
     );
 }
 
@@ -252,7 +256,10 @@ fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset(
     let entry = t.record(&found, Some("GPU-a"), |_| 0).unwrap();
     assert_eq!(entry.text, "GPU 0 (GPU-a): XidCriticalError, Xid 31, action: check the workload on this GPU");
     // A record from before the catalog keeps its time's actions.
-    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None }.action(), Action::ResetGpu);
-    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None }.action(), Action::Reboot);
-    assert_eq!(Fault::Xid { xid: 31, mig: None, action: None }.action(), Action::CheckWorkload);
+    assert_eq!(Fault::Xid { xid: 48, mig: None, action: None, repeated: None }.action(), Action::ResetGpu);
+    assert_eq!(Fault::Xid { xid: 79, mig: None, action: None, repeated: None }.action(), Action::Reboot);
+    assert_eq!(
+        Fault::Xid { xid: 31, mig: None, action: None, repeated: None }.action(),
+        Action::CheckWorkload
+    );
 }

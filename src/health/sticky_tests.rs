@@ -19,7 +19,11 @@ fn healthy_unknown_and_faulty_verdicts() {
     assert_eq!(t.verdict().status, Status::Unknown);
     assert_eq!(t.verdict().reason, UNAVAILABLE);
     assert!(t
-        .record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b"), |_| 0)
+        .record(
+            &(Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+            Some("GPU-b"),
+            |_| 0
+        )
         .is_some());
     assert!(t.record(&(Some(0), Fault::RetiredPagesPending), Some("GPU-a"), |_| 0).is_some());
     let v = t.verdict();
@@ -35,11 +39,15 @@ fn healthy_unknown_and_faulty_verdicts() {
 #[test]
 fn faults_are_sticky_and_listed_once() {
     let mut t = Tracker::new("b");
-    let xid = (Some(0), Fault::Xid { xid: 48, mig: None, action: None });
+    let xid = (Some(0), Fault::Xid { xid: 48, mig: None, action: None, repeated: None });
     assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_some());
     assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_none(), "seen again: not new");
     assert!(t
-        .record(&(Some(0), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-a"), |_| 0)
+        .record(
+            &(Some(0), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+            Some("GPU-a"),
+            |_| 0
+        )
         .is_some());
     t.nvml(Ok(1));
     assert_eq!(t.verdict().status, Status::False, "a pass without the fault does not clear it");
@@ -60,7 +68,11 @@ fn on_node(v: &Verdict) -> Existing {
 fn a_restart_recovers_the_faults_of_this_boot_only() {
     let mut t = Tracker::new("boot-a");
     t.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0);
-    t.record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None, |_| 0);
+    t.record(
+        &(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None }),
+        None,
+        |_| 0,
+    );
     t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None, |_| 0);
     let v = t.verdict();
     let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
@@ -69,7 +81,11 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     assert_eq!(on_node(&v).published(), v, "what was published is recognised: no write");
     let mut again = back.clone();
     assert!(again
-        .record(&(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None }), None, |_| 0)
+        .record(
+            &(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None }),
+            None,
+            |_| 0
+        )
         .is_none());
     assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0).is_none());
     let (other, cleared) = Tracker::recover("boot-b", &on_node(&v));
@@ -89,7 +105,11 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
 #[test]
 fn a_new_wording_of_the_message_forgets_no_fault() {
     let mut t = Tracker::new("boot-a");
-    t.record(&(Some(1), Fault::Xid { xid: 79, mig: None, action: None }), Some("GPU-b"), |_| 0);
+    t.record(
+        &(Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+        Some("GPU-b"),
+        |_| 0,
+    );
     t.record(&(Some(0), Fault::NvlinkInactive { link: 3 }), Some("GPU-a"), |_| 0);
     let v = t.verdict();
     // Written by a version that words the message differently (or in another language).
@@ -122,7 +142,7 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
         record.faults.iter().map(|f| (f.gpu, f.fault.clone())).collect::<Vec<_>>(),
         vec![
             (Some(0), Fault::RetiredPagesPending),
-            (Some(1), Fault::Xid { xid: 79, mig: None, action: None })
+            (Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None })
         ]
     );
     assert_ne!(old.published(), v, "the record is missing on the Node: the next write adds it");

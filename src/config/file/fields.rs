@@ -53,6 +53,30 @@ pub fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Interval>, D::
     }
 }
 
+/// `healthXidThresholds`: the flag's text (`"43:3/1m,13:5/10m"`, checked where the flag is), or
+/// a YAML list of its items, the chart's form; a list becomes the same text.
+pub fn text_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let items = match Value::deserialize(d)? {
+        Value::Array(items) => items,
+        Value::Null => return Ok(None),
+        Value::String(s) => return Ok(Some(s)),
+        other => {
+            let why = format!("expected a list such as [\"43:3/1m\"] or its text, got {other}");
+            return Err(serde::de::Error::custom(why));
+        }
+    };
+    let texts: Result<Vec<&str>, D::Error> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let why =
+                || format!("item {i} of the list is {item}, not text; use a list such as [\"43:3/1m\"]");
+            item.as_str().ok_or_else(|| serde::de::Error::custom(why()))
+        })
+        .collect();
+    texts.map(|t| Some(t.join(",")))
+}
+
 /// `healthIgnoreXids`: the flag's text (`"13,31"`, checked where the flag is), or a YAML list of
 /// Xid numbers, the form the chart's `health.ignoreXids` has; a list becomes the same text, so
 /// both forms meet one check. A list element that is not an Xid number is named with its place.

@@ -232,6 +232,9 @@ containers:
       {{- if kindIs "slice" .Values.health.fatalXids }}
       - --health-fatal-xids={{ join "," .Values.health.fatalXids }}
       {{- end }}
+      {{- if kindIs "slice" .Values.health.xidThresholds }}
+      - --health-xid-thresholds={{ join "," .Values.health.xidThresholds }}
+      {{- end }}
       {{- with .Values.health.expectedGpus }}
       - --health-expected-gpus={{ . }}
       {{- end }}

@@ -54,6 +54,26 @@ so the two refuse the same. */}}
 {{- with $both -}}
 {{- fail (printf "health.ignoreXids, health.fatalXids: in both lists: %s; nvlabel refuses an Xid both ignored and fatal, keep each in one list" (join ", " . )) -}}
 {{- end -}}
+{{- /* Thresholds: a positive window, one per Xid, and none for an Xid ignored or fatal (nvlabel
+     refuses each; the schema has checked the form and the count). */ -}}
+{{- $listed := dict -}}
+{{- range (.Values.health.ignoreXids | default list) -}}{{- $_ := set $listed (toString (int64 .)) "ignoreXids" -}}{{- end -}}
+{{- range (.Values.health.fatalXids | default list) -}}{{- $_ := set $listed (toString (int64 .)) "fatalXids" -}}{{- end -}}
+{{- $counted := dict -}}
+{{- range (.Values.health.xidThresholds | default list) -}}
+{{- $xid := toString (atoi (regexFind "^[0-9]+" .)) -}}
+{{- $window := regexReplaceAll "^[^/]*/" . "" -}}
+{{- if eq (float64 (include "nvlabel.durationNs" $window)) 0.0 -}}
+{{- fail (printf "health.xidThresholds: %s has a zero window; nvlabel refuses it (--health-xid-thresholds): use a positive duration such as 1m" .) -}}
+{{- end -}}
+{{- if hasKey $counted $xid -}}
+{{- fail (printf "health.xidThresholds: Xid %s has two thresholds (%s, %s); nvlabel refuses it (--health-xid-thresholds): give each Xid one" $xid (get $counted $xid) .) -}}
+{{- end -}}
+{{- $_ := set $counted $xid . -}}
+{{- if hasKey $listed $xid -}}
+{{- fail (printf "health.xidThresholds: Xid %s is in health.%s too; nvlabel refuses an Xid with a threshold that is ignored or fatal (--health-xid-thresholds), keep it in one" $xid (get $listed $xid)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* A duration's length in nanoseconds, summed as nvlabel sums it (crate::duration): a bare

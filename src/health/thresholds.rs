@@ -1,0 +1,137 @@
+//! Xids that are no fault once and one when they repeat (`--health-xid-thresholds
+//! XID:COUNT/WINDOW[,...]`): the operator's thresholds as values, and the count of each GPU's
+//! recent Xids that reaches them. Counted on tokio's clock, so tests can move time; each GPU's
+//! count of an Xid keeps at most COUNT times. The fault a threshold makes is an Xid fault
+//! ([`super::rules::Fault::Xid`] with its threshold in `repeated`), so it clears as one does.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a good value looks like, for error messages.
+const FORM: &str = "use XID:COUNT/WINDOW items such as 43:3/1m,13:5/10m";
+/// The highest COUNT: the times counted per GPU and Xid are kept until the window passes.
+pub const MAX_COUNT: u32 = 1000;
+
+/// COUNT times on one GPU within WINDOW.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Threshold {
+    /// How many times (at least 2: once is `--health-fatal-xids`).
+    pub count: u32,
+    /// Within how long, spelled in the record as a Go duration (`1m`, `1m30s`).
+    #[serde(with = "go_text")]
+    pub window: Duration,
+}
+
+/// The thresholds by Xid.
+pub type Thresholds = BTreeMap<u64, Threshold>;
+
+impl std::fmt::Display for Threshold {
+    /// As the condition's message says it: `3 times in 1m`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} times in {}", self.count, duration_text(self.window))
+    }
+}
+
+/// A duration as nvlabel's flags spell it (Go's units, no zero parts): `1h`, `1m30s`, `1.5s`,
+/// `500ms`. [`crate::duration::parse_go_duration`] reads it back exactly.
+pub fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s, nanos) = (secs / 3600, secs / 60 % 60, secs % 60, d.subsec_nanos());
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    match (s, nanos) {
+        (0, 0) if !out.is_empty() => {}
+        (0, n) if n % 1_000_000 == 0 && n > 0 && out.is_empty() => {
+            out.push_str(&format!("{}ms", n / 1_000_000))
+        }
+        (s, 0) => out.push_str(&format!("{s}s")),
+        (s, n) => out.push_str(&format!("{s}.{}s", format!("{n:09}").trim_end_matches('0'))),
+    }
+    out
+}
+
+/// The window's serde form: its [`duration_text`].
+mod go_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::duration_text(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        crate::duration::parse_go_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The flag's text: comma-separated `XID:COUNT/WINDOW` items (empty: none). A bad item is named
+/// with what is wrong and what a good one looks like.
+pub fn parse(text: &str) -> Result<Thresholds, String> {
+    let mut out = Thresholds::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (xid, threshold) = parse_item(item)?;
+        if out.insert(xid, threshold).is_some() {
+            return Err(format!("Xid {xid} has two thresholds; give each Xid one ({FORM})"));
+        }
+    }
+    Ok(out)
+}
+
+/// One `XID:COUNT/WINDOW` item.
+fn parse_item(item: &str) -> Result<(u64, Threshold), String> {
+    let shape = || format!("{item:?} is not XID:COUNT/WINDOW; {FORM}");
+    let (xid, rest) = item.split_once(':').ok_or_else(shape)?;
+    let (count, window) = rest.split_once('/').ok_or_else(shape)?;
+    let xid = xid.trim().parse().map_err(|_| format!("{xid:?} in {item:?} is not an Xid number; {FORM}"))?;
+    let count = count
+        .trim()
+        .parse()
+        .ok()
+        .filter(|c| (2..=MAX_COUNT).contains(c))
+        .ok_or_else(|| format!("the count {count:?} in {item:?} is not a whole number from 2 to {MAX_COUNT} (once is --health-fatal-xids); {FORM}"))?;
+    let window =
+        crate::duration::parse_go_duration(window.trim()).ok().filter(|w| !w.is_zero()).ok_or_else(|| {
+            format!("the window {window:?} in {item:?} is not a positive duration such as 1m or 90s; {FORM}")
+        })?;
+    Ok((xid, Threshold { count, window }))
+}
+
+/// Each GPU's recent Xids that a threshold counts: the times of the last COUNT at most.
+#[derive(Debug, Default)]
+pub struct Counter {
+    seen: BTreeMap<(u32, u64), VecDeque<Instant>>,
+}
+
+impl Counter {
+    /// Counts Xid `xid` on GPU `index` now, by `thresholds` (the ones in force: a reload may
+    /// change them); returns the threshold it reaches, if this one does. The count starts again
+    /// after, so the next fault of the same kind needs COUNT more.
+    pub fn count(&mut self, thresholds: &Thresholds, index: u32, xid: u64) -> Option<Threshold> {
+        self.seen.retain(|(_, x), _| thresholds.contains_key(x));
+        let threshold = *thresholds.get(&xid)?;
+        let now = Instant::now();
+        let times = self.seen.entry((index, xid)).or_default();
+        times.push_back(now);
+        while times.front().is_some_and(|t| now.duration_since(*t) > threshold.window) {
+            times.pop_front();
+        }
+        if times.len() < threshold.count as usize {
+            return None;
+        }
+        // Reaching the count empties the list: it never holds more than COUNT times.
+        self.seen.remove(&(index, xid));
+        Some(threshold)
+    }
+}
+
+#[cfg(test)]
+#[path = "thresholds_tests.rs"]
+mod tests;

@@ -1,7 +1,8 @@
 //! Health's failed API calls in the log as the rest of nvlabel's (`kubeapi::remind`): a failure
 //! said when it starts, reminded of at most once a minute while the retries go on, and said
-//! resolved when a call works again. Health retries on its backoff from 1 s, so without this a
-//! refused write would be a line every few seconds.
+//! resolved when a call works again. The condition and the taints retry on health's backoff
+//! from 1 s, and Events with every fault, so without this a refused write would be a line every
+//! few seconds.
 
 use crate::kubeapi::remind::{Failures, Say};
 use std::fmt::Display;

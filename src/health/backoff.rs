@@ -1,5 +1,6 @@
-//! How health waits after a failed API call: the one backoff ([`FullJitter`]) holding calls back
-//! for a random time in a window from 1 s doubling to 5 minutes, until a call succeeds.
+//! How health's condition and device taints wait after a failed API call: the one backoff
+//! ([`FullJitter`]) holding calls back for a random time in a window from 1 s doubling to 5
+//! minutes, until a call succeeds. (Events retry within their one call and are rate-limited.)
 
 use crate::kubeapi::backoff::FullJitter;
 use std::time::Duration;

@@ -6,6 +6,8 @@
 //! `DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`,
 //! `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`, `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`. dcgm-exporter has no
 //! health flag, per-Xid count, warning episode or hung-call gauge: `nvlabel_gpu_healthy`,
+//! `nvlabel_gpu_health_readings`, `nvlabel_gpu_device_taints`,
+//! `nvlabel_gpu_device_taint_failures`,
 //! `nvlabel_gpu_xid_errors_total`, `nvlabel_gpu_warning_episodes_total`,
 //! `nvlabel_gpu_fault_recoveries_total`, `nvlabel_gpu_fault_recurrences_total` and
 //! `nvlabel_nvml_call_stalled` are ours.

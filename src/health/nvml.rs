@@ -1,7 +1,7 @@
 //! Health from NVML: each pass's reading (ECC counts, row remapping, retired pages, NVLink
 //! states, lost GPUs, the PCI bus count), and the event thread (Xids, double-bit ECC, GPUs
 //! becoming unavailable) that blocks in `nvmlEventSetWait` so the async runtime never does.
-//! Both use the daemon's one NVML session.
+//! In the daemon both use its one NVML session; `nvlabel health` opens one of its own.
 
 use super::raw_events::{handle_key, EventSet, RawEvent};
 use super::rules::{Event, GpuReading, Reading, Remapped};

@@ -8,7 +8,7 @@
 //! writes nothing when they are still right; one named as the released version named them
 //! ([`previous_name`]) is replaced. A rule is written only when its typed [`Spec`] changes (what
 //! the server adds to a rule is no part of it) and deleted when its GPU is healthy again (a new
-//! boot). The requests are [`super::taint_api`]'s: where no version serves DeviceTaintRule, one
+//! boot, or its faults cleared in place or by hand). The requests are [`super::taint_api`]'s: where no version serves DeviceTaintRule, one
 //! warning says so and discovery is asked again at most every ten minutes; the Node condition
 //! works either way. After a failed pass no request goes before health's backoff
 //! (`backoff.rs`'s `AFTER_FAILURE`) allows.

@@ -5,6 +5,7 @@
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).
 
+use super::admin::AdminClears;
 use super::boot::boot_id;
 use super::config::HealthConfig;
 use super::expected::Expected;
@@ -13,7 +14,7 @@ use super::nvml::ReadError;
 use super::reader::Reader;
 use super::reading::Unreadable;
 use super::recovery::Healing;
-use super::report::{Report, Warning};
+use super::report::{AdminCleared, Report, Warning};
 use super::rules::{driver_answers, Event, Fault, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker};
@@ -46,6 +47,8 @@ pub struct Judge {
     unreadable: Unreadable,
     /// Faults going away (cleared after the hold) and coming back.
     healing: Healing,
+    /// A person's clears on the Node, and the one obeyed last.
+    admin: AdminClears,
 }
 
 /// What one look at the GPUs saw, before it is judged.
@@ -67,7 +70,8 @@ impl Look {
 
 impl Judge {
     /// A judge reading NVML through `session` where `config` says, counting in `metrics`; with
-    /// `node`, this Node's watch, the expected GPU count comes from its label.
+    /// `node`, this Node's watch, the expected GPU count comes from its label and a person's
+    /// clear of the condition is obeyed.
     pub fn new(
         config: &HealthConfig,
         session: Session,
@@ -81,6 +85,7 @@ impl Judge {
             tracker: None,
             last: None,
             pending: Vec::new(),
+            admin: AdminClears::new(node.clone(), &config.settings.condition_type),
             expected: Expected::new(node),
             expected_now: config.settings.judging.expected_gpus,
             signals: Signals::default(),
@@ -165,6 +170,7 @@ impl Judge {
     /// Judges a look by the rules `config` sets, into the record: the report of where it stands.
     pub fn judge(&mut self, look: Look, config: &HealthConfig) -> Report {
         let expected = self.expected.count(config.settings.judging.expected_gpus);
+        let admin = self.obey();
         let Some(tracker) = self.tracker.as_mut() else { return look.unjudged() };
         if expected != self.expected_now {
             let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
@@ -202,7 +208,7 @@ impl Judge {
         if let Some(Ok(r)) = look.reading {
             self.last = Some(r);
         }
-        Report { recovered, ..self.report(new_faults, look.warnings) }
+        Report { recovered, admin, ..self.report(new_faults, look.warnings) }
     }
 
     /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way).
@@ -227,8 +233,23 @@ impl Judge {
 
     /// An event's fault into the record: the report of where it stands.
     pub fn found(&mut self, found: Found) -> Report {
+        let admin = self.obey();
         let new_faults = self.record(&[found]);
-        self.report(new_faults, Vec::new())
+        Report { admin, ..self.report(new_faults, Vec::new()) }
+    }
+
+    /// Obeys a clear by hand the Node shows and the judge has not obeyed yet: drops the faults
+    /// it cleared. Done before anything new is recorded, so that a new fault is reported alone
+    /// and a fault whose cause is still read comes back with this reading, as a new one.
+    fn obey(&mut self) -> Option<AdminCleared> {
+        let tracker = self.tracker.as_mut()?;
+        let clear = self.admin.unobeyed()?;
+        let faults = tracker.keep_only(&clear.kept);
+        for f in &faults {
+            tracing::info!(fault = %f.text, "GPU fault cleared by hand");
+        }
+        self.healthy_metrics();
+        Some(AdminCleared { faults })
     }
 
     /// Each faulty GPU's UUID with its worst fault's reason; `None` while the record is unknown.
@@ -271,6 +292,7 @@ impl Judge {
         Report {
             cleared: None,
             recovered: Vec::new(),
+            admin: None,
             verdict: self.tracker.as_ref().map(Tracker::verdict),
             faulty: self.faulty(),
             new_faults,
@@ -284,3 +306,7 @@ impl Judge {
 fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
+
+#[cfg(test)]
+#[path = "judge_tests.rs"]
+mod tests;

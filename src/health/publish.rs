@@ -43,6 +43,8 @@ struct Seen {
     /// writes under its own (health written before the instance had one): given up after the
     /// instance's first write, so the instance's prune removes everything.
     legacy: bool,
+    /// The Node's resourceVersion as last read: [`NodeCondition::apply_exact`]'s precondition.
+    resource_version: Option<String>,
 }
 
 /// This Node's health condition.
@@ -115,6 +117,7 @@ impl NodeCondition {
         let mut seen = self.seen();
         seen.uid = node.metadata.uid;
         seen.legacy = legacy;
+        seen.resource_version = node.metadata.resource_version;
         Ok(found.map(|c| {
             let status = Status::parse(&c.status);
             if let Some(t) = c.last_transition_time {
@@ -147,17 +150,7 @@ impl NodeCondition {
                 self.get().await?;
             }
             applying.store(true, Relaxed);
-            let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let (uid, since) = {
-                let seen = self.seen();
-                let since = match &seen.transition {
-                    Some((status, at)) if *status == v.status => at.clone(),
-                    _ => now.clone(),
-                };
-                (seen.uid.clone(), since)
-            };
-            let condition = condition(&self.condition_type, v, since.clone(), now);
-            let body = apply_body(&self.node, uid, condition, v.record.as_ref());
+            let (body, since) = self.body(v);
             match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     self.seen().uid = None;
@@ -169,18 +162,58 @@ impl NodeCondition {
         .await
         .map_err(|source| self.failure(applying.load(Relaxed), source))?;
         self.seen().transition = Some((v.status, written));
-        if std::mem::take(&mut self.seen().legacy) {
-            // The instance owns the condition now: nvlabel's own manager lets go of it (what both
-            // set stays), so that the instance's prune leaves nothing behind.
-            let uid = self.uid();
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            let patch = Patch::Apply(empty(&self.node, uid));
-            retry("handing the health condition to the instance", self.backoff, || {
-                self.api.patch_status(&self.node, &params, &patch)
-            })
-            .await
-            .map_err(|source| self.failure(true, source))?;
+        self.hand_over().await
+    }
+
+    /// Applies the condition onto the Node exactly as [`NodeCondition::read`] last read it (its
+    /// resourceVersion a precondition): `false`, and nothing written, where the Node changed
+    /// since (read it again and decide again). What a person's clear writes, so that it clears
+    /// only what it read, never a fault written meanwhile.
+    pub async fn apply_exact(&mut self, v: &Verdict) -> Result<bool, ApiFailure> {
+        let params = PatchParams::apply(&self.manager).force();
+        let written = retry("clearing the health condition", self.backoff, || async {
+            let (mut body, since) = self.body(v);
+            body.metadata.resource_version = self.seen().resource_version.clone();
+            match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+                other => other.map(|_| Some(since)),
+            }
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
+        let Some(since) = written else { return Ok(false) };
+        self.seen().transition = Some((v.status, since));
+        self.hand_over().await?;
+        Ok(true)
+    }
+
+    /// The apply body of `v` (the condition's `lastTransitionTime` kept while its status is),
+    /// and that time.
+    fn body(&self, v: &Verdict) -> (Node, Time) {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let seen = self.seen();
+        let since = match &seen.transition {
+            Some((status, at)) if *status == v.status => at.clone(),
+            _ => now.clone(),
+        };
+        let condition = condition(&self.condition_type, v, since.clone(), now);
+        (apply_body(&self.node, seen.uid.clone(), condition, v.record.as_ref()), since)
+    }
+
+    /// After a write under an instance's manager: nvlabel's own manager lets go of what it held
+    /// of the condition (what both set stays), so that the instance's prune leaves nothing behind.
+    async fn hand_over(&mut self) -> Result<(), ApiFailure> {
+        if !std::mem::take(&mut self.seen().legacy) {
+            return Ok(());
         }
+        let uid = self.uid();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let patch = Patch::Apply(empty(&self.node, uid));
+        retry("handing the health condition to the instance", self.backoff, || {
+            self.api.patch_status(&self.node, &params, &patch)
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
         Ok(())
     }
 }

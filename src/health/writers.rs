@@ -71,6 +71,10 @@ impl Writers {
 
     /// Writes `report`: the condition where it changed, then each other writer's part.
     pub async fn export(&mut self, report: &Report, config: &HealthConfig) {
+        if report.admin.is_some() {
+            // A person wrote the condition: what it shows now is read again, not remembered.
+            self.condition.refresh().await;
+        }
         if let Some(verdict) = &report.verdict {
             self.condition.publish(verdict, &mut self.retirement).await;
         }

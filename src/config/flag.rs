@@ -70,6 +70,7 @@ flags! {
     HealthTaintEffect = "health-taint-effect",
     BootIdFile = "boot-id-file",
     Instance = "instance",
+    Gpu = "gpu",
 }
 
 impl Flag {

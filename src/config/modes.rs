@@ -23,6 +23,7 @@ fn mode(command: Option<CommandKind>, settings: &Settings) -> Mode {
         Some(CommandKind::Prune) => Mode::Prune,
         Some(CommandKind::Hook) => Mode::Hook,
         Some(CommandKind::Health) => Mode::Health,
+        Some(CommandKind::HealthClear) => Mode::HealthClear,
     }
 }
 
@@ -94,7 +95,7 @@ fn choices_made_without_a_word(run: &Run) -> Vec<String> {
     out
 }
 
-/// The subcommand's name as clap knows it (`""` for the labeller).
+/// The subcommand's name as clap knows it (`""` for the labeller; a nested one after its parent's).
 fn command_name(command: Option<CommandKind>) -> &'static str {
     match command {
         None => "",
@@ -102,10 +103,12 @@ fn command_name(command: Option<CommandKind>) -> &'static str {
         Some(CommandKind::Prune) => "prune",
         Some(CommandKind::Hook) => "hook",
         Some(CommandKind::Health) => "health",
+        Some(CommandKind::HealthClear) => "health clear",
     }
 }
 
-/// Every long flag of every command, with the command's name (`""` for the labeller).
+/// Every long flag of every command, with the command's name (`""` for the labeller, `health
+/// clear` for a nested one).
 pub fn all_flags() -> Vec<(String, String)> {
     let top = command();
     let mut out: Vec<(String, String)> = Vec::new();
@@ -121,6 +124,9 @@ pub fn all_flags() -> Vec<(String, String)> {
     add("", &top);
     for sub in top.get_subcommands() {
         add(sub.get_name(), sub);
+        for nested in sub.get_subcommands() {
+            add(&format!("{} {}", sub.get_name(), nested.get_name()), nested);
+        }
     }
     out
 }

@@ -71,6 +71,19 @@ pub enum ClearError {
         /// Why the record does not say.
         why: String,
     },
+    /// Another instance's field manager wrote the health on the Node: a clear under this one
+    /// could not remove its record.
+    #[error("Node {node}'s GPU health is written under field manager {other}, not {ours}: {hint}, so that the clear replaces it")]
+    OtherManager {
+        /// The node.
+        node: String,
+        /// The field manager that wrote it.
+        other: String,
+        /// The one the clear would write under.
+        ours: String,
+        /// Which flags name that one.
+        hint: String,
+    },
     /// The Node could not be read or written.
     #[error(transparent)]
     Api(ApiFailure),
@@ -87,6 +100,7 @@ impl Classify for ClearError {
     fn is_bad_configuration(&self) -> bool {
         match self {
             ClearError::NoNode | ClearError::NodeName(_) | ClearError::Gpu(_) => true,
+            ClearError::OtherManager { .. } => true,
             ClearError::Client(e) => e.is_bad_configuration(),
             ClearError::Api(e) => e.is_bad_configuration(),
             ClearError::NotFound(_)
@@ -239,6 +253,14 @@ fn who(index: u32, uuid: &Option<String>) -> String {
     }
 }
 
+/// The flags that name the instance whose field manager is `manager`.
+fn instance_flags(manager: &str) -> String {
+    match manager.strip_prefix("nvlabel/").and_then(|m| m.split_once('/')) {
+        Some((namespace, name)) => format!("give --instance {name} --namespace {namespace}"),
+        None => "give the release's --instance and --namespace".into(),
+    }
+}
+
 /// What `nvlabel health clear` did, as it prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -292,6 +314,14 @@ where
             Some(404) => ClearError::NotFound(node.clone()),
             _ => ClearError::Api(e),
         })?;
+        if let Some(other) = condition.others().into_iter().next() {
+            return Err(ClearError::OtherManager {
+                node,
+                hint: instance_flags(&other),
+                other,
+                ours: manager,
+            });
+        }
         let at = k8s_openapi::jiff::Timestamp::now();
         let at = k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap_or(at);
         let (verdict, cleared) = match decide(existing.as_ref(), &gpus, &node, kind, &at.to_string())? {

@@ -140,3 +140,20 @@ fn gpus_are_indexes_or_uuids_repeated_or_listed() {
     assert!(node_name("gpu-a") && node_name("ip-10-0-0-1.ec2.internal"));
     assert!(!node_name("Gpu_A") && !node_name("") && !node_name("-a"));
 }
+
+#[test]
+fn another_instances_manager_is_named_with_the_flags_that_name_it() {
+    assert_eq!(instance_flags("nvlabel/gpu/nvlabel-a"), "give --instance nvlabel-a --namespace gpu");
+    assert_eq!(instance_flags("nvlabel/0123456789abcdef"), "give the release's --instance and --namespace");
+    let e = ClearError::OtherManager {
+        node: "gpu-a".into(),
+        other: "nvlabel/gpu/nv".into(),
+        ours: "nvlabel".into(),
+        hint: instance_flags("nvlabel/gpu/nv"),
+    };
+    assert_eq!(
+        e.to_string(),
+        "Node gpu-a's GPU health is written under field manager nvlabel/gpu/nv, not nvlabel: give --instance nv --namespace gpu, so that the clear replaces it"
+    );
+    assert!(e.is_bad_configuration());
+}

@@ -45,6 +45,9 @@ struct Seen {
     legacy: bool,
     /// The Node's resourceVersion as last read: [`NodeCondition::apply_exact`]'s precondition.
     resource_version: Option<String>,
+    /// The other field managers of nvlabel's health that own fields of the status as last read
+    /// (another instance's; nvlabel's own is `legacy`).
+    others: Vec<String>,
 }
 
 /// This Node's health condition.
@@ -94,6 +97,12 @@ impl NodeCondition {
         self.seen().legacy
     }
 
+    /// The other instances' field managers that own fields of the status as last read: a write
+    /// under this one cannot remove what they wrote.
+    pub fn others(&self) -> Vec<String> {
+        self.seen().others.clone()
+    }
+
     /// A failed request on the Node as one line; `applying` tells the apply from the read.
     fn failure(&self, applying: bool, source: kube::Error) -> ApiFailure {
         let (action, verb, resource) = match applying {
@@ -107,6 +116,8 @@ impl NodeCondition {
     async fn get(&self) -> Result<Option<Existing>, kube::Error> {
         let node = self.api.get(&self.node).await?;
         let legacy = self.manager != FIELD_MANAGER && owns_status(&node, FIELD_MANAGER);
+        let mut others = health_managers(&node);
+        others.retain(|m| *m != self.manager && m != FIELD_MANAGER);
         let found = node
             .status
             .and_then(|s| s.conditions)
@@ -118,6 +129,7 @@ impl NodeCondition {
         seen.uid = node.metadata.uid;
         seen.legacy = legacy;
         seen.resource_version = node.metadata.resource_version;
+        seen.others = others;
         Ok(found.map(|c| {
             let status = Status::parse(&c.status);
             if let Some(t) = c.last_transition_time {

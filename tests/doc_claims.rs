@@ -20,6 +20,8 @@ const FOREIGN_FLAGS: &[(&str, &[&str])] = &[
     ("helm template", &["--show-only"]),
     ("helm upgrade", &["--reuse-values"]),
     ("kubectl", &["--subresource", "--type", "--field-selector", "--ignore-daemonsets", "--timeout"]),
+    ("kubectl apply", &["--server-side", "--force-conflicts", "--field-manager"]),
+    ("kubectl get", &["--show-managed-fields"]),
     ("kubectl drain", &["--delete-emptydir-data"]),
     ("docker buildx, buildah", &["--platform", "--push", "--load", "--target", "--build-context", "--pull"]),
     ("a placeholder for any boolean flag", &["--flag"]),

@@ -1,7 +1,8 @@
 //! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
 //! goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence clears faults in
-//! place ([`Healing`]), and it comes out as a [`Report`]; the metrics of what was read are kept
-//! here too. Nothing here writes to the API: the
+//! place ([`Healing`]), a person's clear on the Node (seen through its watch) drops the faults
+//! it cleared ([`AdminClears`], first, so what is new comes alone), and it comes out as a
+//! [`Report`]; the metrics of what was read are kept here too. Nothing here writes to the API: the
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).
 

@@ -72,7 +72,7 @@ impl Writers {
 
     /// Writes `report`: the condition where it changed, then each other writer's part.
     pub async fn export(&mut self, report: &Report, config: &HealthConfig) {
-        if report.admin.is_some() {
+        if report.admin.is_some() && !self.retirement.as_ref().is_some_and(Retirement::known) {
             // A person wrote the condition: what it shows now is read again, not remembered.
             self.condition.refresh().await;
         }

@@ -107,25 +107,28 @@ fn command_name(command: Option<CommandKind>) -> &'static str {
     }
 }
 
-/// Every long flag of every command, with the command's name (`""` for the labeller, `health
-/// clear` for a nested one).
-pub fn all_flags() -> Vec<(String, String)> {
+/// Every command, with its name (`""` for the labeller, `health clear` for a nested one).
+pub fn commands() -> Vec<(String, clap::Command)> {
     let top = command();
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut add = |name: &str, cmd: &clap::Command| {
-        for a in cmd.get_arguments() {
-            let action = a.get_action();
-            let acts = matches!(action, clap::ArgAction::Help | clap::ArgAction::Version);
-            if let (Some(long), false) = (a.get_long(), acts) {
-                out.push((name.to_string(), long.to_string()));
-            }
-        }
-    };
-    add("", &top);
+    let mut out = vec![(String::new(), top.clone())];
     for sub in top.get_subcommands() {
-        add(sub.get_name(), sub);
+        out.push((sub.get_name().to_string(), sub.clone()));
         for nested in sub.get_subcommands() {
-            add(&format!("{} {}", sub.get_name(), nested.get_name()), nested);
+            out.push((format!("{} {}", sub.get_name(), nested.get_name()), nested.clone()));
+        }
+    }
+    out
+}
+
+/// Every long flag of every command, with the command's name (as [`commands`] names it).
+pub fn all_flags() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (name, cmd) in commands() {
+        for a in cmd.get_arguments() {
+            let acts = matches!(a.get_action(), clap::ArgAction::Help | clap::ArgAction::Version);
+            if let (Some(long), false) = (a.get_long(), acts) {
+                out.push((name.clone(), long.to_string()));
+            }
         }
     }
     out

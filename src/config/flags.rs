@@ -217,9 +217,9 @@ pub enum Command {
     /// as node-problem-detector's custom plugins do; `nvlabel health clear` clears faults by hand.
     #[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
     Health {
-        /// A person's word instead of a look at the GPUs.
+        /// A person's word instead of a look at the GPUs (boxed: the other variants are small).
         #[command(subcommand)]
-        action: Option<HealthAction>,
+        action: Option<Box<HealthAction>>,
         /// How facts are read.
         #[command(flatten)]
         facts: FactArgs,
@@ -292,10 +292,8 @@ impl Cli {
                 (label.facts, label.options, label.config, label.api) = (facts, options, config, api);
                 (Some(CommandKind::Hook), source, log)
             }
-            Some(Command::Health {
-                action: Some(HealthAction::Clear { api, health, clear: gpus, log }),
-                ..
-            }) => {
+            Some(Command::Health { action: Some(action), .. }) => {
+                let HealthAction::Clear { api, health, clear: gpus, log } = *action;
                 (label.api, label.health, clear) = (api, health, gpus);
                 (Some(CommandKind::HealthClear), source, log)
             }

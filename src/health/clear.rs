@@ -84,9 +84,9 @@ pub enum ClearError {
         /// Which flags name that one.
         hint: String,
     },
-    /// The Node could not be read or written.
+    /// The Node could not be read or written (boxed: the one large variant).
     #[error(transparent)]
-    Api(ApiFailure),
+    Api(Box<ApiFailure>),
     /// The Node changed between every read and write.
     #[error(
         "Node {0} changed between each read and write ({TRIES} tries); nothing was cleared, run it again"
@@ -312,7 +312,7 @@ where
     for _ in 0..TRIES {
         let existing = condition.read().await.map_err(|e| match e.code() {
             Some(404) => ClearError::NotFound(node.clone()),
-            _ => ClearError::Api(e),
+            _ => ClearError::Api(Box::new(e)),
         })?;
         if let Some(other) = condition.others().into_iter().next() {
             return Err(ClearError::OtherManager {
@@ -328,7 +328,7 @@ where
             Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
             Decision::Write { verdict, cleared } => (verdict, cleared),
         };
-        if condition.apply_exact(&verdict).await.map_err(ClearError::Api)? {
+        if condition.apply_exact(&verdict).await.map_err(|e| ClearError::Api(Box::new(e)))? {
             tracing::info!(node = %node, manager = %manager, cleared = %cleared.join("; "), "GPU health cleared by hand");
             return Ok(Outcome::Cleared { node, kind: kind.clone(), cleared, verdict });
         }

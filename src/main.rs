@@ -6,6 +6,7 @@ use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState, ReloadError};
 use nvlabel::daemon::service::Service;
 use nvlabel::daemon::{Control, DaemonError};
 use nvlabel::exit::Classify;
+use nvlabel::health::clear::ClearError;
 use nvlabel::health::prune::PruneError;
 use nvlabel::logging::LogFormat;
 use nvlabel::pass::PassError;
@@ -51,6 +52,9 @@ enum Stop {
     /// `nvlabel prune --health-only` (or its flags).
     #[error(transparent)]
     Prune(#[from] PruneError),
+    /// `nvlabel health clear`.
+    #[error(transparent)]
+    Clear(#[from] ClearError),
     /// The signal handlers could not be installed.
     #[error(transparent)]
     Signals(std::io::Error),
@@ -77,6 +81,7 @@ impl Classify for Stop {
             Stop::Config(e) => e.is_bad_configuration(),
             Stop::NoEffect(e) => e.is_bad_configuration(),
             Stop::Prune(e) => e.is_bad_configuration(),
+            Stop::Clear(e) => e.is_bad_configuration(),
             Stop::Signals(_) => false,
             Stop::Daemon(e) => e.is_bad_configuration(),
             Stop::Pass(e) => e.is_bad_configuration(),
@@ -101,7 +106,7 @@ impl Stop {
 }
 
 async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, String>) -> Result<(), Stop> {
-    let prune = cli.prune.clone();
+    let (prune, gpus) = (cli.prune.clone(), cli.clear.gpu.clone());
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
     let given = cli.given.clone();
     let env_of = env.clone();
@@ -139,6 +144,11 @@ async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, 
             let (code, report) = nvlabel::health::oneshot::check(&settings.health_config());
             print!("{report}");
             std::process::exit(code);
+        }
+        (Some(CommandKind::HealthClear), _) => {
+            let s = &settings;
+            let connect = nvlabel::kubeapi::client(s.kubeconfig.as_deref(), s.kube_api_qps, s.kube_api_burst);
+            print!("{}", nvlabel::health::clear::clear(&s.health_config(), &gpus, connect).await?);
         }
         (Some(CommandKind::Prune), _) => {
             let target = settings.target()?;

@@ -20,6 +20,8 @@ const FOREIGN_FLAGS: &[(&str, &[&str])] = &[
     ("helm template", &["--show-only"]),
     ("helm upgrade", &["--reuse-values"]),
     ("kubectl", &["--subresource", "--type", "--field-selector", "--ignore-daemonsets", "--timeout"]),
+    ("kubectl apply", &["--server-side", "--force-conflicts", "--field-manager"]),
+    ("kubectl get", &["--show-managed-fields"]),
     ("kubectl drain", &["--delete-emptydir-data"]),
     ("docker buildx, buildah", &["--platform", "--push", "--load", "--target", "--build-context", "--pull"]),
     ("a placeholder for any boolean flag", &["--flag"]),
@@ -158,8 +160,16 @@ fn subcommands() -> Vec<String> {
 #[test]
 fn every_flag_the_docs_name_is_in_help() {
     let mut known = BTreeSet::new();
-    let commands: Vec<Vec<String>> =
+    let mut commands: Vec<Vec<String>> =
         std::iter::once(vec![]).chain(subcommands().into_iter().map(|s| vec![s])).collect();
+    // A subcommand's own subcommands (`nvlabel health clear`), as its help lists them.
+    for sub in subcommands() {
+        let help = help(&[&sub, "--help"]);
+        let Some(listed) = help.split("Commands:\n").nth(1) else { continue };
+        let nested = listed.split("\n\n").next().unwrap().lines().filter_map(|l| l.split_whitespace().next());
+        commands.extend(nested.map(|n| vec![sub.clone(), n.to_string()]));
+    }
+    assert!(commands.contains(&vec!["health".to_string(), "clear".to_string()]), "{commands:?}");
     for command in commands {
         let args: Vec<&str> = command.iter().map(String::as_str).chain(["--help"]).collect();
         known.extend(words(&help(&args), "--", |c| c.is_ascii_alphanumeric() || c == '-'));

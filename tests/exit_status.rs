@@ -102,6 +102,17 @@ fn every_configuration_error_exits_2() {
         ("prune without --node-name".into(), with(&["prune"], &[]), vec![]),
         ("prune --health-only without a node".into(), with(&["prune", "--health-only"], &[]), vec![]),
         ("prune --all-nodes alone".into(), with(&["prune", "--all-nodes"], &[]), vec![]),
+        ("health clear without --node-name".into(), with(&["health", "clear"], &[]), vec![]),
+        (
+            "health clear, a bad node name".into(),
+            with(&["health", "clear", "--node-name=GPU_1"], &[]),
+            vec![],
+        ),
+        (
+            "health clear, a bad GPU".into(),
+            with(&["health", "clear", "--node-name=n1", "--gpu=first"], &[]),
+            vec![],
+        ),
         (
             "--metrics-addr not an address".into(),
             with(&["--metrics-addr=bogus", "--use-node-feature-api=false", "-o", file], &[]),
@@ -127,6 +138,7 @@ fn every_configuration_error_exits_2() {
             ("prune", &["prune", "--node-name=n1"]),
             ("prune --health-only", &["prune", "--health-only", "--node-name=n1"]),
             ("prune --health-only --all-nodes", &["prune", "--health-only", "--all-nodes"]),
+            ("health clear", &["health", "clear", "--node-name=n1"]),
             ("hook following its node's config label", &["hook", "--node-name=n1", "--config-dir", keys]),
         ] {
             cases.push((
@@ -160,7 +172,7 @@ fn a_failure_of_the_node_or_the_api_exits_1() {
     let print = ["--oneshot", "--use-node-feature-api=false", "-o", ""];
     let empty = dir.path().join("empty.yaml");
     std::fs::write(&empty, "").unwrap();
-    let cases: [(&str, Vec<&str>); 5] = [
+    let cases: [(&str, Vec<&str>); 6] = [
         ("no driver", [&print[..], &["--nvml-library=/nonexistent/libnvidia-ml.so.1"]].concat()),
         // There, but no snapshot: a failed `nvlabel probe` on the node, not a mistyped path.
         ("a snapshot that is empty", [&print[..], &["--snapshot", text(&empty)]].concat()),
@@ -171,6 +183,7 @@ fn a_failure_of_the_node_or_the_api_exits_1() {
         // No API server anywhere (not in a pod, no kubeconfig): the node's, not a bad flag.
         ("no API server to be found", vec!["--oneshot", "--node-name=n1", "--sink=node"]),
         ("prune with no API server", vec!["prune", "--health-only", "--node-name=n1"]),
+        ("health clear with no API server", vec!["health", "clear", "--node-name=n1"]),
     ];
     for (name, args) in cases {
         let (code, stderr) = status_of(&mut nv(&args, &[]));

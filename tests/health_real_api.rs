@@ -9,7 +9,6 @@ use common::apiserver;
 use common::health_cluster::{get_condition, nodes_of, setup};
 use common::health_daemon::*;
 use common::*;
-use nvlabel::health::record::ANNOTATION;
 use std::time::{Duration, Instant};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -188,8 +187,9 @@ async fn an_earlier_nvlabels_faults_stay_and_get_their_record() {
     assert_eq!(c, ("False".into(), "XidCriticalError".into(), message), "the fault stays, worded as before");
 }
 
-/// docs/health.md's way to clear faults by hand: one status patch (condition `True`, record
-/// removed), then a restart of the pod.
+/// docs/health.md's clear by hand (one server-side apply of the condition `True` under nvlabel's
+/// field manager, the record left out) while no daemon runs: the next one starts clean. With a
+/// daemon running: tests/health_admin_clear.rs.
 #[tokio::test]
 async fn a_person_clears_the_faults_as_the_docs_say() {
     let Some(server) = apiserver::server("a_person_clears_the_faults_as_the_docs_say") else { return };
@@ -206,10 +206,10 @@ async fn a_person_clears_the_faults_as_the_docs_say() {
     assert!(record_of(&admin).await.is_some());
     drop(daemon);
 
-    let clear = serde_json::json!({"metadata": {"annotations": {ANNOTATION: null}},
+    let clear = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"},
         "status": {"conditions": [{"type": "GPUHealthy", "status": "True", "reason": "ClearedByAdmin", "message": "cleared by hand"}]}});
-    let strategic = kube::api::PatchParams::default();
-    nodes_of(&admin).patch_status("gpu-a", &strategic, &kube::api::Patch::Strategic(&clear)).await.unwrap();
+    let ssa = kube::api::PatchParams::apply("nvlabel").force();
+    nodes_of(&admin).patch_status("gpu-a", &ssa, &kube::api::Patch::Apply(&clear)).await.unwrap();
     assert_eq!(record_of(&admin).await, None);
     let _daemon = start(d, &kubeconfig);
     let (c, _) = until(&admin, "nvlabel's own True", |c| c.1 == "GpusHealthy").await;

@@ -213,18 +213,15 @@ fn help_and_version_answer_like_gfd_and_clap() {
 /// it leaves out still parses, and is refused there with why.
 #[test]
 fn each_commands_help_lists_exactly_the_flags_it_accepts() {
-    use nvlabel::config::{flags::command, row::Mode, rows::row, Flag};
-    let top = command();
-    let commands = std::iter::once(("", &top)).chain(top.get_subcommands().map(|s| (s.get_name(), s)));
-    for (name, cmd) in commands.filter(|(name, _)| *name != "help") {
+    use nvlabel::config::{modes::commands, row::Mode, rows::row, Flag};
+    for (name, cmd) in commands().iter().filter(|(name, _)| name != "help") {
         let modes = Mode::of_command(name);
         let takes: Vec<Flag> =
             cmd.get_arguments().filter_map(|a| a.get_long().and_then(Flag::named)).collect();
         let never = |f: &Flag| modes.iter().all(|m| row(*f).never(*m));
         let accepted: Vec<&str> = takes.iter().filter(|f| !never(f)).map(|f| f.name()).collect();
-        let args: Vec<&str> = [name, "--help"].into_iter().filter(|a| !a.is_empty()).collect();
-        let (code, help, _) = run(nvlabel(None).args(&args));
-        assert_eq!(code, 0, "{args:?}");
+        let (code, help, _) = run(nvlabel(None).args(name.split_whitespace().chain(["--help"])));
+        assert_eq!(code, 0, "{name}");
         // Option lines are indented at most 6 spaces, their descriptions more.
         let listed: Vec<&str> = help
             .lines()
@@ -235,12 +232,13 @@ fn each_commands_help_lists_exactly_the_flags_it_accepts() {
             .collect();
         assert_eq!(listed, accepted, "`nvlabel {name} --help` lists other flags than it accepts:\n{help}");
         for flag in takes.iter().filter(|f| never(f)) {
-            // A value its own parser takes (a ServiceAccount's name for --instance, a threshold for
-            // --health-xid-thresholds, a path for the rest): the flag is refused, not its value.
-            let own = [(Flag::Instance, "nvlabel"), (Flag::HealthXidThresholds, "43:3/1m")];
-            let value = own.into_iter().find(|(f, _)| f == flag).map_or("/x", |(_, v)| v);
+            // A value every flag's own parser takes (a path, a number, a ServiceAccount's name, a
+            // threshold for --health-xid-thresholds), so that what is refused is the flag.
+            let own = [(Flag::HealthXidThresholds, "43:3/1m")];
+            let value = own.into_iter().find(|(f, _)| f == flag).map_or("2", |(_, v)| v);
             let given = format!("--{flag}={}", row(*flag).default.unwrap_or(value));
-            let (code, stdout, stderr) = run(nvlabel(Some("t4")).args([name, &given]));
+            let (code, stdout, stderr) =
+                run(nvlabel(Some("t4")).args(name.split_whitespace().chain([&*given])));
             assert_eq!((code, stdout.as_str()), (2, ""), "{name} {given}: {stderr}");
             assert!(stderr.starts_with(&format!("nvlabel: error: --{flag} has no effect")), "{stderr}");
         }

@@ -1,5 +1,5 @@
 //! The flag groups, one per concern (facts, labels, config, API, target, output, daemon, health,
-//! source, logs): each flag's help and value syntax (its default and env names are its row's, in
+//! source, prune, clear, logs): each flag's help and value syntax (its default and env names are its row's, in
 //! [`super::rows`]); [`super::flags`] flattens into each subcommand only the groups it uses.
 
 use clap::Args;
@@ -146,12 +146,12 @@ pub struct ConfigArgs {
 /// Who this labeler is, and how it reaches the Kubernetes API.
 #[derive(Debug, Default, Clone, Args)]
 pub struct ApiArgs {
-    /// This node's name (for the NodeFeature object, --sink node, --config-dir and --health;
-    /// accepted elsewhere without effect, as GFD does)
+    /// This node's name (for the NodeFeature object, --sink node, --config-dir, --health and
+    /// `nvlabel health clear`; accepted elsewhere without effect, as GFD does)
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Namespace of the NodeFeature object (accepted without effect where labels go to a file or
-    /// stdout, as GFD does)
+    /// Namespace of the NodeFeature object and of --instance's ServiceAccount (accepted without
+    /// effect where labels go to a file or stdout, as GFD does)
     #[arg(long)]
     pub namespace: Option<String>,
     /// This pod's name, for owner references (accepted without effect where labels go to a file
@@ -257,6 +257,15 @@ pub struct PruneArgs {
     /// With --health-only: on every node, instead of --node-name's
     #[arg(long, conflicts_with = "node_name")]
     pub all_nodes: bool,
+}
+
+/// Which GPUs `nvlabel health clear` clears.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ClearArgs {
+    /// A GPU whose faults to clear, by index or UUID (repeat it, or list several with commas);
+    /// without it, every fault of the node [default: none]
+    #[arg(long)]
+    pub gpu: Vec<String>,
 }
 
 /// How logs look (every command).

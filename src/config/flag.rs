@@ -71,6 +71,7 @@ flags! {
     HealthTaintEffect = "health-taint-effect",
     BootIdFile = "boot-id-file",
     Instance = "instance",
+    Gpu = "gpu",
 }
 
 impl Flag {

@@ -9,8 +9,8 @@ use super::rows::row;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use super::arg_groups::{
-    parse_bool, ApiArgs, ConfigArgs, DaemonArgs, FactArgs, HealthArgs, LabelArgs, LabelOptionArgs, LogArgs,
-    OutputArgs, PruneArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
+    parse_bool, ApiArgs, ClearArgs, ConfigArgs, DaemonArgs, FactArgs, HealthArgs, LabelArgs, LabelOptionArgs,
+    LogArgs, OutputArgs, PruneArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
 };
 pub use super::rows::env_vars;
 
@@ -26,7 +26,8 @@ fn parser() -> clap::Command {
     decorate(Cli::command(), "", false)
 }
 
-/// `cmd` (named `name`, `""` for the labeller) and its subcommands, from the rows.
+/// `cmd` (named `name`, `""` for the labeller, `health clear` for a nested one) and its
+/// subcommands, from the rows.
 fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
     let modes = Mode::of_command(name);
     let cmd = cmd.mut_args(|arg| {
@@ -44,7 +45,10 @@ fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
         arg.hide(never)
     });
     let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-    subs.iter().fold(cmd, |cmd, sub| cmd.mut_subcommand(sub, |s| decorate(s, sub, defaults)))
+    subs.iter().fold(cmd, |cmd, sub| {
+        let path = if name.is_empty() { sub.clone() } else { format!("{name} {sub}") };
+        cmd.mut_subcommand(sub, |s| decorate(s, &path, defaults))
+    })
 }
 
 impl Cli {
@@ -78,6 +82,7 @@ impl Cli {
 fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
     let booleans: Vec<&str> = std::iter::once(cmd)
         .chain(cmd.get_subcommands())
+        .chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands()))
         .flat_map(|c| c.get_arguments())
         .filter(|a| a.is_require_equals_set() && a.get_num_args().is_some_and(|n| n.min_values() == 0))
         .filter_map(|a| a.get_long())
@@ -91,12 +96,14 @@ fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<S
     })
 }
 
-/// The flags given on the command line (the subcommand's, if one was given), each with its text.
+/// The flags given on the command line (the innermost subcommand's, if one was given), each
+/// with its text.
 fn given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<(Flag, String)> {
-    let (cmd, matches) = match matches.subcommand() {
-        Some((name, sub)) => (cmd.find_subcommand(name).unwrap_or(cmd), sub),
-        None => (cmd, matches),
-    };
+    if let Some((sub, sub_matches)) = matches.subcommand() {
+        if let Some(sub) = cmd.find_subcommand(sub) {
+            return given(sub, sub_matches);
+        }
+    }
     cmd.get_arguments()
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
         .filter_map(|a| {
@@ -135,6 +142,9 @@ pub struct Cli {
     /// `nvlabel prune`'s own flags (default for every other command).
     #[arg(skip)]
     pub prune: PruneArgs,
+    /// `nvlabel health clear`'s own flags (default for every other command).
+    #[arg(skip)]
+    pub clear: ClearArgs,
     /// The flags given on the command line (not env, not defaults), each with its text: what
     /// [`super::resolve`] reads first and [`super::modes`] refuses where it has no effect.
     #[arg(skip)]
@@ -204,8 +214,12 @@ pub enum Command {
         command: Option<String>,
     },
     /// Print each GPU's health once and exit 0 (healthy), 1 (a fault) or 2 (NVML cannot tell),
-    /// as node-problem-detector's custom plugins do.
+    /// as node-problem-detector's custom plugins do; `nvlabel health clear` clears faults by hand.
+    #[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
     Health {
+        /// A person's word instead of a look at the GPUs (boxed: the other variants are small).
+        #[command(subcommand)]
+        action: Option<Box<HealthAction>>,
         /// How facts are read.
         #[command(flatten)]
         facts: FactArgs,
@@ -215,6 +229,28 @@ pub enum Command {
         /// Where facts come from.
         #[command(flatten)]
         source: SourceArgs,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
+    },
+}
+
+/// What `nvlabel health` does instead of looking at the GPUs once.
+#[derive(Debug, Clone, Subcommand)]
+pub enum HealthAction {
+    /// Clear a node's GPU faults by hand (after a GPU reset, say), or only some GPUs': its health
+    /// condition and fault record are written under nvlabel's field manager, and the running
+    /// daemon obeys (faults still read come back as new ones)
+    Clear {
+        /// The API, the node and the instance.
+        #[command(flatten)]
+        api: ApiArgs,
+        /// The condition type.
+        #[command(flatten)]
+        health: HealthArgs,
+        /// Which GPUs.
+        #[command(flatten)]
+        clear: ClearArgs,
         /// Logs.
         #[command(flatten)]
         log: LogArgs,
@@ -232,13 +268,15 @@ pub enum CommandKind {
     Hook,
     /// `nvlabel health`.
     Health,
+    /// `nvlabel health clear`.
+    HealthClear,
 }
 
 impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups,
     /// where `main` reads `--log-format` before resolving and `nvlabel prune`'s own flags).
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, log, version, mut prune, given } = self;
+        let Cli { command, mut label, source, log, version, mut prune, mut clear, given } = self;
         let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
             None | Some(Command::Help { .. }) => (None, source, log),
@@ -254,11 +292,16 @@ impl Cli {
                 (label.facts, label.options, label.config, label.api) = (facts, options, config, api);
                 (Some(CommandKind::Hook), source, log)
             }
-            Some(Command::Health { facts, health, source, log }) => {
+            Some(Command::Health { action: Some(action), .. }) => {
+                let HealthAction::Clear { api, health, clear: gpus, log } = *action;
+                (label.api, label.health, clear) = (api, health, gpus);
+                (Some(CommandKind::HealthClear), source, log)
+            }
+            Some(Command::Health { action: None, facts, health, source, log }) => {
                 (label.facts, label.health) = (facts, health);
                 (Some(CommandKind::Health), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, log, version, prune, given })
+        (kind, Cli { command: None, label, source, log, version, prune, clear, given })
     }
 }

@@ -23,6 +23,7 @@ fn mode(command: Option<CommandKind>, settings: &Settings) -> Mode {
         Some(CommandKind::Prune) => Mode::Prune,
         Some(CommandKind::Hook) => Mode::Hook,
         Some(CommandKind::Health) => Mode::Health,
+        Some(CommandKind::HealthClear) => Mode::HealthClear,
     }
 }
 
@@ -94,7 +95,7 @@ fn choices_made_without_a_word(run: &Run) -> Vec<String> {
     out
 }
 
-/// The subcommand's name as clap knows it (`""` for the labeller).
+/// The subcommand's name as clap knows it (`""` for the labeller; a nested one after its parent's).
 fn command_name(command: Option<CommandKind>) -> &'static str {
     match command {
         None => "",
@@ -102,25 +103,33 @@ fn command_name(command: Option<CommandKind>) -> &'static str {
         Some(CommandKind::Prune) => "prune",
         Some(CommandKind::Hook) => "hook",
         Some(CommandKind::Health) => "health",
+        Some(CommandKind::HealthClear) => "health clear",
     }
 }
 
-/// Every long flag of every command, with the command's name (`""` for the labeller).
-pub fn all_flags() -> Vec<(String, String)> {
+/// Every command, with its name (`""` for the labeller, `health clear` for a nested one).
+pub fn commands() -> Vec<(String, clap::Command)> {
     let top = command();
+    let mut out = vec![(String::new(), top.clone())];
+    for sub in top.get_subcommands() {
+        out.push((sub.get_name().to_string(), sub.clone()));
+        for nested in sub.get_subcommands() {
+            out.push((format!("{} {}", sub.get_name(), nested.get_name()), nested.clone()));
+        }
+    }
+    out
+}
+
+/// Every long flag of every command, with the command's name (as [`commands`] names it).
+pub fn all_flags() -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    let mut add = |name: &str, cmd: &clap::Command| {
+    for (name, cmd) in commands() {
         for a in cmd.get_arguments() {
-            let action = a.get_action();
-            let acts = matches!(action, clap::ArgAction::Help | clap::ArgAction::Version);
+            let acts = matches!(a.get_action(), clap::ArgAction::Help | clap::ArgAction::Version);
             if let (Some(long), false) = (a.get_long(), acts) {
-                out.push((name.to_string(), long.to_string()));
+                out.push((name.clone(), long.to_string()));
             }
         }
-    };
-    add("", &top);
-    for sub in top.get_subcommands() {
-        add(sub.get_name(), sub);
     }
     out
 }

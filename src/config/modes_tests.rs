@@ -47,9 +47,8 @@ fn gfds_flags_accepted_without_effect_say_so_in_help() {
 /// A flag a command's mode never uses is left out of its `--help`, and is refused there.
 #[test]
 fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
-    let top = command();
-    for cmd in std::iter::once(&top).chain(top.get_subcommands()) {
-        let name = if cmd.get_name() == "nvlabel" { "" } else { cmd.get_name() };
+    for (name, cmd) in commands() {
+        let name = name.as_str();
         let modes = Mode::of_command(name);
         for arg in cmd.get_arguments() {
             let Some(flag) = arg.get_long().and_then(Flag::named) else { continue };
@@ -62,11 +61,13 @@ fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
             );
         }
     }
+    let all = commands();
     let hidden = |name: &str| {
-        let sub = top.find_subcommand(name).unwrap();
-        sub.get_arguments().filter(|a| a.is_hide_set()).count()
+        let (_, cmd) = all.iter().find(|(n, _)| n == name).unwrap();
+        cmd.get_arguments().filter(|a| a.is_hide_set()).count()
     };
     assert_eq!((hidden("health"), hidden("hook"), hidden("prune"), hidden("probe")), (15, 4, 1, 0));
+    assert_eq!(hidden("health clear"), 9, "health's flags but the condition type, and --pod-name");
 }
 
 #[test]
@@ -85,6 +86,8 @@ fn flags_without_effect_are_refused_naming_the_mode() {
         (&["--allocation-mode", "dra", "--mig-strategy", "mixed"], "--mig-strategy has no effect with --allocation-mode dra, which gives physical facts only (no MIG-strategy labels); leave it out"),
         (&["hook", "--namespace", "x"], "--namespace has no effect in `nvlabel hook`, which publishes nothing; leave it out"),
         (&["--snapshot", "/x", "--machine-type-file", "/y"], "--machine-type-file has no effect with --snapshot, which stands in for NVML and sysfs; leave it out"),
+        (&["health", "clear", "--node-name", "n", "--boot-id-file", "/x"], "--boot-id-file has no effect in `nvlabel health clear`, which reads no GPU and only clears what the Node shows; leave it out"),
+        (&["health", "clear", "--namespace", "gpu"], "--namespace has no effect in `nvlabel health clear` without --instance, whose ServiceAccount's namespace it names; leave it out"),
     ];
     for (args, want) in cases {
         assert_eq!(refused(args).as_deref(), Some(*want), "{args:?}");
@@ -113,10 +116,36 @@ fn flags_with_an_effect_or_accepted_as_gfd_does_pass() {
         &["hook", "--config-dir", "/d", "--node-name", "n"],
         &["--extended-labels", "--sharing-check-grace", "1m"],
         &["--allocation-mode", "auto", "--mig-strategy", "mixed"],
+        &[
+            "health",
+            "clear",
+            "--node-name",
+            "n",
+            "--gpu",
+            "0",
+            "--health-condition-type",
+            "X",
+            "--instance",
+            "nv",
+            "--namespace",
+            "gpu",
+        ],
     ];
     for args in cases {
         assert_eq!(refused(args), None, "{args:?}");
     }
+}
+
+/// `nvlabel health clear` is its own mode, and its GPUs reach `main` however they are given.
+#[test]
+fn health_clear_takes_its_gpus() {
+    let args = ["nvlabel", "health", "clear", "--gpu", "0,1", "--gpu=GPU-x", "--node-name", "n"];
+    let (command, cli) = Cli::try_from_args(args).unwrap().split();
+    assert_eq!(command, Some(CommandKind::HealthClear));
+    assert_eq!(cli.clear.gpu, ["0,1", "GPU-x"]);
+    assert_eq!(cli.label.api.node_name.as_deref(), Some("n"));
+    let (command, cli) = Cli::try_from_args(["nvlabel", "health"]).unwrap().split();
+    assert_eq!((command, cli.clear.gpu.len()), (Some(CommandKind::Health), 0));
 }
 
 #[test]

@@ -150,10 +150,13 @@ pub enum Mode {
     Hook,
     /// `nvlabel health`.
     Health,
+    /// `nvlabel health clear`.
+    HealthClear,
 }
 
 impl Mode {
-    /// The modes a command runs in, by its clap name (`""` for the labeller); none for `help`.
+    /// The modes a command runs in, by its clap name (`""` for the labeller, `health clear` for
+    /// a nested one); none for `help`.
     pub fn of_command(name: &str) -> &'static [Mode] {
         match name {
             "" => &[Mode::Daemon, Mode::Oneshot],
@@ -161,6 +164,7 @@ impl Mode {
             "prune" => &[Mode::Prune],
             "hook" => &[Mode::Hook],
             "health" => &[Mode::Health],
+            "health clear" => &[Mode::HealthClear],
             _ => &[],
         }
     }

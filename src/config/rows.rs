@@ -40,7 +40,9 @@ fn xids_unread(r: &Run) -> Option<&'static str> {
 
 const OUTSIDE_A_LABELLER: &str = "outside a labelling daemon or one-shot run";
 const NOT_AN_INSTANCES: &str =
-    "outside a daemon with --health and `nvlabel prune`: only they write or remove an instance's health";
+    "outside a daemon with --health, `nvlabel prune` and `nvlabel health clear`: only they write or remove an instance's health";
+/// `nvlabel health clear` writes what a person says: it reads no GPU and judges nothing.
+const ONLY_CLEARS: &str = "in `nvlabel health clear`, which reads no GPU and only clears what the Node shows";
 /// `nvlabel health` reads NVML alone: no CUDA, no Tegra files, no vfio GPUs.
 const READS_NVML: &str = "in `nvlabel health`, which reads NVML whatever the platform";
 const NO_DEADLINE: &str = "outside a daemon: only a daemon's passes and health readings wait with a deadline";
@@ -66,8 +68,9 @@ pub fn row(flag: F) -> Row {
             .file("extendedLabels", |f| f.extended_labels.map(|b| b.to_string()))
             .default("false")
             .set(|s, f| put(&mut s.extended_labels, boolean(&f.value))),
-        // `nvlabel prune`'s own, read from the command line alone: each changes what it removes.
-        F::HealthOnly | F::AllNodes => r(flag, &[]),
+        // `nvlabel prune`'s own, read from the command line alone: each changes what it removes;
+        // and `nvlabel health clear`'s, which GPUs it clears.
+        F::HealthOnly | F::AllNodes | F::Gpu => r(flag, &[]),
         F::AllocationMode => r(flag, &["NVLABEL_ALLOCATION_MODE"])
             .file("allocationMode", |f| f.allocation_mode.clone())
             .default("device-plugin")
@@ -118,11 +121,19 @@ pub fn row(flag: F) -> Row {
             .default("default")
             .set(|s, f| put(&mut s.namespace, Ok(f.value.clone())))
             .gfd()
-            .never_in(&[(Mode::Hook, "in `nvlabel hook`, which publishes nothing")]),
+            .never_in(&[(Mode::Hook, "in `nvlabel hook`, which publishes nothing")])
+            .when(|r| {
+                (r.mode == Mode::HealthClear && r.settings.health.instance.is_none())
+                    .then_some("in `nvlabel health clear` without --instance, whose ServiceAccount's namespace it names")
+            }),
         F::PodName => r(flag, &["POD_NAME"])
             .set(|s, f| put(&mut s.pod_name, Ok(non_empty(&f.value))))
             .gfd()
-            .never_in(&[(Mode::Hook, OUTSIDE_A_LABELLER), (Mode::Prune, OUTSIDE_A_LABELLER)]),
+            .never_in(&[
+                (Mode::Hook, OUTSIDE_A_LABELLER),
+                (Mode::Prune, OUTSIDE_A_LABELLER),
+                (Mode::HealthClear, OUTSIDE_A_LABELLER),
+            ]),
         F::Kubeconfig => r(flag, &["KUBECONFIG"])
             .set(|s, f| put(&mut s.kubeconfig, Ok(non_empty(&f.value))))
             .gfd()
@@ -246,20 +257,26 @@ pub fn row(flag: F) -> Row {
             .never_in(&[
                 (Mode::Oneshot, "with --oneshot: only a daemon keeps the GPU health condition"),
                 (Mode::Health, "in `nvlabel health`, which always reads GPU health and publishes nothing"),
+                (Mode::HealthClear, ONLY_CLEARS),
             ]),
         F::HealthConditionType => r(flag, &["NVLABEL_HEALTH_CONDITION_TYPE"])
             .file("healthConditionType", |f| f.health_condition_type.clone())
             .default(health::DEFAULT_CONDITION_TYPE)
             .set(|s, f| put(&mut s.health.condition_type, health::condition_type(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which keeps no condition")])
-            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
+            .when(|r| {
+                (r.mode != Mode::HealthClear && !health_daemon(r))
+                    .then_some("without --health in a daemon or `nvlabel health clear`")
+            }),
         F::HealthIgnoreXids => r(flag, &["NVLABEL_HEALTH_IGNORE_XIDS"])
             .file("healthIgnoreXids", |f| f.health_ignore_xids.clone())
             .set(|s, f| put(&mut s.health.judging.ignored_xids, health::xids(&f.value)))
+            .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
             .when(xids_unread),
         F::HealthFatalXids => r(flag, &["NVLABEL_HEALTH_FATAL_XIDS"])
             .file("healthFatalXids", |f| f.health_fatal_xids.clone())
             .set(|s, f| put(&mut s.health.judging.fatal_xids, health::xids(&f.value)))
+            .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
             .when(xids_unread),
         F::HealthXidThresholds => r(flag, &["NVLABEL_HEALTH_XID_THRESHOLDS"])
             .file("healthXidThresholds", |f| f.health_xid_thresholds.clone())
@@ -273,6 +290,7 @@ pub fn row(flag: F) -> Row {
                 let v = f.value.trim();
                 put(&mut s.health.judging.expected_gpus, (!v.is_empty()).then(|| count(v)).transpose())
             })
+            .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
             .when(xids_unread),
         // The deadline bounds a daemon's labelling passes too, with or without --health.
         F::HealthNvmlTimeout => r(flag, &["NVLABEL_HEALTH_NVML_TIMEOUT"])
@@ -291,6 +309,7 @@ pub fn row(flag: F) -> Row {
                 (Mode::Prune, NO_DEADLINE),
                 (Mode::Hook, NO_DEADLINE),
                 (Mode::Health, NO_DEADLINE),
+                (Mode::HealthClear, NO_DEADLINE),
             ]),
         F::HealthRecoveryHold => r(flag, &["NVLABEL_HEALTH_RECOVERY_HOLD"])
             .file("healthRecoveryHold", |f| f.health_recovery_hold.clone())
@@ -300,7 +319,10 @@ pub fn row(flag: F) -> Row {
                     .map_err(|_| "use a duration such as 2m, 30s or 0s (clear at the first reading that shows it)".to_string());
                 put(&mut s.health.recovery_hold, hold)
             })
-            .never_in(&[(Mode::Health, "in `nvlabel health`, which reads once and keeps nothing")])
+            .never_in(&[
+                (Mode::Health, "in `nvlabel health`, which reads once and keeps nothing"),
+                (Mode::HealthClear, ONLY_CLEARS),
+            ])
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::HealthTaintEffect => r(flag, &["NVLABEL_HEALTH_TAINT_EFFECT"])
             .file("healthTaintEffect", |f| f.health_taint_effect.clone())
@@ -308,7 +330,7 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| {
                 put(&mut s.health.taint_effect, choice(&f.value, TaintEffect::parse, "NoSchedule, NoExecute or None"))
             })
-            .never_in(&[(Mode::Health, "in `nvlabel health`, which taints nothing")])
+            .never_in(&[(Mode::Health, "in `nvlabel health`, which taints nothing"), (Mode::HealthClear, ONLY_CLEARS)])
             .when(|r| {
                 (!health_daemon(r) || r.settings.allocation_mode == AllocationMode::DevicePlugin)
                     .then_some("without --health in a daemon with --allocation-mode dra or auto")
@@ -317,7 +339,10 @@ pub fn row(flag: F) -> Row {
             .default(health::DEFAULT_BOOT_ID_FILE)
             .empty(Empty::Default)
             .set(|s, f| put(&mut s.health.boot_id_file, Ok(f.value.clone().into())))
-            .never_in(&[(Mode::Health, "in `nvlabel health`, which keeps no faults across runs")])
+            .never_in(&[
+                (Mode::Health, "in `nvlabel health`, which keeps no faults across runs"),
+                (Mode::HealthClear, ONLY_CLEARS),
+            ])
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::Instance => r(flag, &["NVLABEL_INSTANCE"])
             .set(|s, f| put(&mut s.health.instance, crate::health::instance::name(&f.value)))

@@ -112,7 +112,8 @@ impl Daemon {
         let follows_label = config.follows_label();
         let node_writer = matches!(current.target, Ok(Target::Node(_)));
         let node_watch = match (&client, &current.node) {
-            // Health reads the expected GPU count from the Node's labels too.
+            // Health reads the expected GPU count from the Node's labels too, and a clear by hand
+            // of its condition.
             (Some(client), Some(node)) if follows_label || node_writer || current.health.settings.enabled => {
                 Some(ObjectWatch::spawn(Api::all(client.clone()), node))
             }

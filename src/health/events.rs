@@ -1,7 +1,7 @@
-//! Health's Events on the Node: a fault, a warning episode, a recovery. A repeat within ten
-//! minutes of the last is counted on the first Event's `series` (count and last-observed time),
-//! as Kubernetes' own event recorders do, so a second episode is never lost; at most ten writes a
-//! minute. Requests go through [`crate::kubeapi`]'s [`retry`] and fail as one [`ApiFailure`].
+//! Health's Events on the Node: a fault, a warning episode, a recovery, a clear by hand. A
+//! repeat within ten minutes of the last is counted on the first Event's `series` (count and
+//! last-observed time), as Kubernetes' own event recorders do, so a second episode is never lost;
+//! at most ten writes a minute. Requests go through [`crate::kubeapi`]'s [`retry`] and fail as one [`ApiFailure`].
 
 use super::publish::FIELD_MANAGER;
 use crate::kubeapi::backoff::FullJitter;

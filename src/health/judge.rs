@@ -1,11 +1,13 @@
 //! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
 //! goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence clears faults in
-//! place ([`Healing`]), and it comes out as a [`Report`]; an Xid that is no fault alone is
-//! counted against its `--health-xid-thresholds` ([`Counter`]); the metrics of what was read are
-//! kept here too. Nothing here writes to the API: the
+//! place ([`Healing`]), a person's clear on the Node (seen through its watch) drops the faults
+//! it cleared ([`AdminClears`], first, so what is new comes alone), an Xid that is no fault alone
+//! is counted against its `--health-xid-thresholds` ([`Counter`]), and it comes out as a
+//! [`Report`]; the metrics of what was read are kept here too. Nothing here writes to the API: the
 //! [`super::writers`] take the report, and the record is read back from the Node by them and
 //! handed in ([`Judge::recover`]).
 
+use super::admin::AdminClears;
 use super::boot::boot_id;
 use super::config::HealthConfig;
 use super::expected::Expected;
@@ -14,7 +16,7 @@ use super::nvml::ReadError;
 use super::reader::Reader;
 use super::reading::Unreadable;
 use super::recovery::Healing;
-use super::report::{Report, Warning};
+use super::report::{AdminCleared, Report, Warning};
 use super::rules::{driver_answers, Action, Event, Fault, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker};
@@ -50,6 +52,8 @@ pub struct Judge {
     healing: Healing,
     /// The recent Xids that `--health-xid-thresholds` counts.
     repeats: Counter,
+    /// A person's clears on the Node, and the one obeyed last.
+    admin: AdminClears,
 }
 
 /// What one look at the GPUs saw, before it is judged.
@@ -71,7 +75,8 @@ impl Look {
 
 impl Judge {
     /// A judge reading NVML through `session` where `config` says, counting in `metrics`; with
-    /// `node`, this Node's watch, the expected GPU count comes from its label.
+    /// `node`, this Node's watch, the expected GPU count comes from its label and a person's
+    /// clear of the condition is obeyed.
     pub fn new(
         config: &HealthConfig,
         session: Session,
@@ -85,6 +90,7 @@ impl Judge {
             tracker: None,
             last: None,
             pending: Vec::new(),
+            admin: AdminClears::new(node.clone(), &config.settings.condition_type),
             expected: Expected::new(node),
             expected_now: config.settings.judging.expected_gpus,
             signals: Signals::default(),
@@ -170,6 +176,7 @@ impl Judge {
     /// Judges a look by the rules `config` sets, into the record: the report of where it stands.
     pub fn judge(&mut self, look: Look, config: &HealthConfig) -> Report {
         let expected = self.expected.count(config.settings.judging.expected_gpus);
+        let admin = self.obey();
         let Some(tracker) = self.tracker.as_mut() else { return look.unjudged() };
         if expected != self.expected_now {
             let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
@@ -207,7 +214,7 @@ impl Judge {
         if let Some(Ok(r)) = look.reading {
             self.last = Some(r);
         }
-        Report { recovered, ..self.report(new_faults, look.warnings) }
+        Report { recovered, admin, ..self.report(new_faults, look.warnings) }
     }
 
     /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way):
@@ -243,8 +250,23 @@ impl Judge {
 
     /// An event's fault into the record: the report of where it stands.
     pub fn found(&mut self, found: Found) -> Report {
+        let admin = self.obey();
         let new_faults = self.record(&[found]);
-        self.report(new_faults, Vec::new())
+        Report { admin, ..self.report(new_faults, Vec::new()) }
+    }
+
+    /// Obeys a clear by hand the Node shows and the judge has not obeyed yet: drops the faults
+    /// it cleared. Done before anything new is recorded, so that a new fault is reported alone
+    /// and a fault whose cause is still read comes back with this reading, as a new one.
+    fn obey(&mut self) -> Option<AdminCleared> {
+        let tracker = self.tracker.as_mut()?;
+        let clear = self.admin.unobeyed()?;
+        let faults = tracker.keep_only(&clear.kept);
+        for f in &faults {
+            tracing::info!(fault = %f.text, "GPU fault cleared by hand");
+        }
+        self.healthy_metrics();
+        Some(AdminCleared { faults })
     }
 
     /// Each faulty GPU's UUID with its worst fault's reason; `None` while the record is unknown.
@@ -287,6 +309,7 @@ impl Judge {
         Report {
             cleared: None,
             recovered: Vec::new(),
+            admin: None,
             verdict: self.tracker.as_ref().map(Tracker::verdict),
             faulty: self.faulty(),
             new_faults,
@@ -300,3 +323,7 @@ impl Judge {
 fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
+
+#[cfg(test)]
+#[path = "judge_tests.rs"]
+mod tests;

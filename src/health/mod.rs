@@ -2,15 +2,17 @@
 //! pages, lost and missing GPUs, inactive NVLinks. Readers apart from writers, as in
 //! node-problem-detector: the [`judge`] reads NVML ([`reader`]) and judges it ([`rules`] says
 //! what a fault is, [`thresholds`] counts the Xids that are one when they repeat, [`sticky`]
-//! keeps faults until the node reboots or [`recovery`] sees them end in place) into a
-//! [`report`]; the
+//! keeps faults until the node reboots, [`recovery`] sees them end in place or a person clears
+//! them by hand, [`admin`], with [`clear`]) into a [`report`]; the
 //! [`writers`] write that report (the condition with its [`record`], device taints, Events);
 //! the [`monitor`] joins the two, and the [`task`] drives it in the daemon.
 
 pub mod action;
+pub mod admin;
 mod api_failures;
 mod backoff;
 pub mod boot;
+pub mod clear;
 pub mod config;
 pub mod events;
 pub mod expected;

@@ -1,5 +1,6 @@
 //! Where health goes in Kubernetes: the Node condition (server-side apply on `nodes/status`,
-//! nvlabel's field manager, only the one condition; Events are [`super::events`]). Every
+//! nvlabel's field manager, only the one condition; a clear by hand applies it only onto the Node
+//! as read, [`NodeCondition::apply_exact`]; Events are [`super::events`]). Every
 //! request goes through [`crate::kubeapi`] as the label writers' do: the
 //! client's deadline on each request, [`retry`] with the one backoff, and a failure as one
 //! [`ApiFailure`] line naming the object, the status and, for a 403, the missing RBAC verb.
@@ -43,6 +44,11 @@ struct Seen {
     /// writes under its own (health written before the instance had one): given up after the
     /// instance's first write, so the instance's prune removes everything.
     legacy: bool,
+    /// The Node's resourceVersion as last read: [`NodeCondition::apply_exact`]'s precondition.
+    resource_version: Option<String>,
+    /// The other field managers of nvlabel's health that own fields of the status as last read
+    /// (another instance's; nvlabel's own is `legacy`).
+    others: Vec<String>,
 }
 
 /// This Node's health condition.
@@ -92,6 +98,12 @@ impl NodeCondition {
         self.seen().legacy
     }
 
+    /// The other instances' field managers that own fields of the status as last read: a write
+    /// under this one cannot remove what they wrote.
+    pub fn others(&self) -> Vec<String> {
+        self.seen().others.clone()
+    }
+
     /// A failed request on the Node as one line; `applying` tells the apply from the read.
     fn failure(&self, applying: bool, source: kube::Error) -> ApiFailure {
         let (action, verb, resource) = match applying {
@@ -105,6 +117,8 @@ impl NodeCondition {
     async fn get(&self) -> Result<Option<Existing>, kube::Error> {
         let node = self.api.get(&self.node).await?;
         let legacy = self.manager != FIELD_MANAGER && owns_status(&node, FIELD_MANAGER);
+        let mut others = health_managers(&node);
+        others.retain(|m| *m != self.manager && m != FIELD_MANAGER);
         let found = node
             .status
             .and_then(|s| s.conditions)
@@ -115,6 +129,8 @@ impl NodeCondition {
         let mut seen = self.seen();
         seen.uid = node.metadata.uid;
         seen.legacy = legacy;
+        seen.resource_version = node.metadata.resource_version;
+        seen.others = others;
         Ok(found.map(|c| {
             let status = Status::parse(&c.status);
             if let Some(t) = c.last_transition_time {
@@ -147,17 +163,7 @@ impl NodeCondition {
                 self.get().await?;
             }
             applying.store(true, Relaxed);
-            let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let (uid, since) = {
-                let seen = self.seen();
-                let since = match &seen.transition {
-                    Some((status, at)) if *status == v.status => at.clone(),
-                    _ => now.clone(),
-                };
-                (seen.uid.clone(), since)
-            };
-            let condition = condition(&self.condition_type, v, since.clone(), now);
-            let body = apply_body(&self.node, uid, condition, v.record.as_ref());
+            let (body, since) = self.body(v);
             match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     self.seen().uid = None;
@@ -169,18 +175,58 @@ impl NodeCondition {
         .await
         .map_err(|source| self.failure(applying.load(Relaxed), source))?;
         self.seen().transition = Some((v.status, written));
-        if std::mem::take(&mut self.seen().legacy) {
-            // The instance owns the condition now: nvlabel's own manager lets go of it (what both
-            // set stays), so that the instance's prune leaves nothing behind.
-            let uid = self.uid();
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            let patch = Patch::Apply(empty(&self.node, uid));
-            retry("handing the health condition to the instance", self.backoff, || {
-                self.api.patch_status(&self.node, &params, &patch)
-            })
-            .await
-            .map_err(|source| self.failure(true, source))?;
+        self.hand_over().await
+    }
+
+    /// Applies the condition onto the Node exactly as [`NodeCondition::read`] last read it (its
+    /// resourceVersion a precondition): `false`, and nothing written, where the Node changed
+    /// since (read it again and decide again). What a person's clear writes, so that it clears
+    /// only what it read, never a fault written meanwhile.
+    pub async fn apply_exact(&mut self, v: &Verdict) -> Result<bool, ApiFailure> {
+        let params = PatchParams::apply(&self.manager).force();
+        let written = retry("clearing the health condition", self.backoff, || async {
+            let (mut body, since) = self.body(v);
+            body.metadata.resource_version = self.seen().resource_version.clone();
+            match self.api.patch_status(&self.node, &params, &Patch::Apply(&body)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+                other => other.map(|_| Some(since)),
+            }
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
+        let Some(since) = written else { return Ok(false) };
+        self.seen().transition = Some((v.status, since));
+        self.hand_over().await?;
+        Ok(true)
+    }
+
+    /// The apply body of `v` (the condition's `lastTransitionTime` kept while its status is),
+    /// and that time.
+    fn body(&self, v: &Verdict) -> (Node, Time) {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let seen = self.seen();
+        let since = match &seen.transition {
+            Some((status, at)) if *status == v.status => at.clone(),
+            _ => now.clone(),
+        };
+        let condition = condition(&self.condition_type, v, since.clone(), now);
+        (apply_body(&self.node, seen.uid.clone(), condition, v.record.as_ref()), since)
+    }
+
+    /// After a write under an instance's manager: nvlabel's own manager lets go of what it held
+    /// of the condition (what both set stays), so that the instance's prune leaves nothing behind.
+    async fn hand_over(&mut self) -> Result<(), ApiFailure> {
+        if !std::mem::take(&mut self.seen().legacy) {
+            return Ok(());
         }
+        let uid = self.uid();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let patch = Patch::Apply(empty(&self.node, uid));
+        retry("handing the health condition to the instance", self.backoff, || {
+            self.api.patch_status(&self.node, &params, &patch)
+        })
+        .await
+        .map_err(|source| self.failure(true, source))?;
         Ok(())
     }
 }

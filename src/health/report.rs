@@ -23,6 +23,9 @@ pub struct Report {
     pub new_faults: Vec<Entry>,
     /// The faults that cleared in place, with their evidence.
     pub recovered: Vec<Recovered>,
+    /// A clear by hand on the Node, obeyed now (the Node then shows what a person wrote, not
+    /// what was last written); `None` where there was none.
+    pub admin: Option<AdminCleared>,
     /// The warning episodes that began.
     pub warnings: Vec<Warning>,
 }
@@ -34,6 +37,13 @@ pub struct Cleared {
     pub boot_id: String,
     /// The faults cleared, as they were worded.
     pub faults: Vec<String>,
+}
+
+/// A person cleared faults by hand on the Node, and the judge obeyed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdminCleared {
+    /// The faults dropped (none where the judge held none of those cleared).
+    pub faults: Vec<Entry>,
 }
 
 /// A warning episode (a slowdown, PCIe replays) that began on a GPU.

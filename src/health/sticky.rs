@@ -95,6 +95,10 @@ pub const HEALTHY: &str = "GpusHealthy";
 pub const UNAVAILABLE: &str = "NvmlUnavailable";
 /// Reason while an NVML call hangs (past `--health-nvml-timeout`) and no fault is known.
 pub const UNRESPONSIVE: &str = "NvmlUnresponsive";
+/// Reason of a condition a person cleared (`nvlabel health clear`, or the status patch the docs
+/// show): the faults its record still lists stay, every other one of the daemon's is dropped.
+/// nvlabel's daemon never writes it.
+pub const CLEARED_BY_ADMIN: &str = "ClearedByAdmin";
 /// The most faults one message lists; the rest are counted (a Node object has a size limit).
 const MAX_LISTED: usize = 64;
 
@@ -114,7 +118,7 @@ pub struct Entry {
 
 impl Entry {
     /// The entry of a recorded fault; its text is worded now, whatever worded it before.
-    fn new(recorded: RecordedFault) -> Entry {
+    pub fn new(recorded: RecordedFault) -> Entry {
         let who = match (recorded.gpu, &recorded.uuid) {
             (Some(i), Some(u)) => format!("GPU {i} ({u})"),
             (Some(i), None) => format!("GPU {i}"),
@@ -264,6 +268,16 @@ impl Tracker {
     /// The recorded faults, by key.
     pub fn entries(&self) -> impl Iterator<Item = (&Key, &Entry)> {
         self.entries.iter()
+    }
+
+    /// Keeps only the faults `kept` lists (a person cleared the others: the faults a clear's
+    /// record still lists, none for a clear of the whole node); returns those dropped.
+    pub fn keep_only(&mut self, kept: &[RecordedFault]) -> Vec<Entry> {
+        let keys: std::collections::BTreeSet<Key> =
+            kept.iter().map(|f| Entry::new(f.clone()).key()).collect();
+        let (stay, gone) = std::mem::take(&mut self.entries).into_iter().partition(|(k, _)| keys.contains(k));
+        self.entries = stay;
+        gone.into_values().collect()
     }
 
     /// Removes the fault `key` (it cleared in place); returns it.

@@ -1,6 +1,7 @@
 //! Health's writers: what takes the judge's [`Report`] to the API, as node-problem-detector's
 //! exporters take its problem monitors' status. The Node condition with its fault record comes
-//! first ([`condition`]; it is also where the record is read back at start), then each other
+//! first ([`condition`]; it is also where the record is read back at start, and again after a
+//! clear by hand the judge obeyed), then each other
 //! [`Writer`] in the order [`Writers::new`] lists them: the DRA device taints, then the Events
 //! (after the condition, so a slow Event API does not hold it back). Once this instance is found
 //! being uninstalled ([`super::instance`]) nothing more is written.
@@ -71,6 +72,10 @@ impl Writers {
 
     /// Writes `report`: the condition where it changed, then each other writer's part.
     pub async fn export(&mut self, report: &Report, config: &HealthConfig) {
+        if report.admin.is_some() && !self.retirement.as_ref().is_some_and(Retirement::known) {
+            // A person wrote the condition: what it shows now is read again, not remembered.
+            self.condition.refresh().await;
+        }
         if let Some(verdict) = &report.verdict {
             self.condition.publish(verdict, &mut self.retirement).await;
         }

@@ -1,5 +1,6 @@
 //! The Node condition and its fault record (one apply, [`crate::health::publish`]): read back
-//! once at start (a restart forgets nothing), then written only when the verdict changes. An
+//! once at start (a restart forgets nothing), then written only when the verdict changes, and
+//! read again after a person cleared it by hand (what the Node shows then is theirs). An
 //! instance being uninstalled writes nothing, and takes back a write that crossed its prune (two
 //! reads of its ServiceAccount per write, none on a pass that writes nothing).
 
@@ -82,6 +83,15 @@ impl ConditionWriter {
                 self.read.failed(&e, Some(wait));
                 Recall::NotYet
             }
+        }
+    }
+
+    /// Reads the condition again (a person wrote it): the next verdict is written unless the
+    /// Node shows exactly that, with its `lastTransitionTime` kept where its status is. Where the
+    /// Node cannot be read now, the next verdict is written whatever it is.
+    pub async fn refresh(&mut self) {
+        if let Recall::NotYet = self.recall().await {
+            self.published = None;
         }
     }
 

@@ -1,11 +1,13 @@
 //! Health's Events on the Node: a `GpusRecovered` when a reboot cleared recorded faults, a
-//! `GpuFaultCleared` for each fault cleared in place, a Warning for each new fault, and one for
-//! each warning episode that began.
+//! `GpuFaultCleared` for each fault cleared in place, a `ClearedByAdmin` naming the faults a
+//! person cleared by hand, a Warning for each new fault, and one for each warning episode that
+//! began.
 
 use super::{Target, Writer};
 use crate::health::api_failures::Call;
 use crate::health::events::{EventType, NodeEvents};
 use crate::health::report::Report;
+use crate::health::sticky::CLEARED_BY_ADMIN;
 use futures::future::BoxFuture;
 
 /// Sends the Events.
@@ -41,6 +43,11 @@ impl Writer for EventWriter {
                 let note =
                     format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
                 self.send(EventType::Normal, "GpusRecovered", boot, &note, uid).await;
+            }
+            if let Some(admin) = report.admin.as_ref().filter(|a| !a.faults.is_empty()) {
+                let faults: Vec<&str> = admin.faults.iter().map(|e| e.text.as_str()).collect();
+                let note = format!("GPU faults cleared by hand: {}", faults.join("; "));
+                self.send(EventType::Normal, CLEARED_BY_ADMIN, &note, &note, uid).await;
             }
             for gone in &report.recovered {
                 let about = &gone.entry.text;

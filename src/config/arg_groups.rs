@@ -1,6 +1,6 @@
-//! The flag groups, one per concern (facts, labels, config, API, target, output, daemon, health,
-//! source, prune, clear, logs): each flag's help and value syntax (its default and env names are its row's, in
-//! [`super::rows`]); [`super::flags`] flattens into each subcommand only the groups it uses.
+//! The flag groups, one per concern (labels, label options, facts, config, API, target, output,
+//! daemon, health, source, prune, clear, logs): each flag's help and value syntax (its default
+//! and env names are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand only the groups it uses.
 
 use clap::Args;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! Where health goes in Kubernetes: the Node condition (server-side apply on `nodes/status`,
-//! nvlabel's field manager, only the one condition; a clear by hand applies it only onto the Node
+//! nvlabel's field manager, or the instance's `nvlabel/<namespace>/<name>`, only the one
+//! condition and the record annotation beside it; a clear by hand applies it only onto the Node
 //! as read, [`NodeCondition::apply_exact`]; Events are [`super::events`]). Every
 //! request goes through [`crate::kubeapi`] as the label writers' do: the
 //! client's deadline on each request, [`retry`] with the one backoff, and a failure as one

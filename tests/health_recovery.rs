@@ -23,17 +23,7 @@ const HOLD: Duration = Duration::from_secs(4);
 
 /// The `GpuFaultCleared` Events about gpu-a, oldest first.
 async fn cleared_events(admin: &Client) -> Vec<Event> {
-    let events: kube::Api<Event> = kube::Api::namespaced(admin.clone(), "default");
-    let mut found: Vec<_> = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("GpuFaultCleared"))
-        .collect();
-    found.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    found
+    node_events(admin, |e| e.reason.as_deref() == Some("GpuFaultCleared")).await
 }
 
 /// The GPUHealthy condition's lastTransitionTime on gpu-a.

@@ -143,6 +143,14 @@ pub async fn until_gpu_count(admin: &Client, count: &str, dir: &Path) {
 
 /// The Warning Events about gpu-a, oldest first.
 pub async fn node_warnings(admin: &Client) -> Vec<k8s_openapi::api::events::v1::Event> {
+    node_events(admin, |e| e.type_.as_deref() == Some("Warning")).await
+}
+
+/// The Events about gpu-a that `keep` keeps, oldest first.
+pub async fn node_events(
+    admin: &Client,
+    keep: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::namespaced(admin.clone(), "default");
     let mut found: Vec<_> = events
@@ -151,10 +159,7 @@ pub async fn node_warnings(admin: &Client) -> Vec<k8s_openapi::api::events::v1::
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-a")
-                && e.type_.as_deref() == Some("Warning")
-        })
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-a") && keep(e))
         .collect();
     found.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     found

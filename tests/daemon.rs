@@ -352,7 +352,7 @@ async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
     let mut health = daemon.subscribe();
     assert_eq!(**health.borrow_and_update(), daemon.config().health, "at start");
     let flags = "flags:\n  healthIgnoreXids: [79]\n  healthFatalXids: [31]\n  healthExpectedGpus: 8\n  \
-                 healthNvmlTimeout: 7s\n  healthTaintEffect: NoExecute\n  extendedLabels: true\n  deviceDiscoveryStrategy: nvml\n  \
+                 healthNvmlTimeout: 7s\n  healthRecoveryHold: 9s\n  healthXidThresholds: 43:3/1m\n  healthTaintEffect: NoExecute\n  extendedLabels: true\n  deviceDiscoveryStrategy: nvml\n  \
                  gfd:\n    sleepInterval: 5s\n    machineTypeFile: /m\n";
     std::fs::write(&config, format!("{TS4}{flags}")).unwrap();
     assert!(daemon.reload(true));
@@ -363,6 +363,8 @@ async fn a_reload_hands_health_its_new_configuration_and_only_on_a_change() {
     assert_eq!(now.settings.judging.fatal_xids, [31].into());
     assert_eq!(now.settings.judging.expected_gpus, Some(8));
     assert_eq!((now.settings.nvml_timeout, now.every), (Duration::from_secs(7), Duration::from_secs(5)));
+    assert_eq!(now.settings.recovery_hold, Duration::from_secs(9));
+    assert_eq!(now.settings.judging.xid_thresholds.len(), 1, "{:?}", now.settings.judging.xid_thresholds);
     assert!(now.probe.topology && now.probe.strategy == nvlabel::probe::Strategy::Nvml);
     assert_eq!(now.probe.machine_type_file, Path::new("/m"));
     assert_eq!(now.settings.taint_effect, nvlabel::health::config::TaintEffect::NoExecute);

@@ -8,6 +8,7 @@
 //! handed in ([`Judge::recover`]).
 
 use super::admin::AdminClears;
+use super::api_failures::now;
 use super::boot::boot_id;
 use super::config::HealthConfig;
 use super::expected::Expected;
@@ -316,12 +317,6 @@ impl Judge {
             warnings,
         }
     }
-}
-
-/// Now on tokio's clock (the virtual one under test), as a std instant: what the hold time and
-/// the recurrence window are timed by.
-fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 #[cfg(test)]

@@ -208,6 +208,7 @@ mod tests {
         reloaded.settings.judging.fatal_xids = [31].into();
         reloaded.settings.judging.expected_gpus = Some(8);
         reloaded.settings.nvml_timeout = Duration::from_secs(7);
+        reloaded.settings.recovery_hold = Duration::from_secs(9);
         reloaded.every = Duration::from_secs(5);
         assert_ne!(reloaded.settings.judging, first.settings.judging);
         let sent = Arc::new(reloaded.clone());

@@ -17,8 +17,10 @@ use nvlabel::startup::{self, Startup};
 use std::collections::HashMap;
 
 fn main() {
-    let runtime = nvlabel::runtime().expect("a tokio runtime");
+    // The command line before the runtime: `--help`, `--version` and a usage error exit here,
+    // without starting the runtime's threads (each brings its stack and malloc arena).
     let (command, cli) = Cli::from_args().split();
+    let runtime = nvlabel::runtime().expect("a tokio runtime");
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
     let log_format = cli

@@ -28,6 +28,6 @@ cargo bench --bench micro -- --warm-up-time 1 --measurement-time 3 | tee target/
 } >> benches/RESULTS.md
 
 if [[ "${1:-}" == "--soak" ]]; then
-  cargo test --release --test soak -- --ignored --nocapture
+  cargo test --release --test local -- soak:: --ignored --nocapture
 fi
 echo "benches/RESULTS.md updated"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders the static manifests of every mode (deploy/<mode>/nvlabel.yaml, what `kubectl apply -k
 # deploy/<mode>` applies) from the Helm chart, the one source of truth. Run after changing the
-# chart; tests/chart.rs fails while the checked-in files differ from this rendering.
+# chart; tests/local/chart.rs fails while the checked-in files differ from this rendering.
 #   deploy/render.sh [OUTDIR]     (default: deploy/; HELM or NVLABEL_HELM names the helm binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -145,7 +145,7 @@ pub struct Found {
 mod tests {
     use super::*;
 
-    /// The texts errors have always used (tests/input_errors.rs and others pin them).
+    /// The texts errors have always used (tests/local/input_errors.rs and others pin them).
     #[test]
     fn origins_read_as_errors_name_them() {
         let path = "/etc/cfg.yaml".to_string();

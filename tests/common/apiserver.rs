@@ -1,6 +1,7 @@
 //! A real kube-apiserver for the integration tier: `kube-test-server` (etcd + kube-apiserver on
-//! loopback), found through `NVLABEL_KUBE_TEST_SERVER`. One server per test binary, started on
-//! first use and stopped when the binary exits. Without the variable every test of the tier
+//! loopback), found through `NVLABEL_KUBE_TEST_SERVER`. One server per set of extra flags,
+//! started on first use, shared by the binary's files one file at a time, and stopped when the
+//! binary exits. Without the variable every test of the tier
 //! skips with one line.
 #![allow(dead_code)]
 
@@ -11,7 +12,7 @@ use kube::core::GroupVersionKind;
 use kube::Client;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock};
 
 /// The variable that points to the `kube-test-server` script.
 pub const VAR: &str = "NVLABEL_KUBE_TEST_SERVER";
@@ -21,11 +22,15 @@ pub struct Server {
     pub dir: PathBuf,
 }
 
-static SERVER: OnceLock<Server> = OnceLock::new();
+/// The servers this binary started, one per set of extra flags; never freed, so a test's
+/// `&'static` stays good until the binary exits and `stop_at_exit` stops them all.
+static SERVERS: Mutex<Vec<(Option<String>, &'static Server)>> = Mutex::new(Vec::new());
 static SCRIPT: OnceLock<PathBuf> = OnceLock::new();
 
 extern "C" fn stop_at_exit() {
-    if let (Some(script), Some(server)) = (SCRIPT.get(), SERVER.get()) {
+    let Some(script) = SCRIPT.get() else { return };
+    let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    for (_, server) in servers.iter() {
         let _ = std::process::Command::new(script).arg("stop").arg(&server.dir).status();
         let _ = std::fs::remove_dir_all(&server.dir);
     }
@@ -36,8 +41,11 @@ pub fn server(test: &str) -> Option<&'static Server> {
     server_with(test, None)
 }
 
-/// [`server`], started with the extra kube-apiserver flags `args` (`KUBE_TEST_SERVER_ARGS`)
-/// where this binary starts it: one server per binary, so a binary uses one set of flags.
+/// [`server`], started with the extra kube-apiserver flags `args` (`KUBE_TEST_SERVER_ARGS`):
+/// one server per set of flags, shared by every file of the binary, one file at a time
+/// ([`take_turn`]). The first call of a set starts its server; the files that ask for it after
+/// find the objects the files before them left, so each test makes its own names or applies
+/// what it needs.
 pub fn server_with(test: &str, args: Option<&str>) -> Option<&'static Server> {
     let Some(script) = std::env::var_os(VAR).filter(|v| !v.is_empty()) else {
         static SAID: std::sync::Once = std::sync::Once::new();
@@ -52,27 +60,83 @@ pub fn server_with(test: &str, args: Option<&str>) -> Option<&'static Server> {
         });
         return None;
     };
-    Some(SERVER.get_or_init(|| {
-        let script = PathBuf::from(script);
-        let dir = tempfile::Builder::new().prefix("nvlabel-kts-").tempdir().unwrap().keep();
-        let mut start = std::process::Command::new(&script);
-        start.arg("start").arg(&dir);
-        if let Some(args) = args {
-            start.env("KUBE_TEST_SERVER_ARGS", args);
-        }
-        let status =
-            start.status().unwrap_or_else(|e| panic!("{VAR}={}: cannot run it: {e}", script.display()));
-        assert!(
-            status.success(),
-            "{VAR}={}: start failed ({status}); logs in {}",
-            script.display(),
-            dir.display()
-        );
-        let _ = SCRIPT.set(script);
+    take_turn();
+    // Held while a server starts: a second test asking for the same flags waits for this one.
+    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, server)) = servers.iter().find(|(a, _)| a.as_deref() == args) {
+        return Some(*server);
+    }
+    let script = PathBuf::from(script);
+    let dir = tempfile::Builder::new().prefix("nvlabel-kts-").tempdir().unwrap().keep();
+    let mut start = std::process::Command::new(&script);
+    start.arg("start").arg(&dir);
+    if let Some(args) = args {
+        start.env("KUBE_TEST_SERVER_ARGS", args);
+    }
+    let status = start.status().unwrap_or_else(|e| panic!("{VAR}={}: cannot run it: {e}", script.display()));
+    assert!(
+        status.success(),
+        "{VAR}={}: start failed ({status}); logs in {}",
+        script.display(),
+        dir.display()
+    );
+    if SCRIPT.set(script).is_ok() {
         // SAFETY: registering a plain extern "C" function with libc's atexit has no preconditions.
         unsafe { libc::atexit(stop_at_exit) };
-        Server { dir }
-    }))
+    }
+    let server: &'static Server = Box::leak(Box::new(Server { dir }));
+    servers.push((args.map(str::to_owned), server));
+    Some(server)
+}
+
+/// Which file of the binary has the servers now, and how many of its tests hold them.
+struct Turn {
+    file: Option<String>,
+    holders: usize,
+}
+
+static TURN: Mutex<Turn> = Mutex::new(Turn { file: None, holders: 0 });
+static TURN_FREED: Condvar = Condvar::new();
+
+/// A test's hold on its file's turn, released when the test's thread ends.
+struct Held;
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        turn.holders -= 1;
+        if turn.holders == 0 {
+            turn.file = None;
+            TURN_FREED.notify_all();
+        }
+    }
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Waits until no other file's test holds the servers, then holds them for this test until its
+/// thread ends. The tests of one file were written to share a server with each other, not with
+/// another file's, which may apply the same overlays or watch the same Nodes. The harness names
+/// a test's thread by its path (`real_api::name`); a thread of the test's own (no `::` in its
+/// name) rides on the hold its test took.
+fn take_turn() {
+    let current = std::thread::current();
+    let Some(file) = current.name().and_then(|n| n.split_once("::")).map(|(file, _)| file.to_owned()) else {
+        return;
+    };
+    if HELD.with(|h| h.borrow().is_some()) {
+        return;
+    }
+    let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    while turn.file.as_ref().is_some_and(|f| *f != file) {
+        turn = TURN_FREED.wait(turn).unwrap_or_else(|e| e.into_inner());
+    }
+    turn.file = Some(file);
+    turn.holders += 1;
+    drop(turn);
+    HELD.with(|h| *h.borrow_mut() = Some(Held));
 }
 
 impl Server {

@@ -99,7 +99,7 @@ pub fn rbac_of(method: &Method, uri: &http::Uri) -> (bool, String, String, Strin
     (namespaced, group, resource, verb.to_string())
 }
 
-/// Every request a writer or health sends must be in the list RBAC is checked against (tests/deploy.rs);
+/// Every request a writer or health sends must be in the list RBAC is checked against (tests/local/deploy.rs);
 /// `delete` is `nvlabel prune`'s, run with an admin's credentials, and is listed as such.
 pub fn assert_declared(method: &Method, uri: &http::Uri) {
     let observed = rbac_of(method, uri);

@@ -1,5 +1,5 @@
 {{/* The values nvlabel would refuse, refused at install, each naming the value: what the schema
-cannot express. tests/chart_refusals.rs runs the binary on each value the chart renders or refuses,
+cannot express. tests/local/chart_refusals.rs runs the binary on each value the chart renders or refuses,
 so the two refuse the same. */}}
 {{- define "nvlabel.validate" -}}
 {{- if and (eq .Values.mode "job") (not .Values.job.nodeName) -}}

@@ -1,0 +1,181 @@
+//! The daemon's schedule on tokio's virtual clock (`start_paused`): passes on their deadline
+//! whatever the watches deliver, failed publishes backing off, readiness after a failed pass.
+//! Time moves only when every task waits, so nothing here depends on machine speed.
+
+use crate::common;
+
+use common::*;
+use futures::StreamExt;
+use nvlabel::config::{Cli, ConfigSource, ConfigState};
+use nvlabel::daemon::{Control, Daemon, Metrics, PublishFailure};
+use nvlabel::kubeapi::node_view::NodeView;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A file-writing daemon labelling from a T4 snapshot.
+fn daemon(dir: &Path, output: &Path, interval: &str) -> (Daemon, Arc<Metrics>, PathBuf) {
+    daemon_with(dir, output, interval, None)
+}
+
+/// [`daemon`] with the Node's views coming from `views`.
+fn daemon_with(
+    dir: &Path,
+    output: &Path,
+    interval: &str,
+    views: Option<futures::stream::BoxStream<'static, NodeView>>,
+) -> (Daemon, Arc<Metrics>, PathBuf) {
+    let (parts, metrics, snapshot) = parts_with(dir, output, interval, views);
+    (Daemon::new(parts).unwrap(), metrics, snapshot)
+}
+
+/// What [`daemon_with`] builds its daemon from.
+fn parts_with(
+    dir: &Path,
+    output: &Path,
+    interval: &str,
+    views: Option<futures::stream::BoxStream<'static, NodeView>>,
+) -> (nvlabel::daemon::Parts, Arc<Metrics>, PathBuf) {
+    let snapshot = t4_snapshot(dir);
+    let cli = Cli::try_from_args([
+        "nvlabel",
+        "--no-timestamp",
+        "--use-node-feature-api=false",
+        &format!("--sleep-interval={interval}"),
+        "--output-file",
+        output.to_str().unwrap(),
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+    ])
+    .unwrap();
+    let state = ConfigState::load(cli, Default::default(), ConfigSource::None, None).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    (common::parts_of(state, None, metrics.clone(), views), metrics, snapshot)
+}
+
+fn failures(metrics: &Metrics) -> u64 {
+    let key = PublishFailure { writer: "feature-file".into(), reason: "file".into() };
+    metrics.publish_failures.get_or_create(&key).get()
+}
+
+/// Lets virtual time run for `d` (each step lets the daemon's blocking pass finish first).
+async fn run_for(d: Duration) {
+    let step = Duration::from_millis(100);
+    let mut left = d;
+    while !left.is_zero() {
+        tokio::time::sleep(step.min(left)).await;
+        left = left.saturating_sub(step);
+    }
+}
+
+/// Lets the daemon's tasks run. A pass on the blocking pool holds the virtual clock still
+/// (tokio inhibits auto-advance while blocking work runs), so no real time is needed.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn node_updates_every_second_do_not_starve_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unrelated change of the Node every second (kubelet status, other controllers).
+    let views = futures::stream::unfold(0u64, |n| async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let allocatable = [("cpu".to_string(), n.to_string())].into();
+        Some((NodeView { config_label: None, allocatable }, n + 1))
+    })
+    .boxed();
+    let (daemon, metrics, _) = daemon_with(dir.path(), &dir.path().join("gfd"), "60s", Some(views));
+    let (control, control_rx) = mpsc::channel(4);
+    let task = tokio::spawn(daemon.serve(control_rx));
+    for _ in 0..185 {
+        run_for(Duration::from_secs(1)).await;
+        settle().await;
+    }
+    assert_eq!(metrics.passes.get(), 4, "passes at 0, 60, 120 and 180 s, whatever the watch delivers");
+    control.send(Control::Shutdown).await.unwrap();
+    task.await.unwrap().unwrap();
+}
+
+/// Log lines written while the guard lives (this thread's; the paused runtime is single-threaded).
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).lines().filter(|l| l.contains(text)).count()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_publish_backs_off_and_recovers_once_the_cause_is_gone() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("features.d");
+    let output = missing.join("gfd");
+    let (parts, metrics, _) = parts_with(dir.path(), &output, "1s", None);
+    // The largest draw each time, so the attempts can be counted exactly: waits of 2, 4, 8, 16, 32 s.
+    let daemon = Daemon::new(nvlabel::daemon::Parts { draw: || 0.999_999, ..parts }).unwrap();
+    let (control, control_rx) = mpsc::channel(4);
+    let task = tokio::spawn(daemon.serve(control_rx));
+    for _ in 0..61 {
+        run_for(Duration::from_secs(1)).await;
+        settle().await;
+    }
+    assert_eq!(failures(&metrics), 5, "attempts at 0, 2, 6, 14 and 30 s, not one a second");
+    assert!(!metrics.liveness.ready());
+    std::fs::create_dir(&missing).unwrap();
+    for _ in 0..4 {
+        run_for(Duration::from_secs(1)).await;
+        settle().await;
+    }
+    assert!(std::fs::read_to_string(&output).unwrap().contains("nvidia.com/gpu.count=1\n"));
+    assert!(metrics.liveness.ready(), "the next attempt (at 62 s) succeeded");
+    assert_eq!(failures(&metrics), 5);
+    assert_eq!(logs.count("publishing labels failed"), 1, "a lasting failure is logged when it starts");
+    assert_eq!(logs.count("resolved: publishing works again"), 1, "and when it ends");
+    control.send(Control::Shutdown).await.unwrap();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pass_after_a_good_one_makes_the_labeler_unready() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, metrics, snapshot) = daemon(dir.path(), &dir.path().join("gfd"), "10s");
+    let (control, control_rx) = mpsc::channel(4);
+    let task = tokio::spawn(daemon.serve(control_rx));
+    run_for(Duration::from_millis(100)).await;
+    assert!(metrics.liveness.ready(), "the first pass published");
+    std::fs::remove_file(&snapshot).unwrap();
+    for _ in 0..11 {
+        run_for(Duration::from_secs(1)).await;
+        settle().await;
+    }
+    assert!(metrics.passes.get() >= 2, "the pass at 10 s (and retries) ran");
+    assert!(!metrics.liveness.ready(), "the second pass failed: /readyz answers 503");
+    control.send(Control::Shutdown).await.unwrap();
+    task.await.unwrap().unwrap();
+}

@@ -1,0 +1,163 @@
+//! Health's failed API calls are logged as the rest of nvlabel's: once when they start, at most
+//! once a minute while health retries, once when they end; never a line per retry. On tokio's
+//! virtual clock with a mocked API (`common::mock_api`) whose answers the test switches: the
+//! condition's read failing, then its write and the Events, then everything working. Each API
+//! call retries within itself on a jittered backoff, so a pass takes a random span of virtual
+//! time: the test counts lines against the time that passed, never against passes.
+
+use crate::common;
+
+use http::{Method, Response, StatusCode};
+use kube::client::Body;
+use nvlabel::health::config::{HealthConfig, HealthSettings};
+use nvlabel::health::monitor::Monitor;
+use nvlabel::health::rules::Event;
+use serde_json::json;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Log lines written while the guard lives (this thread's; the paused runtime is single-threaded).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).lines().filter(|l| l.contains(text)).count()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// What the mocked API answers: everything fails; reads work; everything works.
+const ALL_FAIL: u8 = 0;
+const READS_WORK: u8 = 1;
+const ALL_WORK: u8 = 2;
+
+/// Answers every request by the phase in force; counts the requests refused.
+fn serve(mut handle: common::mock_api::Handle, phase: Arc<AtomicU8>, refused: Arc<AtomicU32>) {
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-1", "uid": "uid-1", "resourceVersion": "1"}});
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let phase = phase.load(Ordering::SeqCst);
+            let works = phase == ALL_WORK || (phase == READS_WORK && request.method() == Method::GET);
+            let body = match (works, request.method()) {
+                (false, _) => {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    common::mock_api::status(500, "InternalError")
+                }
+                (true, &Method::POST) => {
+                    let bytes = request.into_body().collect_bytes().await.unwrap();
+                    let mut event: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    event["metadata"]["name"] = json!("e1");
+                    event
+                }
+                (true, _) => node.clone(),
+            };
+            let code = if works { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+            let response =
+                Response::builder().status(code).body(Body::from(serde_json::to_vec(&body).unwrap()));
+            send.send_response(response.unwrap());
+        }
+    });
+}
+
+fn config(boot_id_file: std::path::PathBuf) -> HealthConfig {
+    HealthConfig {
+        settings: HealthSettings { enabled: true, boot_id_file, ..Default::default() },
+        node: Some("gpu-1".into()),
+        pod: None,
+        instance: None,
+        taints_devices: false,
+        probe: Default::default(),
+        every: Duration::from_secs(60),
+    }
+}
+
+/// A new fault every second until `seconds` of virtual time have passed, each on a GPU of its
+/// own so each is new (a condition to write, an Event to send). Returns the whole seconds that
+/// passed: a pass whose calls retry takes longer than its second.
+async fn events_for(monitor: &mut Monitor, seconds: u64) -> u64 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let index = NEXT.fetch_add(1, Ordering::SeqCst);
+        monitor.event(Event::DoubleBitEcc { index }).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    start.elapsed().as_secs()
+}
+
+/// The most lines a failure may take over `seconds`: its first, then one a minute.
+fn at_most(seconds: u64) -> usize {
+    1 + (seconds / 60) as usize
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_call_is_said_once_then_once_a_minute_then_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = dir.path().join("boot_id");
+    std::fs::write(&boot, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let (client, handle) = common::mock_api::mock();
+    let phase = Arc::new(AtomicU8::new(ALL_FAIL));
+    let refused = Arc::new(AtomicU32::new(0));
+    serve(handle, phase.clone(), refused.clone());
+    let metrics = Arc::new(Default::default());
+    let mut monitor =
+        Monitor::new(&config(boot), client, nvlabel::probe::Session::new(), metrics, None, None).unwrap();
+
+    // Under a minute: the first line only, though the read was tried again and again.
+    let read = "cannot read the Node's health condition yet";
+    let first = events_for(&mut monitor, 45).await;
+    assert!(first < 60, "a read's retries took {first} s");
+    assert_eq!(logs.count(read), 1, "a minute of retries is one line:\n{}", logs.text());
+    assert!(refused.load(Ordering::SeqCst) >= 3, "the read was retried");
+    let passed = first + events_for(&mut monitor, 600 - first).await;
+    let lines = logs.count(read);
+    assert!((2..=at_most(passed)).contains(&lines), "then at most one a minute: {lines} in {passed} s");
+    assert_eq!(logs.count(&format!("still: {read}")), lines - 1, "each reminder says so");
+
+    phase.store(READS_WORK, Ordering::SeqCst);
+    let write = "writing the GPU health condition failed";
+    let event = "cannot send a GPU health Event";
+    let passed = events_for(&mut monitor, 300).await;
+    assert_eq!(logs.count("resolved: the Node's health condition is read"), 1, "{}", logs.text());
+    assert!((1..=at_most(passed)).contains(&logs.count(write)), "{passed} s:\n{}", logs.text());
+    assert_eq!(logs.count(&format!("still: {write}")), logs.count(write) - 1);
+    let events = logs.count(event);
+    assert!(
+        (1..=at_most(passed)).contains(&events),
+        "not one per fault Event ({passed} s):\n{}",
+        logs.text()
+    );
+
+    phase.store(ALL_WORK, Ordering::SeqCst);
+    events_for(&mut monitor, 300).await;
+    assert_eq!(logs.count("resolved: the GPU health condition is written again"), 1, "{}", logs.text());
+    assert_eq!(logs.count("resolved: GPU health Events are sent again"), 1, "{}", logs.text());
+}

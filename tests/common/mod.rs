@@ -282,6 +282,13 @@ pub fn parts_of(
     nvlabel::daemon::Parts { config, metrics, client, session, views, slices: None, draw }
 }
 
+/// The whole path of `test`, the test running on this thread (`session::name`): the one name
+/// `--exact` finds in a test binary of many files. The harness names a test's thread so.
+pub fn test_path(test: &str) -> String {
+    let current = std::thread::current();
+    current.name().filter(|name| name.ends_with(test)).unwrap_or(test).to_owned()
+}
+
 /// Runs this test again in a child process of this test binary, with each variable of `vars`
 /// pointing at a fresh path of a temporary directory (the fake NVML library reads its environment
 /// at init, so a test that loads it in process needs a process of its own, not `set_var`).
@@ -295,12 +302,10 @@ pub fn in_child(test: &str, vars: &[&str]) -> Option<std::collections::BTreeMap<
     }
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    // The harness names a test's thread by the test's whole path (`session::name`): the one name
-    // `--exact` finds in a test binary of many files.
-    let current = std::thread::current();
-    let path = current.name().filter(|name| name.ends_with(test)).unwrap_or(test);
+    let path = test_path(test);
     // An ignored test (the soak) runs in its child only when its parent was asked to run it.
-    cmd.args([path, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"]).env(CHILD, "1");
+    cmd.args([path.as_str(), "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
+        .env(CHILD, "1");
     for v in vars {
         cmd.env(v, dir.path().join(v.to_lowercase()));
     }

@@ -233,12 +233,7 @@ async fn a_hundred_daemon_passes_call_cuinit_once() {
     let dir = tempfile::tempdir().unwrap();
     let calls = dir.path().join("calls");
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            &format!("{}::{TEST}", module_path!().split_once("::").unwrap().1),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args([&common::test_path(TEST), "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .env("FAKE_NVML_FIXTURE", platform_dir("jetson-agx-orin-jp5").join("machine.yaml"))
         .env("FAKE_CUDA_CALLS", &calls)

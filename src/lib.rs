@@ -17,6 +17,7 @@ pub mod labels;
 pub mod limits;
 pub mod logging;
 pub mod pass;
+pub mod pow;
 pub mod probe;
 pub mod publish;
 pub mod sharing;

@@ -259,7 +259,11 @@ impl ConfigFile {
         let Value::Object(top) = value else {
             return Err(ParseError::Invalid(bad("(top level)", "expected a mapping")));
         };
-        check_keys(&top, "", &["version", "flags", "resources", "sharing", "imex"], warnings);
+        const TOP: [&str; 5] = ["version", "flags", "resources", "sharing", "imex"];
+        if let Some(k) = top.keys().find(|k| !TOP.contains(&k.as_str()) && misspells(k, "sharing")) {
+            return Err(ParseError::Invalid(bad(k.as_str(), UNSHARES.replace("{known}", "sharing"))));
+        }
+        check_keys(&top, "", &TOP, warnings);
 
         match top.get("version") {
             None | Some(Value::Null) => {}
@@ -294,7 +298,7 @@ impl ConfigFile {
             let Value::Object(s) = s else {
                 return Err(ParseError::Invalid(bad("sharing", "expected a mapping")));
             };
-            check_keys(s, "sharing", &["timeSlicing", "mps"], warnings);
+            sharing_keys(s, "sharing", &["timeSlicing", "mps"]).map_err(ParseError::Invalid)?;
             // timeSlicing is a plain struct in GFD, so `timeSlicing:` (null) is decoded and
             // fails; mps is a pointer, so `mps:` (null) leaves MPS unset.
             if let Some(ts) = s.get("timeSlicing") {
@@ -323,6 +327,24 @@ fn check_keys(map: &Map<String, Value>, at: &str, known: &[&str], warnings: &mut
         let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
         warnings.push(format!("unknown field {path} is ignored"));
     }
+}
+
+/// Why an unknown key where sharing is decided is refused, not warned about as elsewhere.
+const UNSHARES: &str =
+    "unknown field, refused: a misspelt sharing key would unshare the node (known here: {known})";
+
+/// Unknown keys of a `sharing` block: each decides how the node is shared, so a misspelt one
+/// (`timeslicing:`) is a bad config, kept out as any other is, never a node quietly unshared.
+fn sharing_keys(map: &Map<String, Value>, at: &str, known: &[&str]) -> Result<(), Bad> {
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!("{at}.{k}"), UNSHARES.replace("{known}", &known.join(", ")))),
+        None => Ok(()),
+    }
+}
+
+/// Whether top-level key `key` is `known` misspelt: the same but for case, or two edits away.
+fn misspells(key: &str, known: &str) -> bool {
+    strsim::levenshtein(&key.to_lowercase(), known) <= 2
 }
 
 fn decode_flags(v: &Value, warnings: &mut Vec<String>) -> Result<FileFlags, Bad> {

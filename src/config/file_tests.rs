@@ -82,28 +82,60 @@ fn bad_flag_values_name_the_field() {
 
 #[test]
 fn unknown_fields_are_warned_about() {
-    let c = parse(&format!(
-        "sharingg: {{}}\nflags:\n  migStrateg: mixed\n{}",
-        &ts("      - name: nvidia.com/gpu\n        replicas: 2\n        replica: 3\n")
-            ["version: v1\n".len()..]
-    ));
-    for field in ["sharingg", "flags.migStrateg", "sharing.timeSlicing.resources[0].replica"] {
+    let c = parse("imexx: {}\nflags:\n  migStrateg: mixed\n");
+    for field in ["imexx", "flags.migStrateg"] {
         assert!(c.warnings.iter().any(|w| w.contains(field)), "{field} not in {:?}", c.warnings);
     }
-    // The typo `replica:` for `replicas:` is caught: the required field is missing, and the
-    // error (GFD's message first) names the unknown field that explains it.
-    let (field, msg) = invalid(&ts("      - name: gpu\n        replica: 2\n"));
-    assert_eq!(
-        (field.as_str(), msg.as_str()),
-        (
-            "sharing.timeSlicing.resources[0]",
-            "no replicas specified (also: unknown field sharing.timeSlicing.resources[0].replica is ignored; a misspelling?)"
-        )
-    );
     // A typo in `flags` is named even when another flag fails first.
     let (field, msg) = invalid("flags:\n  migStrategyy: single\n  failOnInitError: maybe\n");
     assert_eq!(field, "flags.failOnInitError");
     assert!(msg.ends_with("(also: unknown field flags.migStrategyy is ignored; a misspelling?)"), "{msg}");
+}
+
+/// Where a key decides how the node is shared, a misspelt one is refused, never warned about:
+/// taken, it would unshare the node (`-SHARED` gone, replicas 1) for a typo. A config that
+/// shares nothing on purpose still loads.
+#[test]
+fn a_misspelt_sharing_key_or_an_impossible_resource_is_refused() {
+    let refused = |text: &str, at: &str, known: &str| {
+        let (field, msg) = invalid(text);
+        assert_eq!(field, at, "{text:?}");
+        assert_eq!(
+            msg,
+            format!(
+                "unknown field, refused: a misspelt sharing key would unshare the node (known here: {known})"
+            )
+        );
+    };
+    refused("sharing:\n  timeslicing: {}\n", "sharing.timeslicing", "timeSlicing, mps");
+    refused("Sharing: {}\n", "Sharing", "sharing");
+    refused("sharng:\n  timeSlicing: {}\n", "sharng", "sharing");
+    refused(
+        "sharing:\n  mps:\n    renameByDefualt: true\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
+        "sharing.mps.renameByDefualt",
+        "renameByDefault, failRequestsGreaterThanOne, resources",
+    );
+    refused(
+        &ts("      - name: nvidia.com/gpu\n        replicas: 2\n        replica: 3\n"),
+        "sharing.timeSlicing.resources[0].replica",
+        "name, devices, replicas, rename",
+    );
+    // `replica:` for `replicas:` is named as the unknown key it is.
+    refused(
+        &ts("      - name: gpu\n        replica: 2\n"),
+        "sharing.timeSlicing.resources[0].replica",
+        "name, devices, replicas, rename",
+    );
+    let (field, msg) = invalid(&ts("      - name: nvidia.com/gpus\n        replicas: 2\n"));
+    assert_eq!(field, "sharing.timeSlicing.resources[0].name");
+    assert_eq!(msg, "\"nvidia.com/gpus\" is no resource an NVIDIA GPU has: use nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb");
+    for shares_nothing in ["version: v1\n", "sharing: {}\n", "sharing:\n", "sharing:\n  mps:\n"] {
+        assert_eq!(parse(shares_nothing).sharing, Sharing::default(), "{shares_nothing:?}");
+    }
+    // Every MIG profile shape stays a possible name.
+    for name in ["nvidia.com/mig-1c.3g.20gb", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-7g.80gb"] {
+        parse(&ts(&format!("      - name: {name}\n        replicas: 2\n")));
+    }
 }
 
 #[test]

@@ -18,6 +18,11 @@ const TS2: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name:
 const TS4: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 4}]\n";
 const MPS8: &str = "version: v1\nsharing:\n  mps:\n    resources: [{name: gpu, replicas: 8}]\n";
 const BAD: &str = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 1}]\n";
+/// Typos that, taken, would unshare the node: refused as [`BAD`] is.
+const TYPOS: [&str; 2] = [
+    "version: v1\nsharing:\n  timeslicing:\n    resources: [{name: gpu, replicas: 2}]\n",
+    "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpus, replicas: 2}]\n",
+];
 
 struct Running {
     dir: tempfile::TempDir,
@@ -120,6 +125,12 @@ async fn a_valid_change_is_applied_and_an_invalid_one_keeps_the_last_good_config
     std::fs::write(&config, BAD).unwrap();
     still_published(&r, "nvidia.com/gpu.replicas=4").await;
     assert_eq!(r.metrics.config_reload_failures.get(), 1, "counted once");
+    for (typo, failures) in TYPOS.iter().zip(2..) {
+        std::fs::write(&config, typo).unwrap();
+        still_published(&r, "nvidia.com/gpu.replicas=4").await;
+        still_published(&r, "nvidia.com/gpu.product=Tesla-T4-SHARED").await;
+        assert_eq!(r.metrics.config_reload_failures.get(), failures, "{typo}");
+    }
 
     std::fs::write(&config, MPS8).unwrap();
     until_published(&r, "nvidia.com/gpu.sharing-strategy=mps").await;

@@ -358,9 +358,9 @@ fn usage_slips_get_a_hint_with_the_corrected_flag() {
     );
 }
 
-/// A sharing config that shares nothing is named, once: a resource no NVIDIA GPU could have
-/// (here a typo), or a config none of whose resources this node has. A cluster-wide config
-/// listing MIG profiles this node lacks is normal and gets no word. Bad values are named.
+/// A sharing config that shares nothing is named, once: a config none of whose resources this
+/// node has. A cluster-wide config listing MIG profiles this node lacks is normal and gets no
+/// word. A resource no NVIDIA GPU could have (a typo) and bad values are refused, exit 2.
 #[test]
 fn sharing_configs_that_match_nothing_are_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -379,10 +379,10 @@ fn sharing_configs_that_match_nothing_are_named() {
         stderr.lines().map(|l| l.split_once(" WARN ").map_or(l, |(_, w)| w).to_string()).collect::<Vec<_>>()
     };
     let typo = config("typo.yaml", &["nvidia.com/gpus"], 4);
-    assert_eq!(
-        warnings(&typo),
-        [format!("nvlabel::config::source: sharing.timeSlicing.resources[0].name: \"nvidia.com/gpus\" is no resource an NVIDIA GPU has (nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb): it shares nothing file={}", typo.display())]
-    );
+    let (code, stdout, stderr) = run(nvlabel(Some("t4")).args(PRINT).arg("--config-file").arg(&typo));
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    let want = "sharing.timeSlicing.resources[0].name: \"nvidia.com/gpus\" is no resource an NVIDIA GPU has";
+    assert!(stderr.contains("typo.yaml") && stderr.contains(want), "{stderr}");
     let mig_only = config("mig.yaml", &["nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb"], 4);
     assert_eq!(
         warnings(&mig_only),

@@ -2,7 +2,7 @@
 //! replicated resources of `sharing.timeSlicing` / `sharing.mps`, with GFD's naming and device
 //! rules and messages.
 
-use super::{bad, check_keys, parse_yaml_bool, Bad};
+use super::{bad, check_keys, parse_yaml_bool, sharing_keys, Bad};
 use crate::sharing::{ReplicatedResource, ReplicatedResources};
 use serde_json::Value;
 
@@ -48,7 +48,7 @@ pub(super) fn replicated(
         Value::Null => return Err(bad(at, "no resources specified")),
         _ => return Err(bad(at, "expected a mapping")),
     };
-    check_keys(map, at, &["renameByDefault", "failRequestsGreaterThanOne", "resources"], warnings);
+    sharing_keys(map, at, &["renameByDefault", "failRequestsGreaterThanOne", "resources"])?;
     let flag = |k: &str| -> Result<Option<bool>, Bad> {
         match map.get(k) {
             None | Some(Value::Null) => Ok(None),
@@ -93,7 +93,7 @@ pub(super) fn replicated(
 
 fn replicated_resource(v: &Value, at: &str, warnings: &mut Vec<String>) -> Result<ReplicatedResource, Bad> {
     let Value::Object(map) = v else { return Err(bad(at, "expected a mapping")) };
-    check_keys(map, at, &["name", "devices", "replicas", "rename"], warnings);
+    sharing_keys(map, at, &["name", "devices", "replicas", "rename"])?;
     let name = match map.get("name") {
         None | Some(Value::Null) => return Err(bad(at, "no resource name specified")),
         Some(Value::String(s)) if s.is_empty() => {
@@ -103,8 +103,10 @@ fn replicated_resource(v: &Value, at: &str, warnings: &mut Vec<String>) -> Resul
         Some(other) => return Err(bad(format!("{at}.name"), format!("expected a string, got {other}"))),
     };
     if !crate::sharing::possible(&name) {
-        warnings.push(format!(
-            "{at}.name: {name:?} is no resource an NVIDIA GPU has (nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb): it shares nothing"
+        // Taken, it would share nothing: a reload would unshare the node for a typo.
+        return Err(bad(
+            format!("{at}.name"),
+            format!("{name:?} is no resource an NVIDIA GPU has: use nvidia.com/gpu, or nvidia.com/mig-<profile> such as nvidia.com/mig-1g.5gb"),
         ));
     }
     if let Some(devices) = map.get("devices") {

@@ -11,7 +11,6 @@
 mod allocation;
 pub mod config;
 mod cross_check;
-pub mod drift;
 mod error;
 pub mod metrics;
 pub mod publisher;

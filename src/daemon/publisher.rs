@@ -2,8 +2,8 @@
 //! last published, drift repair with its guard, and the expiry refresh. The daemon's loop asks it
 //! when to wake and tells it what happened; it never probes.
 
-use super::drift::DriftGuard;
 use super::metrics::Metrics;
+use crate::kubeapi::drift::DriftGuard;
 use crate::labels::Labels;
 use crate::publish::{DaemonWriter, FailureReason, PublishError, SetupError, Target, Watches};
 use std::collections::BTreeMap;

@@ -315,6 +315,7 @@ impl Judge {
             faulty: self.faulty(),
             new_faults,
             warnings,
+            overwritten: None,
         }
     }
 }

@@ -9,8 +9,8 @@
 //! `nvlabel_gpu_health_readings`, `nvlabel_gpu_device_taints`,
 //! `nvlabel_gpu_device_taint_failures`,
 //! `nvlabel_gpu_xid_errors_total`, `nvlabel_gpu_warning_episodes_total`,
-//! `nvlabel_gpu_fault_recoveries_total`, `nvlabel_gpu_fault_recurrences_total` and
-//! `nvlabel_nvml_call_stalled` are ours.
+//! `nvlabel_gpu_fault_recoveries_total`, `nvlabel_gpu_fault_recurrences_total`,
+//! `nvlabel_gpu_health_condition_overwrites_total` and `nvlabel_nvml_call_stalled` are ours.
 
 use super::rules::GpuReading;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -51,6 +51,13 @@ pub struct WarningLabels {
     pub UUID: String,
     /// The Event's reason (`GpuThermalSlowdown`, ...).
     pub reason: String,
+}
+
+/// Who wrote over the health condition.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriterLabels {
+    /// The other writer's field manager(s).
+    pub manager: String,
 }
 
 /// The health metrics.
@@ -94,6 +101,8 @@ pub struct HealthMetrics {
     pub device_taints: Gauge,
     /// Failed attempts to bring the DeviceTaintRules in line.
     pub device_taint_failures: Counter,
+    /// Another writer's changes of the health condition that nvlabel wrote back, by writer.
+    pub condition_overwrites: Family<WriterLabels, Counter>,
 }
 
 impl HealthMetrics {
@@ -174,6 +183,11 @@ impl HealthMetrics {
             "nvlabel_gpu_device_taint_failures",
             "Failed attempts to write or remove this node's DeviceTaintRules",
             self.device_taint_failures.clone(),
+        );
+        registry.register(
+            "nvlabel_gpu_health_condition_overwrites",
+            "Changes of the GPU health condition by another writer (field manager) that nvlabel wrote its verdict back over",
+            self.condition_overwrites.clone(),
         );
     }
 

@@ -43,8 +43,8 @@ impl Monitor {
     ) -> Result<Monitor, HealthError> {
         let name = config.node.clone().ok_or(HealthError::NoApi)?;
         Ok(Monitor {
-            judge: Judge::new(config, session, metrics, node)?,
-            writers: Writers::new(config, &name, client, taints),
+            judge: Judge::new(config, session, metrics.clone(), node.clone())?,
+            writers: Writers::new(config, &name, client, node, metrics, taints),
             config: Arc::new(config.clone()),
         })
     }
@@ -102,6 +102,23 @@ impl Monitor {
         }
         let report = self.judge.found(found);
         self.writers.export(&report, &self.config).await;
+    }
+
+    /// The Node changed: another writer's change of the condition is said and written back.
+    pub async fn node_changed(&mut self) {
+        let Some(over) = self.writers.overwritten() else { return };
+        let report = Report { overwritten: Some(over), ..Report::default() };
+        self.writers.export(&report, &self.config).await;
+    }
+
+    /// When a write of the condition is due: a failed write's retry, a write-back.
+    pub fn due(&self) -> Option<std::time::Instant> {
+        self.writers.due()
+    }
+
+    /// The condition's write that is due now.
+    pub async fn write_due(&mut self) {
+        self.writers.write_due().await
     }
 
     /// Brings the device taints in line with the record and the slices (a device that appears

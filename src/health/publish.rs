@@ -93,6 +93,16 @@ impl NodeCondition {
         self.seen().uid.clone()
     }
 
+    /// The condition type it writes.
+    pub fn condition_type(&self) -> &str {
+        &self.condition_type
+    }
+
+    /// The field manager it writes under.
+    pub fn manager(&self) -> &str {
+        &self.manager
+    }
+
     /// Whether nvlabel's own field manager still holds fields of the status this instance's
     /// manager should own (health written before `--instance`): the next apply hands them over.
     pub fn legacy(&self) -> bool {

@@ -28,6 +28,8 @@ pub struct Report {
     pub admin: Option<AdminCleared>,
     /// The warning episodes that began.
     pub warnings: Vec<Warning>,
+    /// Another writer's change of the condition, written back over now.
+    pub overwritten: Option<Overwrite>,
 }
 
 /// A reboot cleared the faults recorded in the boot before.
@@ -71,6 +73,24 @@ impl Warning {
     /// The Event's message: the GPU, the reason and the detail.
     pub fn text(&self) -> String {
         format!("{}: {}, {}", self.gpu(), self.signal.reason(), self.detail)
+    }
+}
+
+/// The condition as another writer left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overwrite {
+    /// The field managers that wrote its status or reason, comma-separated.
+    pub by: String,
+    /// The status the Node shows.
+    pub status: String,
+    /// The reason the Node shows.
+    pub reason: String,
+}
+
+impl Overwrite {
+    /// Its metric's labels.
+    pub fn by_labels(&self) -> crate::health::metrics::WriterLabels {
+        crate::health::metrics::WriterLabels { manager: self.by.clone() }
     }
 }
 

@@ -35,6 +35,8 @@ pub struct HealthTask {
     metrics: Arc<HealthMetrics>,
     /// The slices' changes, where devices are tainted.
     slices: Option<watch::Receiver<SliceState>>,
+    /// This Node's changes, where another writer's change of the condition is seen.
+    node: Option<watch::Receiver<u64>>,
 }
 
 /// What health reads of the cluster besides its own writes: this node's ResourceSlices (in `dra`
@@ -79,6 +81,7 @@ pub fn start(
         )),
         _ => None,
     };
+    let node_changes = node.as_ref().map(|n| n.changes());
     let monitor = Monitor::new(config, client, session.clone(), metrics.clone(), node, taints)?;
     let (tx, events) = mpsc::channel(256);
     let stop = Arc::new(AtomicBool::new(false));
@@ -98,6 +101,7 @@ pub fn start(
         thread: EventThread { stop, ended },
         metrics,
         slices: slices.map(|s| s.changes()),
+        node: node_changes,
     }))
 }
 
@@ -139,6 +143,8 @@ impl HealthTask {
                         }
                     }
                     Some(event) = self.events.recv() => self.monitor.event(event).await,
+                    () = until(self.monitor.due()) => self.monitor.write_due().await,
+                    () = changed(&mut self.node) => self.monitor.node_changed().await,
                     () = changed(&mut self.slices) => self.monitor.sync_taints().await,
                     _ = tick.tick() => self.monitor.pass().await,
                 }
@@ -160,8 +166,16 @@ impl HealthTask {
     }
 }
 
-/// Waits for the next change of the slices (forever without them, or once their watch ended).
-async fn changed(slices: &mut Option<watch::Receiver<SliceState>>) {
+/// Waits until `at` (forever without).
+async fn until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => futures::future::pending::<()>().await,
+    }
+}
+
+/// Waits for the next change a watch sends (forever without it, or once it ended).
+async fn changed<T>(slices: &mut Option<watch::Receiver<T>>) {
     let ended = match slices {
         Some(rx) => rx.changed().await.is_err(),
         None => true,

@@ -8,15 +8,21 @@
 
 pub mod condition;
 pub mod events;
+pub mod guard;
 pub mod taints;
 
 use super::config::HealthConfig;
 use super::instance::Retirement;
+use super::metrics::HealthMetrics;
 use super::report::Report;
 use super::taints::DeviceTaints;
+use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 pub use condition::{ConditionWriter, Recall};
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// One way health's findings reach the API besides the condition.
 pub trait Writer: Send {
@@ -43,12 +49,15 @@ pub struct Writers {
 }
 
 impl Writers {
-    /// The writers for Node `node` as `config` says, through `client`; with `taints`, the faulty
-    /// GPUs' devices in those slices are tainted.
+    /// The writers for Node `node` as `config` says, through `client`; with `watch`, that
+    /// Node's watch, another writer's change of the condition is written back over; with
+    /// `taints`, the faulty GPUs' devices in those slices are tainted.
     pub fn new(
         config: &HealthConfig,
         node: &str,
         client: kube::Client,
+        watch: Option<ObjectWatch<Node>>,
+        metrics: Arc<HealthMetrics>,
         taints: Option<(DeviceTaints, SliceWatch)>,
     ) -> Writers {
         let others: Vec<Box<dyn Writer>> = [
@@ -59,7 +68,7 @@ impl Writers {
         .flatten()
         .collect();
         Writers {
-            condition: ConditionWriter::new(client.clone(), node, config),
+            condition: ConditionWriter::new(client.clone(), node, config, watch, metrics),
             retirement: config.instance.clone().map(|i| Retirement::new(client, i)),
             others,
         }
@@ -68,6 +77,22 @@ impl Writers {
     /// The record as the Node has it (see [`ConditionWriter::recall`]).
     pub async fn recall(&mut self) -> Recall {
         self.condition.recall().await
+    }
+
+    /// When a write of the condition is due (see [`ConditionWriter::due`]).
+    pub fn due(&self) -> Option<Instant> {
+        self.condition.due()
+    }
+
+    /// The condition's write that is due now.
+    pub async fn write_due(&mut self) {
+        self.condition.write_due(&mut self.retirement).await
+    }
+
+    /// Another writer's change of the condition the Node watch shows, once (its write-back is
+    /// then due).
+    pub fn overwritten(&mut self) -> Option<guard::Overwrite> {
+        self.condition.overwritten()
     }
 
     /// Writes `report`: the condition where it changed, then each other writer's part.
@@ -117,7 +142,7 @@ mod tests {
         config.settings.boot_id_file = "/b".into();
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
-        let mut writers = Writers::new(&config, "n1", client, None);
+        let mut writers = Writers::new(&config, "n1", client, None, Default::default(), None);
         let seen = Arc::new(Mutex::new(Vec::new()));
         writers.others = vec![boxed(Noting("first", seen.clone())), boxed(Noting("second", seen.clone()))];
         // No verdict: the condition writer asks nothing of the (unreachable) API.

@@ -7,6 +7,7 @@
 pub const FIELD_MANAGER: &str = "nvlabel";
 
 pub mod backoff;
+pub mod drift;
 pub mod errors;
 pub mod limit;
 mod list_watch;

@@ -14,6 +14,7 @@ mod dra_wiring;
 mod fences;
 mod health_admin_clear;
 mod health_memory;
+mod health_overwrite;
 mod health_platforms;
 mod health_policy;
 mod health_real_api;

@@ -119,6 +119,8 @@ fn every_metric_the_docs_name_is_served() {
     health_metrics.warning(0, "GPU-0", "GpuThermalSlowdown");
     health_metrics.fault_turn(false, Some(0), "GPU-0", "RemappedRowsPending");
     health_metrics.fault_turn(true, Some(0), "GPU-0", "RemappedRowsPending");
+    let writer = nvlabel::health::metrics::WriterLabels { manager: "kubectl-patch".into() };
+    health_metrics.condition_overwrites.get_or_create(&writer).inc();
     health_metrics.register(&mut registry);
     let mut health = String::new();
     prometheus_client::encoding::text::encode(&mut health, &registry).unwrap();

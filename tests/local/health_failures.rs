@@ -161,3 +161,49 @@ async fn a_failing_call_is_said_once_then_once_a_minute_then_resolved() {
     assert_eq!(logs.count("resolved: the GPU health condition is written again"), 1, "{}", logs.text());
     assert_eq!(logs.count("resolved: GPU health Events are sent again"), 1, "{}", logs.text());
 }
+
+/// A refused write of the condition is tried again when its backoff ends (a timer, its first
+/// wait under a second), not at the next reading, here an hour away. On the real clock: the
+/// reading runs on a thread of its own, which a paused clock would not wait for.
+#[tokio::test]
+async fn a_refused_condition_write_is_retried_when_its_backoff_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = dir.path().join("boot_id");
+    std::fs::write(&boot, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let (client, mut handle) = common::mock_api::mock();
+    let patches = Arc::new(AtomicU32::new(0));
+    let seen = patches.clone();
+    tokio::spawn(async move {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "gpu-1", "uid": "uid-1", "resourceVersion": "1"}});
+        while let Some((request, send)) = handle.next_request().await {
+            let refuse = request.method() == Method::PATCH && seen.fetch_add(1, Ordering::SeqCst) == 0;
+            let (code, body) = match refuse {
+                true => (StatusCode::FORBIDDEN, common::mock_api::status(403, "Forbidden")),
+                false => (StatusCode::OK, node.clone()),
+            };
+            let response =
+                Response::builder().status(code).body(Body::from(serde_json::to_vec(&body).unwrap()));
+            send.send_response(response.unwrap());
+        }
+    });
+    let config = HealthConfig { every: Duration::from_secs(3600), ..config(boot) };
+    let watches = nvlabel::health::task::Watches::default();
+    let mut task =
+        nvlabel::health::task::start(&config, Some(client), nvlabel::probe::Session::new(), watches)
+            .unwrap()
+            .expect("health is on");
+    let (_tx, rx) = tokio::sync::watch::channel(Arc::new(config));
+    let written = async {
+        let start = std::time::Instant::now();
+        while patches.load(Ordering::SeqCst) < 2 && start.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    task.run(rx, written).await;
+    assert_eq!(patches.load(Ordering::SeqCst), 2, "refused once, then written:\n{}", logs.text());
+    assert_eq!(logs.count("writing the GPU health condition failed"), 1, "{}", logs.text());
+    assert_eq!(logs.count("resolved: the GPU health condition is written again"), 1, "{}", logs.text());
+}

@@ -1,16 +1,28 @@
 //! The Node condition and its fault record (one apply, [`crate::health::publish`]): read back
-//! once at start (a restart forgets nothing), then written only when the verdict changes, and
-//! read again after a person cleared it by hand (what the Node shows then is theirs). An
-//! instance being uninstalled writes nothing, and takes back a write that crossed its prune (two
-//! reads of its ServiceAccount per write, none on a pass that writes nothing).
+//! once at start (a restart forgets nothing), then written when the verdict changes, when
+//! another writer changed what the Node shows ([`super::guard`], at the pace of
+//! [`DriftGuard`]), and when a failed write's backoff ends (a timer, [`ConditionWriter::due`],
+//! not the next reading); read again after a person cleared it by hand (what the Node shows then
+//! is theirs). An instance being uninstalled writes nothing, and takes back a write that crossed
+//! its prune (two reads of its ServiceAccount per write, none on a pass that writes nothing).
 
+use super::guard::{overwritten, Overwrite};
 use crate::health::api_failures::{now, Call};
 use crate::health::backoff::AFTER_FAILURE;
 use crate::health::config::HealthConfig;
 use crate::health::instance::{manager_of, Retirement};
-use crate::health::publish::NodeCondition;
+use crate::health::metrics::HealthMetrics;
+use crate::health::publish::{NodeCondition, FIELD_MANAGER};
 use crate::health::sticky::{Existing, Verdict};
 use crate::kubeapi::backoff::FullJitter;
+use crate::kubeapi::drift::DriftGuard;
+use crate::kubeapi::object_watch::ObjectWatch;
+use k8s_openapi::api::core::v1::Node;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An overwriter named once is named again only after this long (or when another writes).
+const RETELL: Duration = Duration::from_secs(600);
 
 /// What reading the record back found.
 #[derive(Debug)]
@@ -32,11 +44,32 @@ pub struct ConditionWriter {
     read: Call,
     /// Failed writes, the same.
     write: Call,
+    /// The judge's verdict last handed over: what the Node is to show.
+    truth: Option<Verdict>,
+    /// This Node's watch, where another writer's change is seen.
+    node: Option<ObjectWatch<Node>>,
+    /// How often an overwritten condition is written back.
+    guard: DriftGuard,
+    /// When the verdict is written back over another writer's change.
+    repair: Option<Instant>,
+    /// When a failed write is tried again.
+    retry: Option<Instant>,
+    /// The overwriter named last, and when.
+    told: Option<(String, Instant)>,
+    /// Overwrites counted by who wrote them.
+    metrics: Arc<HealthMetrics>,
 }
 
 impl ConditionWriter {
-    /// The condition `config` names on Node `node`, under the instance's field manager.
-    pub fn new(client: kube::Client, node: &str, config: &HealthConfig) -> ConditionWriter {
+    /// The condition `config` names on Node `node`, under the instance's field manager; `watch`
+    /// is that Node's watch, where an overwrite is seen.
+    pub fn new(
+        client: kube::Client,
+        node: &str,
+        config: &HealthConfig,
+        watch: Option<ObjectWatch<Node>>,
+        metrics: Arc<HealthMetrics>,
+    ) -> ConditionWriter {
         let manager = manager_of(config.instance.as_ref());
         ConditionWriter {
             condition: NodeCondition::new(
@@ -56,6 +89,13 @@ impl ConditionWriter {
                 "writing the GPU health condition failed",
                 "the GPU health condition is written again",
             ),
+            truth: None,
+            node: watch,
+            guard: DriftGuard::default(),
+            repair: None,
+            retry: None,
+            told: None,
+            metrics,
         }
     }
 
@@ -96,28 +136,95 @@ impl ConditionWriter {
     }
 
     /// Writes `verdict` if it differs from what the Node has, unless `retirement` says the
-    /// instance is being uninstalled (asked before and after the write).
+    /// instance is being uninstalled (asked before and after the write), or a failed write's
+    /// backoff holds writes back (then [`ConditionWriter::due`] says when it is tried).
     pub async fn publish(&mut self, verdict: &Verdict, retirement: &mut Option<Retirement>) {
-        if self.published.as_ref() == Some(verdict) || !self.backoff.ready(now()) {
+        // The same verdict waits for its write-back's turn: a fight stays throttled.
+        if self.repair.is_some() && self.truth.as_ref() == Some(verdict) {
             return;
+        }
+        self.truth = Some(verdict.clone());
+        if self.write(verdict, retirement).await {
+            (self.repair, self.retry) = (None, None);
+        }
+    }
+
+    /// When a write of the verdict is due: a failed write's retry, or the write-back over
+    /// another writer's change; `None` while none waits.
+    pub fn due(&self) -> Option<Instant> {
+        self.repair.into_iter().chain(self.retry).max()
+    }
+
+    /// The write [`ConditionWriter::due`] said is due now.
+    pub async fn write_due(&mut self, retirement: &mut Option<Retirement>) {
+        let repairing = self.repair.take().is_some();
+        self.retry = None;
+        let Some(verdict) = self.truth.clone() else { return };
+        if !self.write(&verdict, retirement).await || !repairing {
+            return;
+        }
+        if self.guard.repaired(now()) {
+            let by = self.told.as_ref().map(|(by, _)| by.clone()).unwrap_or_default();
+            tracing::warn!(%by, condition = self.condition.condition_type(), "another writer keeps overwriting the GPU health condition: it is written back once a minute while this lasts");
+        }
+    }
+
+    /// What the Node watch shows now, held against the verdict: where another writer changed
+    /// the condition, the overwrite, once (its write-back is then due).
+    pub fn overwritten(&mut self) -> Option<Overwrite> {
+        let (Some(watch), Some(truth)) = (&self.node, &self.truth) else { return None };
+        if self.published.as_ref() != Some(truth) || self.repair.is_some() {
+            // A write is due anyway.
+            return None;
+        }
+        let (kind, manager) = (self.condition.condition_type(), self.condition.manager());
+        let over = watch.inspect(|seen| overwritten(seen, kind, manager, FIELD_MANAGER, truth))?;
+        let at = now();
+        if self.guard.take_ended() {
+            tracing::info!(condition = kind, "the fight over the GPU health condition is over");
+        }
+        self.published = None;
+        self.repair = Some(self.guard.drift_seen(at));
+        self.metrics.condition_overwrites.get_or_create(&over.by_labels()).inc();
+        let retold = self.told.as_ref().is_none_or(|(by, when)| *by != over.by || at - *when >= RETELL);
+        if !retold {
+            return None;
+        }
+        self.told = Some((over.by.clone(), at));
+        tracing::warn!(by = %over.by, condition = kind, shown_status = %over.status, shown_reason = %over.reason, status = truth.status.as_str(), reason = %truth.reason, "another writer overwrote the GPU health condition; writing nvlabel's verdict back");
+        Some(over)
+    }
+
+    /// One write of `verdict`; whether it reached the Node.
+    async fn write(&mut self, verdict: &Verdict, retirement: &mut Option<Retirement>) -> bool {
+        if self.published.as_ref() == Some(verdict) || !self.backoff.ready(now()) {
+            return false;
         }
         if retiring(retirement).await {
-            return;
+            return false;
         }
         match self.condition.apply(verdict).await {
-            Ok(()) if retiring(retirement).await => match self.condition.remove().await {
-                Ok(_) => tracing::info!("the GPU health condition written as the prune ran is taken back"),
-                Err(e) => tracing::error!(error = %e, "taking back the GPU health condition failed"),
-            },
+            Ok(()) if retiring(retirement).await => {
+                match self.condition.remove().await {
+                    Ok(_) => {
+                        tracing::info!("the GPU health condition written as the prune ran is taken back")
+                    }
+                    Err(e) => tracing::error!(error = %e, "taking back the GPU health condition failed"),
+                }
+                false
+            }
             Ok(()) => {
                 self.backoff.reset();
                 self.write.worked();
                 tracing::info!(status = verdict.status.as_str(), reason = %verdict.reason, message = %verdict.message, "GPU health condition");
                 self.published = Some(verdict.clone());
+                true
             }
             Err(e) => {
                 let wait = self.backoff.failed(now());
+                self.retry = Some(now() + wait);
                 self.write.failed(&e, Some(wait));
+                false
             }
         }
     }

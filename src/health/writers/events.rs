@@ -1,7 +1,7 @@
 //! Health's Events on the Node: a `GpusRecovered` when a reboot cleared recorded faults, a
 //! `GpuFaultCleared` for each fault cleared in place, a `ClearedByAdmin` naming the faults a
-//! person cleared by hand, a Warning for each new fault, and one for each warning episode that
-//! began.
+//! person cleared by hand, a Warning for each new fault, one for each warning episode that
+//! began, and one naming another writer that overwrote the condition.
 
 use super::{Target, Writer};
 use crate::health::api_failures::Call;
@@ -60,6 +60,14 @@ impl Writer for EventWriter {
             for warning in &report.warnings {
                 let reason = warning.signal.reason();
                 self.send(EventType::Warning, reason, &warning.gpu(), &warning.text(), uid).await;
+            }
+            if let Some(over) = &report.overwritten {
+                let kind = &to.config.settings.condition_type;
+                let note = format!(
+                    "{} set the {kind} condition to {} ({}) over nvlabel's verdict; nvlabel writes its verdict back. Give the other writer a condition type of its own",
+                    over.by, over.status, over.reason
+                );
+                self.send(EventType::Warning, "GpuHealthConditionOverwritten", &over.by, &note, uid).await;
             }
         })
     }

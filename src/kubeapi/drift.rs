@@ -1,4 +1,4 @@
-//! How often drift is repaired. A label someone removed is put back within a second, but a fight
+//! How often drift is repaired: the labels, and health's condition. A label someone removed is put back within a second, but a fight
 //! with another writer (it changes the label back every time) must not become a hot loop: after
 //! five repairs within a minute, repairs slow to one a minute, and the fight is logged and counted
 //! once, its end logged once. The fight ends only when the other writer leaves the labels alone

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// What is expected of a value: both take it, both refuse it, or the chart alone refuses it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Want {
+pub(crate) enum Want {
     Ok,
     Refused,
     ChartOnly(&'static str),
@@ -170,7 +170,8 @@ const CASES: &[Case] = &[
     (FILE, &["--set", "health.enabled=true"], "--health", Refused),
 ];
 
-/// The config cases: the chart's sample ConfigMap is mounted as --config-dir.
+/// The config cases: the chart's sample ConfigMap is mounted as --config-dir (config.map's own
+/// values: `chart_configs`).
 const CONFIG_CASES: &[Case] = &[
     (NODEFEATURE, &["--set", "config.default=time-slicing-4"], "--config-default=time-slicing-4", Ok),
     (NODEFEATURE, &["--set", "config.default=mps-10"], "--config-default=mps-10", Ok),
@@ -182,7 +183,7 @@ const CONFIG_CASES: &[Case] = &[
 type Pairs = Vec<(String, String)>;
 
 /// The pod's container args and env, and the ConfigMap data it mounts, from a rendering.
-fn pod_of(docs: &[Value], label: &str) -> (Vec<String>, Pairs, Pairs) {
+pub(crate) fn pod_of(docs: &[Value], label: &str) -> (Vec<String>, Pairs, Pairs) {
     let r = typed(label, docs);
     let (_, ns, pod) = &r.pods[0];
     let c = &pod.containers[0];
@@ -193,7 +194,7 @@ fn pod_of(docs: &[Value], label: &str) -> (Vec<String>, Pairs, Pairs) {
 
 /// The binary's verdict: `Some(stderr)` when it exits 2 (a bad configuration), `None` when it
 /// takes the configuration (another exit, or still running after the deadline).
-fn binary_refuses(
+pub(crate) fn binary_refuses(
     args: &[String],
     env: &[(String, String)],
     configs: &[(String, String)],

@@ -13,6 +13,7 @@ mod architecture;
 mod catalogue;
 mod chart;
 mod chart_alerts;
+mod chart_configs;
 mod chart_dra;
 mod chart_notes;
 mod chart_platforms;

@@ -7,10 +7,11 @@ sysfs-vgpu/  one vGPU (GFD's mock vendor capability: host driver 460.16, branch 
              the modules nvidia, nv_peer_mem (the older RDMA module) and nvidia_fs (GPUDirect
              Storage).
 sysfs-machines/<machine>/
-             one tree per bundled machine (testdata/machines/<machine>.yaml): the PCI bus holds the
-             host bridge and exactly that machine's GPUs, so `nvlabel health` finds no GPU missing;
-             every entry is a symlink into sysfs/ (as /sys/bus/pci/devices links into
-             /sys/devices), so the labels equal sysfs/'s.
+             one tree per bundled machine (testdata/machines/<machine>.yaml) and per health fixture
+             (testdata/health/<machine>.yaml): the PCI bus holds the host bridge and exactly that
+             machine's GPUs, so `nvlabel health` finds no GPU missing; every entry is a symlink
+             into sysfs/ (as /sys/bus/pci/devices links into /sys/devices), so the labels equal
+             sysfs/'s.
 platforms/h100-vfio/sys/
              a host passing GPUs through to virtual machines, laid out as the kernel does
              (bus/pci/devices links into devices/, driver links into bus/pci/drivers/): two H100
@@ -188,7 +189,7 @@ def main():
     machine(root, "VMware Virtual Platform")
     modules(root, ["nvidia", "nv_peer_mem", "nvidia_fs"])
     device(root, "0000:01:00.0", "0x030200", cap=VGPU)
-    for fixture in sorted(glob.glob("testdata/machines/*.yaml")):
+    for fixture in sorted(glob.glob("testdata/machines/*.yaml") + glob.glob("testdata/health/*.yaml")):
         machine_tree("testdata/sysfs", fixture)
 
 

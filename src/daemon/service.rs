@@ -40,7 +40,6 @@ pub struct Service {
     health: Option<HealthTask>,
     /// Served until the service ends.
     endpoint: Option<Endpoint>,
-    metrics: Arc<Metrics>,
 }
 
 impl Service {
@@ -84,23 +83,13 @@ impl Service {
                 Some(crate::http::serve(addr, metrics.liveness.clone(), Arc::new(registry)).await?)
             }
         };
-        Ok(Service { daemon, health, endpoint, metrics })
-    }
-
-    /// The address the HTTP endpoint serves on, if it does.
-    pub fn endpoint(&self) -> Option<std::net::SocketAddr> {
-        self.endpoint.as_ref().map(|e| e.addr)
-    }
-
-    /// The daemon's metrics.
-    pub fn metrics(&self) -> Arc<Metrics> {
-        self.metrics.clone()
+        Ok(Service { daemon, health, endpoint })
     }
 
     /// Runs every task until `control` says stop (or closes), or the labelling loop ends with an
     /// error; then stops the others. Published labels and the health condition stay.
     pub async fn run(self, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
-        let Service { daemon, health, endpoint, metrics: _ } = self;
+        let Service { daemon, health, endpoint } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;

@@ -68,12 +68,8 @@ pub fn machine_type(path: &Path) -> MachineType {
     }
 }
 
-/// Scans every NVIDIA PCI device for the vGPU vendor capability.
-pub fn vgpu_devices(sysfs_root: &Path) -> Result<Vec<VgpuDevice>, VgpuScanError> {
-    vgpu_scan(sysfs_root, &mut 0)
-}
-
-/// [`vgpu_devices`], counting the config-space reads in `config_reads` (the dear part of the scan).
+/// Scans every NVIDIA PCI device for the vGPU vendor capability, counting the config-space
+/// reads in `config_reads` (the dear part of the scan).
 pub fn vgpu_scan(sysfs_root: &Path, config_reads: &mut u64) -> Result<Vec<VgpuDevice>, VgpuScanError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let read = |p: PathBuf| {

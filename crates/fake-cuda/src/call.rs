@@ -1,5 +1,6 @@
 //! One exported call: the `export!` macro every `cu*` symbol is defined with, what each call does
-//! before its body runs (take the lock, count itself), and how it writes its answers.
+//! before its body runs (take the lock, count itself; `cuInit` also blocks while a `hang` line
+//! holds it), and how it writes its answers.
 
 use crate::codes::{self, CUresult};
 use crate::fixture::{Cuda, Device};
@@ -36,6 +37,16 @@ impl Call {
     /// For the calls that answer before `cuInit`: only the faults.
     pub(crate) fn any_time(&mut self) -> Result<(), CUresult> {
         self.g.any_time(self.name)
+    }
+
+    /// Blocks while a `hang` line of the event file holds this call (`cuInit`), with the lock
+    /// released so that every other call (other threads' `cuGetErrorName`, say) goes on meanwhile;
+    /// then takes the lock again.
+    pub(crate) fn hang(self) -> Call {
+        let Call { g, name } = self;
+        drop(g);
+        crate::hang::wait();
+        Call { g: lock(), name }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The exported `cu*` functions, all listed in [`SYMBOLS`]. Each one counts itself, takes the
-//! global lock (`call.rs`) and never unwinds into its caller. No other file of the library uses
-//! this one (the unit tests take `SYMBOLS`).
+//! global lock (`call.rs`; `cuInit` lets it go while a `hang` line holds it) and never unwinds
+//! into its caller. No other file of the library uses this one (the unit tests take `SYMBOLS`).
 
 use crate::call::{export, out, out_name, out_text};
 use crate::codes::{self, CUresult, SUCCESS};
@@ -28,6 +28,8 @@ const COMPUTE_CAPABILITY_MINOR: c_int = 76;
 
 export! {
     fn cuInit(flags: c_uint) |c| {
+        // Counted first, then held by a `- hang cuInit <s>` line of the event file (`hang.rs`).
+        let mut c = c.hang();
         match c.g.init(flags, SYMBOLS) {
             SUCCESS => Ok(()),
             e => Err(e),

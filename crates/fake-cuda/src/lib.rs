@@ -9,6 +9,7 @@ mod codes;
 pub mod exports;
 mod faults;
 mod fixture;
+mod hang;
 mod state;
 
 /// Writes `FAKE_CUDA_CALLS` when the process exits (or the library is unloaded). A `.fini_array`

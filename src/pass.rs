@@ -34,13 +34,15 @@ pub enum PassError {
     /// The labelling pass itself failed (a panic on, or the loss of, its thread).
     #[error("labelling pass failed: {0}")]
     Worker(#[from] crate::worker::WorkerError),
-    /// An NVML call of the pass has not returned within `--health-nvml-timeout`.
-    #[error("an NVML call has not returned for {} (--health-nvml-timeout is {}): the driver may be hung", humantime::format_duration(*.waited), humantime::format_duration(*.limit))]
+    /// The pass's work has not returned within `--health-nvml-timeout`.
+    #[error("the labelling pass has not returned for {} (--health-nvml-timeout is {}): {waiting_on}", humantime::format_duration(*.waited), humantime::format_duration(*.limit))]
     Unresponsive {
         /// How long the pass has waited so far.
         waited: std::time::Duration,
         /// The timeout.
         limit: std::time::Duration,
+        /// What it waits on: the driver call it is in, or none.
+        waiting_on: String,
     },
 }
 

@@ -54,11 +54,13 @@ pub enum Finding {
     },
 }
 
-/// Mismatches seen, and since when.
+/// Mismatches seen: since when, against which promise, and what was reported.
 #[derive(Debug)]
 pub struct SharingCheck {
     grace: Duration,
-    since: BTreeMap<String, Instant>,
+    /// Per resource, since when it mismatches the promise it has now (a new promise, after a
+    /// config change, starts its grace anew: the device plugin needs it again).
+    since: BTreeMap<String, (Instant, u64)>,
     reported: BTreeMap<String, (u64, Option<u64>)>,
 }
 
@@ -66,6 +68,26 @@ impl SharingCheck {
     /// A check that reports a mismatch once it has lasted `grace`.
     pub fn new(grace: Duration) -> SharingCheck {
         SharingCheck { grace, since: BTreeMap::new(), reported: BTreeMap::new() }
+    }
+
+    /// The grace period a reload set.
+    pub fn set_grace(&mut self, grace: Duration) {
+        self.grace = grace;
+    }
+
+    /// Forgets the mismatches not reported yet (nothing to compare now): none is then due.
+    pub fn forget_pending(&mut self) {
+        self.since.clear();
+    }
+
+    /// When a mismatch not reported yet outlasts the grace period: the check is due then, not
+    /// at the next pass or Node event.
+    pub fn due(&self) -> Option<Instant> {
+        self.since
+            .iter()
+            .filter(|(r, (_, want))| self.reported.get(*r).is_none_or(|(w, _)| w != want))
+            .map(|(_, (at, _))| *at + self.grace)
+            .min()
     }
 
     /// Compares `promised` with the Node's `allocatable` (quantities as the API gives them) at
@@ -84,7 +106,11 @@ impl SharingCheck {
                 continue;
             }
             mismatched.push(resource.clone());
-            let since = *self.since.entry(resource.clone()).or_insert(now);
+            let entry = self.since.entry(resource.clone()).or_insert((now, *want));
+            if entry.1 != *want {
+                *entry = (now, *want);
+            }
+            let since = entry.0;
             let lasting = now.duration_since(since) >= self.grace;
             if lasting && self.reported.get(resource) != Some(&(*want, have)) {
                 self.reported.insert(resource.clone(), (*want, have));

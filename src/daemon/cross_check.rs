@@ -34,6 +34,11 @@ impl CrossCheck {
         self.watched = Some(allocatable);
     }
 
+    /// When a mismatch outlasts its grace period (the check is due then).
+    pub fn due(&self) -> Option<tokio::time::Instant> {
+        self.check.as_ref()?.due().map(tokio::time::Instant::from_std)
+    }
+
     /// With `--extended-labels`: compares what the published labels promise with the Node's
     /// allocatable resources, from the writer's read of the Node or the node watch; warns of a
     /// mismatch after the grace period and says when it ends.
@@ -41,6 +46,10 @@ impl CrossCheck {
         let Some(grace) = with.grace else { return };
         let (Some(labels), Some(allocatable)) = (with.published, with.from_writer.or(self.watched.clone()))
         else {
+            // Nothing to compare: no mismatch is due, or its timer would fire for nothing.
+            if let Some(check) = self.check.as_mut() {
+                check.forget_pending();
+            }
             return;
         };
         let promised = sharing_check::promised(labels, with.sharing);
@@ -49,7 +58,8 @@ impl CrossCheck {
             let _ = metrics.sharing_mismatch.get_or_create(&Resource { resource: resource.clone() });
         }
         let check = self.check.get_or_insert_with(|| SharingCheck::new(grace));
-        for finding in check.check(&promised, &allocatable, std::time::Instant::now()) {
+        check.set_grace(grace);
+        for finding in check.check(&promised, &allocatable, tokio::time::Instant::now().into_std()) {
             match finding {
                 Finding::Mismatch { resource, promised, allocatable } => {
                     let shown = allocatable.map_or("none".to_string(), |a| a.to_string());

@@ -26,6 +26,7 @@ pub use metrics::{Metrics, NvmlFunction, PublishFailure};
 use crate::health::config::HealthConfig;
 use crate::kubeapi::node_view::NodeView;
 use crate::kubeapi::object_watch::ObjectWatch;
+use crate::kubeapi::remind::Say;
 use crate::pass::{self, PassError};
 use crate::probe::Session;
 use crate::publish::Target;
@@ -92,6 +93,9 @@ pub struct Daemon {
     retry: Retry,
     /// What went wrong in the last pass, logged when it starts and when it ends.
     troubles: Troubles,
+    /// Passes that failed whole, said when it starts, at most once a minute while it lasts, and
+    /// when a pass works again (a hung driver fails every pass).
+    failed_passes: crate::kubeapi::remind::Failures,
     /// The sharing labels against the Node's allocatable resources.
     cross: CrossCheck,
     /// What the session had cost at the last count (for the metrics' counters).
@@ -135,6 +139,7 @@ impl Daemon {
             publisher,
             retry: Retry::new(draw),
             troubles: Troubles::default(),
+            failed_passes: Default::default(),
             cross: CrossCheck::default(),
             costs: (0, 0),
             node_watch,
@@ -196,12 +201,28 @@ impl Daemon {
         self.metrics.pass_duration.observe(started.elapsed().as_secs_f64());
         self.costs = self.metrics.count_session(&self.session, self.costs);
         let pass = match computed {
-            Ok(pass) => pass,
+            Ok(pass) => {
+                if let Some(r) = self.failed_passes.succeeded(tokio::time::Instant::now().into_std()) {
+                    let failed_for_s = r.failed_for.as_secs();
+                    tracing::info!(last_error = %r.error, failed_for_s, "resolved: labelling passes work again");
+                }
+                pass
+            }
             Err(PassError::Probe(e)) if e.is_init() && config.fail_on_init_error => {
                 return Err(PassError::Probe(e));
             }
             Err(e) => {
-                tracing::error!(error = %e, "labelling pass failed; the published labels stay");
+                let now = tokio::time::Instant::now().into_std();
+                match self.failed_passes.failed(e.to_string(), now) {
+                    Say::Starts => {
+                        tracing::error!(error = %e, "labelling pass failed; the published labels stay")
+                    }
+                    Say::Still { failing_for } => {
+                        let failing_for_s = failing_for.as_secs();
+                        tracing::error!(error = %e, failing_for_s, "still: labelling passes fail; the published labels stay")
+                    }
+                    Say::Quiet => {}
+                }
                 if let PassError::Probe(p) = &e {
                     self.metrics.source_failed(p.source(), p.function());
                 }

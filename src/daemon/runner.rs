@@ -42,7 +42,7 @@ impl PassRunner {
         }
         let config = config.clone();
         let job = move || {
-            let _busy = session.enter("labelling pass");
+            let _busy = session.enter(WORK);
             pass::run(&config, &session)
         };
         match self.worker.submit(job)?.within(limit).await {
@@ -55,8 +55,48 @@ impl PassRunner {
     }
 }
 
-/// The error of a pass whose NVML work has not returned.
+/// What the labelling pass's work is called where the watchdog names it.
+const WORK: &str = "labelling pass";
+
+/// The error of a pass whose work has not returned, naming what it waits on.
 fn unresponsive(session: &Session, limit: Duration) -> PassError {
-    let waited = session.longest_call().map_or(limit, |(_, d)| d);
-    PassError::Unresponsive { waited: Duration::from_secs(waited.as_secs()), limit }
+    let oldest = session.oldest_call_of(WORK);
+    let waited = oldest.as_ref().map_or(limit, |o| o.waited);
+    let waiting_on = waiting_on(oldest.and_then(|o| o.step));
+    PassError::Unresponsive { waited: Duration::from_secs(waited.as_secs()), limit, waiting_on }
+}
+
+/// What a pass in `step` waits on, in words: the driver call it is in, or none.
+fn waiting_on(step: Option<crate::probe::calls::Step>) -> String {
+    match step {
+        Some((function, Some(gpu))) => format!("it waits on {function} on GPU {gpu}: the driver may be hung"),
+        Some((function, None)) => format!("it waits on {function}: the driver may be hung"),
+        None => {
+            "it is in no driver call (reading sysfs or another file, say): a file system may be hung".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_stuck_pass_names_what_it_waits_on() {
+        let e = crate::pass::PassError::Unresponsive {
+            waited: std::time::Duration::from_secs(29),
+            limit: std::time::Duration::from_secs(30),
+            waiting_on: super::waiting_on(Some(("nvmlDeviceGetMemoryInfo_v2", Some(0)))),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the labelling pass has not returned for 29s (--health-nvml-timeout is 30s): it waits on nvmlDeviceGetMemoryInfo_v2 on GPU 0: the driver may be hung"
+        );
+        assert_eq!(
+            super::waiting_on(None),
+            "it is in no driver call (reading sysfs or another file, say): a file system may be hung"
+        );
+        assert_eq!(
+            super::waiting_on(Some(("nvmlInit_v2", None))),
+            "it waits on nvmlInit_v2: the driver may be hung"
+        );
+    }
 }

@@ -26,6 +26,8 @@ enum Wake {
     ConfigFile,
     /// The Node's view (config label, allocatable) changed.
     View(NodeView),
+    /// A sharing mismatch outlasted its grace period.
+    CrossCheck,
     /// A signal (or the owner's channel closing).
     Control(Option<Control>),
 }
@@ -42,7 +44,7 @@ enum Next {
 
 impl Daemon {
     /// The time to the next pass: the interval (with its 1 s floor), or while retrying the retry's
-    /// wait instead, shorter or longer.
+    /// wait instead, never longer than the interval.
     fn next_pass_in(&self, floor_noted: &mut Option<Duration>) -> Option<Duration> {
         let interval = match self.config().interval {
             // GFD relabels in a busy loop on 0; one second is the floor here.
@@ -62,7 +64,11 @@ impl Daemon {
         };
         *self.metrics.liveness.fresh_for.lock().unwrap_or_else(|p| p.into_inner()) =
             interval.map(|d| d * 3 + Duration::from_secs(60));
-        self.retry.wait().or(interval)
+        // A retry never waits longer than the interval: the pass due then would run anyway.
+        match (self.retry.wait(), interval) {
+            (Some(wait), Some(interval)) => Some(wait.min(interval)),
+            (wait, interval) => wait.or(interval),
+        }
     }
 
     /// Runs until `control` says stop (or closes). The next pass's time is set when the last one
@@ -130,6 +136,7 @@ impl Daemon {
             () = sleep_or_never(refresh_in) => Wake::Refresh,
             Some(()) = self.publisher.next_change() => Wake::ObjectChanged,
             () = sleep_or_never(repair_in) => Wake::Repair,
+            () = sleep_until_or_never(self.cross.due()) => Wake::CrossCheck,
             () = self.allocation.switched() => Wake::Switched,
             () = watch.changed() => Wake::ConfigFile,
             Some(view) = next_view => Wake::View(view),
@@ -171,6 +178,10 @@ impl Daemon {
                 if self.set_label(view.config_label) && self.reload(false) {
                     return Ok(Next::Pass);
                 }
+                self.cross_check();
+                Next::Wait
+            }
+            Wake::CrossCheck => {
                 self.cross_check();
                 Next::Wait
             }

@@ -74,6 +74,21 @@ impl Action {
     }
 }
 
+/// Which rule says an Xid is no fault alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// NVIDIA's Xid catalog: its immediate action for the Xid is none of a fault's (`IGNORE`,
+    /// `RESTART_APP`, the Xid 45 workflow).
+    Catalog {
+        /// The catalog's immediate action.
+        immediate: &'static str,
+    },
+    /// `--health-ignore-xids` lists it.
+    IgnoreList,
+    /// The GPU's driver answers its recovery action, which decides (it reads `none`).
+    Driver,
+}
+
 /// The catalog as shipped: `xid<TAB>mnemonic<TAB>immediate action` lines, `#` comments.
 const CATALOG: &str = include_str!("xid_catalog.tsv");
 
@@ -124,15 +139,22 @@ pub fn bucket_action(immediate: &str) -> Option<Action> {
 
 /// How an Xid is classified when the driver gives no recovery action: `None` is not a fault.
 pub fn xid_action(xid: u64, ignored: &BTreeSet<u64>, fatal: &BTreeSet<u64>) -> Option<Action> {
+    xid_verdict(xid, ignored, fatal).ok()
+}
+
+/// As [`xid_action`], with the rule that says an Xid is no fault: the operator's list or the
+/// catalog's immediate action.
+pub fn xid_verdict(xid: u64, ignored: &BTreeSet<u64>, fatal: &BTreeSet<u64>) -> Result<Action, Rule> {
     if ignored.contains(&xid) {
-        return None;
+        return Err(Rule::IgnoreList);
     }
-    let catalog = catalog().get(&xid).map_or(Some(Action::Investigate), |e| bucket_action(e.immediate));
-    match (catalog, fatal.contains(&xid)) {
-        (Some(action), _) => Some(action),
+    let entry = catalog().get(&xid);
+    let catalog = entry.map_or(Some(Action::Investigate), |e| bucket_action(e.immediate));
+    match (catalog, fatal.contains(&xid), entry) {
+        (Some(action), _, _) => Ok(action),
         // Only the operator says it is a fault: nothing about the hardware is known.
-        (None, true) => Some(Action::CheckWorkload),
-        (None, false) => None,
+        (None, true, _) => Ok(Action::CheckWorkload),
+        (None, false, e) => Err(Rule::Catalog { immediate: e.map_or("-", |e| e.immediate) }),
     }
 }
 
@@ -163,13 +185,16 @@ mod tests {
         assert_eq!(xid_action(31, &none, &none), None, "an application's bad pointer");
         assert_eq!(xid_action(79, &none, &none).map(|a| a >= Action::ResetGpu), Some(true), "off the bus");
         assert_eq!(xid_action(9_999, &none, &none), Some(Action::Investigate), "unknown: investigate");
+        assert_eq!(xid_verdict(43, &none, &none), Err(Rule::Catalog { immediate: "IGNORE" }));
+        assert_eq!(xid_verdict(94, &none, &none), Err(Rule::Catalog { immediate: "RESTART_APP" }));
+        assert_eq!(xid_verdict(45, &none, &none), Err(Rule::Catalog { immediate: "WORKFLOW_XID_45" }));
     }
 
     #[test]
     fn the_operator_overrides_the_catalog_either_way() {
         let none = BTreeSet::new();
         let set = |x: &[u64]| x.iter().copied().collect::<BTreeSet<u64>>();
-        assert_eq!(xid_action(109, &set(&[109]), &none), None, "ignored");
+        assert_eq!(xid_verdict(109, &set(&[109]), &none), Err(Rule::IgnoreList), "ignored");
         assert_eq!(xid_action(31, &none, &set(&[31])), Some(Action::CheckWorkload), "fatal by choice only");
         assert_eq!(
             xid_action(109, &none, &set(&[109])),

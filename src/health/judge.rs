@@ -14,11 +14,12 @@ use super::config::HealthConfig;
 use super::expected::Expected;
 use super::metrics::HealthMetrics;
 use super::nvml::ReadError;
+use super::outcome::{AfterXid, DriverSaid, Judged, NoFault, Rule};
 use super::reader::Reader;
 use super::reading::Unreadable;
 use super::recovery::Healing;
 use super::report::{AdminCleared, Report, Warning};
-use super::rules::{driver_answers, Action, Event, Fault, Found, Reading, Rules};
+use super::rules::{Action, Event, Fault, Found, Reading, Rules};
 use super::signals::{Began, Signals};
 use super::sticky::{Entry, Existing, Tracker};
 use super::thresholds::Counter;
@@ -65,12 +66,24 @@ pub struct Look {
     stall: Option<String>,
     /// The warning episodes that began (reported whether or not the record is known).
     warnings: Vec<Warning>,
+    /// The Xid (GPU, Xid) this look was taken after, for the driver's recovery action.
+    after: Option<(u32, u64)>,
 }
 
 impl Look {
     /// The report of a look that cannot be judged (the record is not known): its warnings only.
     pub fn unjudged(self) -> Report {
         Report { warnings: self.warnings, ..Report::default() }
+    }
+
+    /// This look as taken after `xid`: a recovery action its GPU's driver asks for names it.
+    pub fn after(self, xid: &AfterXid) -> Look {
+        Look { after: Some((xid.index, xid.xid)), ..self }
+    }
+
+    /// What the driver said of GPU `index`'s recovery action in this look.
+    pub fn driver_said(&self, index: u32) -> DriverSaid {
+        DriverSaid::of(self.reading.as_ref(), index)
     }
 }
 
@@ -118,7 +131,25 @@ impl Judge {
             self.unreadable.note(r);
         }
         let stall = self.reader.stall(&self.metrics, config.settings.nvml_timeout);
-        Look { reading, stall, warnings }
+        Look { reading, stall, warnings, after: None }
+    }
+
+    /// How long until a hung NVML call may start or end (see [`Reader::stall_in`]).
+    pub fn stall_in(&self, config: &HealthConfig) -> std::time::Duration {
+        self.reader.stall_in(config.settings.nvml_timeout)
+    }
+
+    /// Looks whether an NVML call started or stopped hanging, between readings: the report of
+    /// the condition then (`Unknown` when the timeout passes, not at the next reading), or
+    /// `None` where nothing changed or the record is not known yet.
+    pub fn recheck_stall(&mut self, config: &HealthConfig) -> Option<Report> {
+        let was = self.reader.stalled();
+        let stall = self.reader.stall(&self.metrics, config.settings.nvml_timeout);
+        if stall.is_some() == was {
+            return None;
+        }
+        self.tracker.as_mut()?.unresponsive(stall);
+        Some(self.report(Vec::new(), Vec::new()))
     }
 
     /// GPU `index`'s UUID, where NVML has told it.
@@ -195,7 +226,13 @@ impl Judge {
         match &look.reading {
             Some(Ok(r)) => {
                 tracker.nvml(Ok(r.gpus.len()));
-                found.extend(rules.faults(r, self.last.as_ref()));
+                found.extend(rules.faults(r, self.last.as_ref()).into_iter().map(|(gpu, mut fault)| {
+                    // The Xid after which the driver asks: its recovery action names it.
+                    if let (Fault::Recovery { xid, .. }, Some((index, after))) = (&mut fault, look.after) {
+                        *xid = (gpu == Some(index)).then_some(after);
+                    }
+                    (gpu, fault)
+                }));
             }
             Some(Err(e)) => tracker.nvml(Err(e.to_string())),
             None => {}
@@ -218,30 +255,34 @@ impl Judge {
         Report { recovered, admin, ..self.report(new_faults, look.warnings) }
     }
 
-    /// The fault an NVML event is by the rules `config` sets, if any (an Xid counted either way):
-    /// alone, or as the repeat that reaches its `--health-xid-thresholds`.
-    pub fn event_fault(&mut self, event: &Event, config: &HealthConfig) -> Option<Found> {
+    /// What an NVML event is by the rules `config` sets (an Xid counted either way): a fault
+    /// alone or as the repeat that reaches its `--health-xid-thresholds`; no fault, with the rule
+    /// that says so and its threshold's count; or an Xid its GPU's driver decides.
+    pub fn event_fault(&mut self, event: &Event, config: &HealthConfig) -> Judged {
         if let Event::Xid { index, xid, .. } = *event {
             self.metrics.xid(index, self.uuid(index), xid);
         }
         let rules = Rules { judging: &config.settings.judging, expected: self.expected_now };
-        rules.event_fault(event, self.last.as_ref()).or_else(|| self.repeated(event, config))
-    }
-
-    /// The fault of an Xid that is none alone, when it reaches its threshold on its GPU.
-    fn repeated(&mut self, event: &Event, config: &HealthConfig) -> Option<Found> {
-        let Event::Xid { index, xid, .. } = *event else { return None };
-        let t = self.repeats.count(&config.settings.judging.xid_thresholds, index, xid)?;
-        // An Xid that keeps coming back on one GPU is past one workload's bug: a reset is the
-        // least that tells whether the GPU is the cause (and what recovery in place clears).
-        let fault = Fault::Xid { xid, mig: None, action: Some(Action::ResetGpu), repeated: Some(t) };
-        Some((Some(index), fault))
-    }
-
-    /// Whether `event` is an Xid on a GPU whose driver answers its recovery action.
-    pub fn driver_decides(&self, event: &Event) -> bool {
-        let Event::Xid { index, .. } = event else { return false };
-        driver_answers(self.last.as_ref(), *index)
+        let rule = match rules.event_verdict(event, self.last.as_ref()) {
+            Ok(found) => return Judged::Fault(found),
+            Err(rule) => rule,
+        };
+        // Only an Xid is ever no fault alone.
+        let Event::Xid { index, xid, .. } = *event else {
+            return Judged::NotAFault(NoFault { rule, tally: None });
+        };
+        let tally = self.repeats.tally(&config.settings.judging.xid_thresholds, index, xid);
+        if let Some(t) = tally.filter(|t| t.reached()) {
+            // An Xid that keeps coming back on one GPU is past one workload's bug: a reset is the
+            // least that tells whether the GPU is the cause (and what recovery in place clears).
+            let action = Some(Action::ResetGpu);
+            let fault = Fault::Xid { xid, mig: None, action, repeated: Some(t.threshold) };
+            return Judged::Fault((Some(index), fault));
+        }
+        match rule {
+            Rule::Driver => Judged::DriverDecides(AfterXid { index, xid, tally }),
+            rule => Judged::NotAFault(NoFault { rule, tally }),
+        }
     }
 
     /// Keeps an event's fault for the next pass (the record is not known yet).

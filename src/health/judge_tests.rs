@@ -26,7 +26,7 @@ fn look(pending: bool) -> Look {
         ..GpuReading::default()
     };
     let reading = Reading { gpus: vec![gpu(0, false), gpu(1, pending)], pci_gpus: Some(2) };
-    Look { reading: Some(Ok(reading)), stall: None, warnings: Vec::new() }
+    Look { reading: Some(Ok(reading)), stall: None, warnings: Vec::new(), after: None }
 }
 
 fn xid(gpu: u32, xid: u64) -> Found {
@@ -102,4 +102,86 @@ async fn a_clear_of_one_gpu_drops_only_what_its_record_no_longer_lists() {
     assert_eq!(named(&r.admin.clone().unwrap().faults), ["0: Xid 79"]);
     assert_eq!((r.new_faults.len(), recorded(&r)), (0, vec!["1: Xid 48".to_string()]));
     assert_eq!(j.faulty().unwrap().into_keys().collect::<Vec<_>>(), ["GPU-1"], "GPU 0's taints go");
+}
+
+/// A configuration ignoring Xid 79 and counting Xid 43 to 3 within a minute.
+fn listing() -> HealthConfig {
+    let mut config = HealthConfig::for_tests(Default::default());
+    let judging = &mut config.settings.judging;
+    judging.ignored_xids = [79].into();
+    judging.xid_thresholds = crate::health::thresholds::parse("43:3/1m").unwrap();
+    config
+}
+
+/// A look at GPU 0 whose driver answers its recovery action `action` (GPU 1's does not).
+fn driver_look(action: u64) -> Look {
+    let mut look = look(false);
+    if let Some(Ok(r)) = look.reading.as_mut() {
+        r.gpus[0].recovery_action = Some(action);
+    }
+    look
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_event_is_judged_with_the_rule_that_decided() {
+    use crate::health::outcome::Judged;
+    let node = Arc::new(Mutex::new(Shown::Nothing));
+    let mut j = judge(&node);
+    let config = listing();
+    j.judge(driver_look(0), &config);
+    let xid = |index, xid| Event::Xid { index, xid, mig: None };
+    let why = |judged: Judged| match judged {
+        Judged::NotAFault(no) => (no.name(), no.to_string()),
+        other => panic!("{other:?}"),
+    };
+    // GPU 1's driver does not answer: the catalog and the operator decide.
+    assert_eq!(
+        why(j.event_fault(&xid(1, 31), &config)),
+        ("xid-catalog", "NVIDIA's Xid catalog says RESTART_APP".into())
+    );
+    assert_eq!(
+        why(j.event_fault(&xid(1, 79), &config)),
+        ("--health-ignore-xids", "--health-ignore-xids lists it".into())
+    );
+    let below = |n| {
+        format!(
+            "NVIDIA's Xid catalog says IGNORE; below its --health-xid-thresholds count: {n} of 3 within 1m"
+        )
+    };
+    assert_eq!(why(j.event_fault(&xid(1, 43), &config)), ("--health-xid-thresholds", below(1)));
+    assert_eq!(why(j.event_fault(&xid(1, 43), &config)), ("--health-xid-thresholds", below(2)));
+    let Judged::Fault((Some(1), fault)) = j.event_fault(&xid(1, 43), &config) else { panic!("the third") };
+    assert_eq!(fault.describe(), "Xid 43 3 times in 1m");
+    assert!(matches!(j.event_fault(&xid(1, 48), &config), Judged::Fault(_)), "the catalog's reset");
+    // GPU 0's driver answers: it decides, the threshold still counting.
+    match j.event_fault(&xid(0, 43), &config) {
+        Judged::DriverDecides(after) => {
+            assert_eq!((after.index, after.xid, after.tally.map(|t| t.seen)), (0, 43, Some(1)))
+        }
+        other => panic!("{other:?}"),
+    }
+    let Judged::DriverDecides(after) = j.event_fault(&xid(0, 109), &config) else { panic!("the driver's") };
+    assert_eq!(after.tally, None);
+}
+
+#[tokio::test]
+async fn a_recovery_action_read_after_an_xid_names_it() {
+    let node = Arc::new(Mutex::new(Shown::Nothing));
+    let mut j = judge(&node);
+    let config = listing();
+    j.judge(driver_look(0), &config);
+    let after = crate::health::outcome::AfterXid { index: 0, xid: 109, tally: None };
+    let look = driver_look(1).after(&after);
+    assert_eq!(look.driver_said(0), crate::health::outcome::DriverSaid::Asks(Action::ResetGpu));
+    let r = j.judge(look, &config);
+    assert_eq!(
+        r.new_faults.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+        ["GPU 0 (GPU-0): GpuRecoveryActionRequired, the driver asks for a recovery action after Xid 109, action: reset the GPU"]
+    );
+    let record = r.verdict.unwrap().record.unwrap().to_annotation();
+    assert!(record.contains(r#""driverAction":"ResetGpu","xid":109"#), "{record}");
+    // The next pass reads the same action, and the fault stays the Xid's.
+    let r = j.judge(driver_look(1), &config);
+    assert!(r.new_faults.is_empty());
+    assert!(r.verdict.unwrap().message.contains("after Xid 109"));
 }

@@ -23,6 +23,7 @@ pub mod monitor;
 pub mod nvml;
 mod old_message;
 pub mod oneshot;
+pub mod outcome;
 pub mod prune;
 pub mod publish;
 mod raw_events;

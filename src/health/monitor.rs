@@ -6,8 +6,9 @@
 
 pub use super::boot::{boot_id, BootIdError};
 use super::config::HealthConfig;
-use super::judge::Judge;
+use super::judge::{Judge, Look};
 use super::metrics::HealthMetrics;
+use super::outcome::Judged;
 use super::report::{Cleared, Report};
 use super::rules::Event;
 use super::taints::DeviceTaints;
@@ -77,23 +78,35 @@ impl Monitor {
     /// One health pass: read NVML, judge it into the record, write what changed.
     pub async fn pass(&mut self) {
         let look = self.judge.look(&self.config).await;
-        let report = match self.recall().await {
+        self.judge_look(look).await;
+    }
+
+    /// Judges a look into the record and writes what changed; returns whether it was judged
+    /// (not while the record is unknown: only its warnings are written then).
+    async fn judge_look(&mut self, look: Look) -> bool {
+        let judged = self.recall().await;
+        let report = match judged {
             true => self.judge.judge(look, &self.config),
             false => look.unjudged(),
         };
         self.writers.export(&report, &self.config).await;
+        judged
     }
 
-    /// One NVML event.
+    /// One NVML event, judged and its judgement said: a fault (new, or known already), no fault
+    /// and the rule that says so, or what the driver's recovery action, read at once, decided.
     pub async fn event(&mut self, event: Event) {
-        let Some(found) = self.judge.event_fault(&event, &self.config) else {
-            if self.judge.driver_decides(&event) {
+        let found = match self.judge.event_fault(&event, &self.config) {
+            Judged::Fault(found) => found,
+            Judged::NotAFault(why) => return why.log(&event),
+            Judged::DriverDecides(xid) => {
                 // The driver sets its recovery action with the Xid: read it now, not next pass.
                 tracing::info!(%event, "Xid: the driver's recovery action decides; reading it now");
-                return self.pass().await;
+                let look = self.judge.look(&self.config).await.after(&xid);
+                let said = look.driver_said(xid.index);
+                let judged = self.judge_look(look).await;
+                return said.log(&event, &xid, judged);
             }
-            tracing::info!(%event, "GPU event that is not a fault (the Xid catalog, --health-ignore-xids, or below its --health-xid-thresholds count)");
-            return;
         };
         if !self.recall().await {
             // Kept for the next pass, which retries reading the Node.
@@ -101,6 +114,9 @@ impl Monitor {
             return self.judge.keep(found);
         }
         let report = self.judge.found(found);
+        if report.new_faults.is_empty() {
+            tracing::info!(%event, "GPU event that is a fault recorded already");
+        }
         self.writers.export(&report, &self.config).await;
     }
 
@@ -109,6 +125,18 @@ impl Monitor {
         let Some(over) = self.writers.overwritten() else { return };
         let report = Report { overwritten: Some(over), ..Report::default() };
         self.writers.export(&report, &self.config).await;
+    }
+
+    /// How long until a hung NVML call may start or end.
+    pub fn stall_in(&self) -> std::time::Duration {
+        self.judge.stall_in(&self.config)
+    }
+
+    /// Whether an NVML call started or stopped hanging: the condition written as it is then.
+    pub async fn recheck_stall(&mut self) {
+        if let Some(report) = self.judge.recheck_stall(&self.config) {
+            self.writers.export(&report, &self.config).await;
+        }
     }
 
     /// When a write of the condition is due: a failed write's retry, a write-back.

@@ -57,6 +57,22 @@ impl Reader {
         }
     }
 
+    /// How long until [`Reader::stall`] may say something new: when the NVML work in flight
+    /// passes `timeout` (no later than `timeout` from now, should work start meanwhile), or,
+    /// while a call hangs, a second, to say its end when it ends.
+    pub fn stall_in(&self, timeout: Duration) -> Duration {
+        if self.watchdog.stalled() {
+            return Duration::from_secs(1);
+        }
+        let waited = self.session.oldest_call().map_or(Duration::ZERO, |o| o.waited);
+        timeout.saturating_sub(waited)
+    }
+
+    /// Whether a hung call was seen at the last check.
+    pub fn stalled(&self) -> bool {
+        self.watchdog.stalled()
+    }
+
     /// What NVML work (labelling's or health's) hangs longer than `timeout`, if any.
     pub fn stall(&mut self, metrics: &HealthMetrics, timeout: Duration) -> Option<String> {
         self.watchdog.check(&self.session, metrics, timeout)

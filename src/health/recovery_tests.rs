@@ -30,7 +30,7 @@ fn each_fault_reads_gone_only_on_its_own_evidence() {
     for f in [
         Fault::Lost,
         xid.clone(),
-        Fault::Recovery { action: Action::ResetGpu },
+        Fault::Recovery { action: Action::ResetGpu, xid: None },
         Fault::DoubleBitEcc,
         Fault::UncorrectedEcc { count: 1 },
         Fault::RemappedRowsPending,

@@ -5,7 +5,7 @@ use super::config::Judging;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-pub use super::action::Action;
+pub use super::action::{Action, Rule};
 pub use super::reading::{driver_answers, Event, GpuReading, Reading, Remapped};
 pub use super::thresholds::Threshold;
 
@@ -68,6 +68,10 @@ pub enum Fault {
         /// The driver's action (its own key, as the Xid's).
         #[serde(rename = "driverAction")]
         action: Action,
+        /// The Xid after which the driver was asked and first said so, where one was (a pass's
+        /// reading alone knows of none). An nvlabel without the key reads the fault without it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        xid: Option<u64>,
     },
     /// The GPU's InfoROM (its configuration and error-record store) fails its checksum.
     #[serde(rename = "InforomCorrupted")]
@@ -148,7 +152,7 @@ impl Fault {
             // The store of the GPU's settings and error records is damaged: NVIDIA replaces
             // (or reflashes) it; nothing on the node repairs it.
             Fault::RemappedRowsFailure | Fault::Inforom => Action::Replace,
-            Fault::Recovery { action } | Fault::Xid { action: Some(action), .. } => *action,
+            Fault::Recovery { action, .. } | Fault::Xid { action: Some(action), .. } => *action,
             // A record from before the catalog: the rule of its time (the device plugin's
             // application Xids were only faults by the operator's choice).
             Fault::Xid { xid: 13 | 31 | 43 | 45 | 68 | 109, .. } => Action::CheckWorkload,
@@ -181,7 +185,10 @@ impl Fault {
             Fault::Xid { xid, mig: Some((gi, ci)), .. } => {
                 format!("Xid {xid} on MIG device GI {gi} CI {ci}")
             }
-            Fault::Recovery { .. } => "the driver asks for a recovery action".into(),
+            Fault::Recovery { xid: None, .. } => "the driver asks for a recovery action".into(),
+            Fault::Recovery { xid: Some(xid), .. } => {
+                format!("the driver asks for a recovery action after Xid {xid}")
+            }
             Fault::Inforom => "the InfoROM is corrupted".into(),
             Fault::RemappedRowsPending => "row remapping pending".into(),
             Fault::RetiredPagesPending => "page retirement pending".into(),
@@ -246,7 +253,7 @@ impl<'a> Rules<'a> {
                 }
             }
             if let Some(action) = gpu.recovery_action.and_then(Action::from_driver) {
-                add(Fault::Recovery { action });
+                add(Fault::Recovery { action, xid: None });
             }
             if gpu.inforom_corrupted {
                 add(Fault::Inforom);
@@ -279,18 +286,24 @@ impl<'a> Rules<'a> {
     /// answers its recovery action, the driver decides after an Xid (its action is read at once
     /// and is the fault), unless the operator listed the Xid either way.
     pub fn event_fault(&self, event: &Event, last: Option<&Reading>) -> Option<Found> {
+        self.event_verdict(event, last).ok()
+    }
+
+    /// As [`Rules::event_fault`], with the rule that says an Xid is no fault alone: the catalog,
+    /// `--health-ignore-xids`, or the driver (whose recovery action is then read).
+    pub fn event_verdict(&self, event: &Event, last: Option<&Reading>) -> Result<Found, Rule> {
         match *event {
             Event::Xid { index, xid, mig } => {
                 let (ignored, fatal) = (&self.judging.ignored_xids, &self.judging.fatal_xids);
                 let listed = ignored.contains(&xid) || fatal.contains(&xid);
-                let action = match driver_answers(last, index) && !listed {
-                    true => None,
-                    false => super::action::xid_action(xid, ignored, fatal),
-                };
-                action.map(|a| (Some(index), Fault::Xid { xid, mig, action: Some(a), repeated: None }))
+                if driver_answers(last, index) && !listed {
+                    return Err(Rule::Driver);
+                }
+                let a = super::action::xid_verdict(xid, ignored, fatal)?;
+                Ok((Some(index), Fault::Xid { xid, mig, action: Some(a), repeated: None }))
             }
-            Event::DoubleBitEcc { index } => Some((Some(index), Fault::DoubleBitEcc)),
-            Event::Lost { index } => Some((Some(index), Fault::Lost)),
+            Event::DoubleBitEcc { index } => Ok((Some(index), Fault::DoubleBitEcc)),
+            Event::Lost { index } => Ok((Some(index), Fault::Lost)),
         }
     }
 }

@@ -106,7 +106,7 @@ fn where_the_driver_answers_its_recovery_action_it_decides_after_an_xid() {
     // 31 is an application's in the catalog; the driver asking for a reset makes it a fault.
     r.gpus[0].recovery_action = Some(1);
     let faults = rules.faults(&r, None);
-    assert_eq!(faults, vec![(Some(0), Fault::Recovery { action: Action::ResetGpu })]);
+    assert_eq!(faults, vec![(Some(0), Fault::Recovery { action: Action::ResetGpu, xid: None })]);
     assert_eq!(faults[0].1.action().text(), "reset the GPU");
     // The operator's lists still win.
     let fatal_31 = fatal(&[31]);
@@ -211,7 +211,7 @@ fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
     check(
         "recovery",
         pass(&|r| r.gpus[0].recovery_action = Some(2)),
-        vec![(Some(0), Fault::Recovery { action: Action::Reboot })],
+        vec![(Some(0), Fault::Recovery { action: Action::Reboot, xid: None })],
     );
     let event = |e: Event| rules.event_fault(&e, None).into_iter().collect::<Vec<_>>();
     check(

@@ -252,6 +252,12 @@ impl Tracker {
             // Known already: a newer value of the same fault, keeping what its return said.
             recorded.recurrences = known.recorded.recurrences;
             recorded.action = known.recorded.action.max(recorded.action);
+            // The Xid that started a recovery action stays its own (a pass's reading knows none).
+            if let (Fault::Recovery { xid, .. }, Fault::Recovery { xid: first, .. }) =
+                (&mut recorded.fault, &known.recorded.fault)
+            {
+                *xid = *first;
+            }
             self.entries.insert(key, Entry::new(recorded));
             return None;
         }

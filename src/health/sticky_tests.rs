@@ -219,3 +219,22 @@ fn forgetting_one_reason_keeps_the_others() {
     assert!(!t.forget(below));
     assert_eq!(t.verdict().reason, "GpuLost");
 }
+
+#[test]
+fn a_recovery_action_keeps_the_xid_that_started_it() {
+    use crate::health::rules::Action;
+    let mut t = Tracker::new("b");
+    let after = |xid| (Some(0), Fault::Recovery { action: Action::ResetGpu, xid });
+    let entry = t.record(&after(Some(109)), Some("GPU-a"), |_| 0).expect("new");
+    assert_eq!(
+        entry.text,
+        "GPU 0 (GPU-a): GpuRecoveryActionRequired, the driver asks for a recovery action after Xid 109, action: reset the GPU"
+    );
+    // The next pass reads the same action, knowing of no Xid: the fault is the one it was.
+    assert!(t.record(&after(None), Some("GPU-a"), |_| 0).is_none());
+    assert!(t.record(&after(Some(31)), Some("GPU-a"), |_| 0).is_none(), "a later Xid started nothing");
+    let v = t.verdict();
+    assert!(v.message.contains("after Xid 109, action"), "{}", v.message);
+    let record = v.record.unwrap().to_annotation();
+    assert!(record.contains(r#""driverAction":"ResetGpu","xid":109,"action":"ResetGpu""#), "{record}");
+}

@@ -144,6 +144,7 @@ impl HealthTask {
                     }
                     Some(event) = self.events.recv() => self.monitor.event(event).await,
                     () = until(self.monitor.due()) => self.monitor.write_due().await,
+                    () = tokio::time::sleep(self.monitor.stall_in()) => self.monitor.recheck_stall().await,
                     () = changed(&mut self.node) => self.monitor.node_changed().await,
                     () = changed(&mut self.slices) => self.monitor.sync_taints().await,
                     _ = tick.tick() => self.monitor.pass().await,

@@ -27,6 +27,30 @@ pub struct Threshold {
 /// The thresholds by Xid.
 pub type Thresholds = BTreeMap<u64, Threshold>;
 
+/// Where one GPU's count of an Xid stands against its threshold: the `seen`-th of COUNT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// The Xids counted within the window, this one included.
+    pub seen: u32,
+    /// The threshold counted against.
+    pub threshold: Threshold,
+}
+
+impl Tally {
+    /// Whether this Xid reached the threshold (its fault).
+    pub fn reached(&self) -> bool {
+        self.seen >= self.threshold.count
+    }
+}
+
+impl std::fmt::Display for Tally {
+    /// As the log says it: `1 of 3 within 1m`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Threshold { count, window } = self.threshold;
+        write!(f, "{} of {count} within {}", self.seen, duration_text(window))
+    }
+}
+
 impl std::fmt::Display for Threshold {
     /// As the condition's message says it: `3 times in 1m`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,6 +153,17 @@ impl Counter {
         // Reaching the count empties the list: it never holds more than COUNT times.
         self.seen.remove(&(index, xid));
         Some(threshold)
+    }
+
+    /// Counts as [`Counter::count`] does, and says where the count stands: the `seen`-th of
+    /// COUNT (reached at COUNT); `None` for an Xid without a threshold.
+    pub fn tally(&mut self, thresholds: &Thresholds, index: u32, xid: u64) -> Option<Tally> {
+        let threshold = *thresholds.get(&xid)?;
+        let seen = match self.count(thresholds, index, xid) {
+            Some(reached) => reached.count,
+            None => self.seen.get(&(index, xid)).map_or(0, |t| t.len() as u32),
+        };
+        Some(Tally { seen, threshold })
     }
 }
 

@@ -115,3 +115,19 @@ async fn memory_is_bounded_and_a_reload_forgets_what_it_no_longer_counts() {
     assert_eq!(c.count(&Thresholds::new(), 0, 43), None);
     assert!(c.seen.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tally_says_where_the_count_stands() {
+    let thresholds: Thresholds = [(43, t(3, 60))].into();
+    let mut c = Counter::default();
+    let seen =
+        |c: &mut Counter, index, xid| c.tally(&thresholds, index, xid).map(|t| (t.to_string(), t.reached()));
+    assert_eq!(seen(&mut c, 0, 43), Some(("1 of 3 within 1m".into(), false)));
+    assert_eq!(seen(&mut c, 1, 43), Some(("1 of 3 within 1m".into(), false)), "GPU 1 counts its own");
+    assert_eq!(seen(&mut c, 0, 43), Some(("2 of 3 within 1m".into(), false)));
+    assert_eq!(seen(&mut c, 0, 43), Some(("3 of 3 within 1m".into(), true)));
+    assert_eq!(seen(&mut c, 0, 43), Some(("1 of 3 within 1m".into(), false)), "then it starts again");
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(seen(&mut c, 0, 43), Some(("1 of 3 within 1m".into(), false)), "the last one left the window");
+    assert_eq!(seen(&mut c, 0, 13), None, "no threshold: no tally");
+}

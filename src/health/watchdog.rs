@@ -15,6 +15,11 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
+    /// Whether a hung call was seen at the last check.
+    pub fn stalled(&self) -> bool {
+        self.stalled
+    }
+
     /// What hangs in `session` longer than `timeout`; said once in the log when it starts and
     /// once when it ends, and as `nvlabel_nvml_call_stalled`.
     pub fn check(&mut self, session: &Session, metrics: &HealthMetrics, timeout: Duration) -> Option<String> {

@@ -99,8 +99,17 @@ impl Calls {
 
     /// The work in flight longest: what, for how long, since when, and in which NVML call.
     pub fn oldest(&self) -> Option<Oldest> {
+        self.oldest_where(|_| true)
+    }
+
+    /// The oldest work in flight called `what` (one side's, whatever the other does).
+    pub fn oldest_of(&self, what: &str) -> Option<Oldest> {
+        self.oldest_where(|s| s.what == what)
+    }
+
+    fn oldest_where(&self, keep: impl Fn(&Started) -> bool) -> Option<Oldest> {
         let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        started.values().min_by_key(|s| s.at).map(|s| Oldest {
+        started.values().filter(|s| keep(s)).min_by_key(|s| s.at).map(|s| Oldest {
             what: s.what,
             waited: s.at.elapsed(),
             since: s.wall,

@@ -290,6 +290,11 @@ impl Session {
         self.calls.longest()
     }
 
+    /// The oldest work in flight called `what` ("labelling pass"), whatever the other side does.
+    pub fn oldest_call_of(&self, what: &str) -> Option<super::calls::Oldest> {
+        self.calls.oldest_of(what)
+    }
+
     /// The NVML work in flight longest: what, for how long, since when, in which call.
     pub fn oldest_call(&self) -> Option<super::calls::Oldest> {
         self.calls.oldest()

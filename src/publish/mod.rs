@@ -258,7 +258,14 @@ impl Target {
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here). It reads
     /// its object on every publish: the one-shot run and `nvlabel prune`.
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        Ok(self.build_daemon(client, &Watches::Off).await?)
+        match self {
+            // No daemon's publisher says what the one-shot run wrote: the Node writer does.
+            Target::Node(node) => {
+                let client = client.cloned().ok_or(SetupError::NoClient(self.writer_name()))?;
+                Ok(Box::new(NodeLabels::new(client, node).saying()))
+            }
+            _ => Ok(self.build_daemon(client, &Watches::Off).await?),
+        }
     }
 
     /// Builds the writer `nvlabel prune` removes with: as [`Target::build`], but a NodeFeature

@@ -41,6 +41,8 @@ pub struct NodeLabels {
     applied: std::sync::Arc<std::sync::Mutex<Option<Node>>>,
     /// The Node as its watch last reported it; without one, each publish reads the Node.
     watch: Option<ObjectWatch<Node>>,
+    /// Whether each publish says what it did (the one-shot run: no daemon's publisher says it).
+    saying: bool,
 }
 
 /// What the watch says to do, before any request.
@@ -58,7 +60,38 @@ enum Decision {
 /// What one attempt did.
 enum Step {
     Skipped,
-    Applied,
+    /// Applied; what it changed where the Node was read first (not from a watch).
+    Applied(Option<Changes>),
+}
+
+/// What an apply changes of the Node's labels, worded as the daemon's publish lines word them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Changes {
+    /// `key=value` of each label the Node did not carry.
+    added: Vec<String>,
+    /// `key: old -> new` of each label it carried with another value.
+    changed: Vec<String>,
+    /// Each label nvlabel applied there before and applies no more.
+    removed: Vec<String>,
+}
+
+impl Changes {
+    /// What applying `labels` changes on `node`, as read.
+    fn of(node: &Node, labels: &Labels) -> Changes {
+        let carried = node.metadata.labels.clone().unwrap_or_default();
+        let mut c = Changes::default();
+        for (k, v) in labels {
+            match carried.get(k) {
+                None => c.added.push(format!("{k}={v}")),
+                Some(old) if old != v => c.changed.push(format!("{k}: {old} -> {v}")),
+                Some(_) => {}
+            }
+        }
+        let owned = owned_labels(node).unwrap_or_default();
+        c.removed =
+            owned.into_iter().filter(|k| carried.contains_key(k) && !labels.contains_key(k)).collect();
+        c
+    }
 }
 
 impl NodeLabels {
@@ -75,7 +108,15 @@ impl NodeLabels {
             backoff: FullJitter::default(),
             applied: Default::default(),
             watch: None,
+            saying: false,
         }
+    }
+
+    /// Each publish says what it wrote where, in one `INFO` line (the one-shot run, which has no
+    /// daemon's publisher to say it).
+    pub fn saying(mut self) -> NodeLabels {
+        self.saying = true;
+        self
     }
 
     /// Decides from `watch` (this Node's) instead of reading the Node every pass: a publish that
@@ -162,8 +203,8 @@ impl NodeLabels {
             async move {
                 applying.store(known_uid.is_some(), std::sync::atomic::Ordering::Relaxed);
                 // The watch already said what is on the Node: apply right away, no read.
-                let uid = match known_uid {
-                    Some(uid) => uid,
+                let (uid, changes) = match known_uid {
+                    Some(uid) => (uid, None),
                     None => {
                         let Some(current) = api.get_opt(&node).await? else { return Ok(None) };
                         *seen.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -172,7 +213,7 @@ impl NodeLabels {
                         if skip_if_current && self.current(&current, labels) {
                             return Ok(Some(Step::Skipped));
                         }
-                        current.metadata.uid
+                        (current.metadata.uid.clone(), Some(Changes::of(&current, labels)))
                     }
                 };
                 // The UID makes the apply a precondition on this very Node: if it was deleted and
@@ -182,7 +223,7 @@ impl NodeLabels {
                 let stored =
                     api.patch(&node, &params, &Patch::Apply(&apply_body(&node, uid, labels))).await?;
                 *applied.lock().unwrap_or_else(|p| p.into_inner()) = Some(stored);
-                Ok(Some(Step::Applied))
+                Ok(Some(Step::Applied(changes)))
             }
         })
         .await
@@ -248,10 +289,23 @@ impl Writer for NodeLabels {
         Box::pin(async move {
             let step = self.apply(labels, true).await?;
             self.last = Some(labels.clone());
-            if let Step::Applied = step {
-                tracing::debug!(node = %self.node, labels = labels.len(), "applied node labels");
+            match (&step, self.saying) {
+                (Step::Applied(Some(c)), true) => {
+                    let (added, changed, removed) =
+                        (c.added.join(", "), c.changed.join(", "), c.removed.join(", "));
+                    let (writer, node, labels) = (Self::NAME, &self.node, labels.len());
+                    tracing::info!(writer, %node, labels, added, changed, removed, "published labels");
+                }
+                (Step::Skipped, true) => {
+                    let (writer, node, labels) = (Self::NAME, &self.node, labels.len());
+                    tracing::info!(writer, %node, labels, "labels already published; nothing changed");
+                }
+                (Step::Applied(_), _) => {
+                    tracing::debug!(node = %self.node, labels = labels.len(), "applied node labels")
+                }
+                (Step::Skipped, false) => {}
             }
-            Ok(matches!(step, Step::Applied))
+            Ok(matches!(step, Step::Applied(_)))
         })
     }
 }

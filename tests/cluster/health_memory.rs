@@ -78,7 +78,8 @@ async fn a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once() 
     let (c, took) =
         until(&admin, "the driver's recovery action", |c| c.1 == "GpuRecoveryActionRequired").await;
     assert!(took < Duration::from_secs(10), "read at once, not at the next pass: {took:?}\n{}", logs(d));
-    assert!(c.2.contains(&format!("GPU 0 ({UUID0}): GpuRecoveryActionRequired")), "{}", c.2);
+    let after = "GpuRecoveryActionRequired, the driver asks for a recovery action after Xid 79";
+    assert!(c.2.contains(&format!("GPU 0 ({UUID0}): {after}")), "the Xid that started it: {}", c.2);
     event_line(d, "1 xid 48");
     until(&admin, "GPU 1's Xid", |c| c.2.contains("Xid 48")).await;
     // The driver no longer asks: only the record keeps the fault now.
@@ -86,7 +87,7 @@ async fn a_restart_keeps_every_fault_and_a_new_boot_says_it_cleared_them_once() 
     let before = stored(&admin).await;
     let record = before.1.clone().expect("the faults are recorded");
     assert!(
-        record.contains(r#""driverAction":"RebootNode""#) && record.contains(r#""xidAction":"#),
+        record.contains(r#""driverAction":"RebootNode","xid":79"#) && record.contains(r#""xidAction":"#),
         "{record}"
     );
 

@@ -179,3 +179,30 @@ async fn a_slowdown_or_pcie_replays_are_one_warning_event_per_episode_and_no_fau
     assert_eq!(warnings(&admin, "GpuPcieReplays").await.len(), 1, "{}", logs(d));
     until(&admin, "still healthy", |c| c.0 == "True").await;
 }
+
+/// The condition turns `Unknown` when `--health-nvml-timeout` passes, not at the next health
+/// reading (here a minute away), and back when the call returns, each said once in the log.
+#[tokio::test]
+async fn a_hang_is_unknown_when_its_timeout_passes_not_at_the_next_reading() {
+    let test = "a_hang_is_unknown_when_its_timeout_passes_not_at_the_next_reading";
+    let Some(server) = apiserver::server(test) else { return };
+    let _serial = SERIAL.lock().await;
+    let args = ["--health-nvml-timeout=2s", "--sleep-interval=60s"];
+    let (admin, dir, daemon) = daemon_on(server, "h100x2", &args).await;
+    let d = dir.path();
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    until_gpu_count(&admin, "2", d).await;
+    // A labels-only call hangs in the pass a reload starts, seconds after health's last reading.
+    event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 3600");
+    common::signal(&daemon.child, "-HUP");
+    let hung = Instant::now();
+    until(&admin, "Unknown", |c| c.0 == "Unknown").await;
+    assert!(hung.elapsed() < Duration::from_secs(15), "Unknown after {:?}\n{}", hung.elapsed(), logs(d));
+    event_line(d, "0 hang nvmlDeviceGetMemoryInfo_v2 0");
+    let returned = Instant::now();
+    until(&admin, "True again", |c| c.0 == "True").await;
+    assert!(returned.elapsed() < Duration::from_secs(15), "True after {:?}\n{}", returned.elapsed(), logs(d));
+    let log = logs(d);
+    assert_eq!(log.matches("an NVML call hangs").count(), 1, "{log}");
+    assert_eq!(log.matches("the hung NVML call returned").count(), 1, "{log}");
+}

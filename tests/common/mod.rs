@@ -236,6 +236,7 @@ pub mod health_daemon;
 pub mod helm;
 pub mod hook_checks;
 pub mod label_rules;
+pub mod logs;
 pub mod manifests;
 pub mod mock_api;
 pub mod node_match;

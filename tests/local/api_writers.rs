@@ -338,3 +338,45 @@ async fn a_restart_with_unchanged_labels_writes_nothing_but_one_that_must_remove
     assert_eq!(task.await.unwrap(), Ok(true));
     no_more_requests(handle).await;
 }
+
+/// The one-shot run's Node writer (`Target::build`, as `nvlabel --oneshot --sink node` builds it)
+/// says in one line what it wrote where, in the daemon's publish lines' words (the daemon's own
+/// writer leaves that to its publisher, and says nothing at `INFO`).
+#[tokio::test]
+async fn the_one_shot_node_writer_says_what_it_wrote_where() {
+    let logs = common::logs::Logs::default();
+    let _guard = logs.capture();
+    let before = labels(&[("nvidia.com/gpu.count", "8"), ("nvidia.com/mig.capable", "true")]);
+    let want = labels(&[("nvidia.com/gpu.count", "4"), ("nvidia.com/gpu.family", "hopper")]);
+    let target = nvlabel::publish::Target::Node("gpu-1".into());
+    let foreign = json!({"kubernetes.io/hostname": "gpu-1"});
+    for (on_node, writes, says) in [
+        (&before, true, "INFO nvlabel::publish::node: published labels writer=\"node\" node=gpu-1 labels=2 added=\"nvidia.com/gpu.family=hopper\" changed=\"nvidia.com/gpu.count: 8 -> 4\" removed=\"nvidia.com/mig.capable\""),
+        (&want, false, "INFO nvlabel::publish::node: labels already published; nothing changed writer=\"node\" node=gpu-1 labels=2"),
+    ] {
+        let (client, mut handle) = mock();
+        let mut writer = target.build(Some(&client)).await.unwrap();
+        let task = tokio::spawn({
+            let want = want.clone();
+            async move { writer.publish(&want).await.map_err(|e| e.to_string()) }
+        });
+        expect(&mut handle, Method::GET, NODE, 200, node_applied_by_us(on_node, foreign.clone())).await;
+        if writes {
+            expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+        }
+        assert_eq!(task.await.unwrap(), Ok(writes));
+        let lines = logs.lines();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].ends_with(says), "{says}\n{}", lines[0]);
+        logs.clear();
+    }
+    // The daemon's writer: its publisher says it.
+    let (client, mut handle) = mock();
+    let mut writer = NodeLabels::new(client, "gpu-1").with_backoff(quick());
+    let task =
+        tokio::spawn(async move { writer.publish(&labels(&[("nvidia.com/gpu.count", "4")])).await.is_ok() });
+    expect(&mut handle, Method::GET, NODE, 200, node("uid-1", json!({}))).await;
+    expect(&mut handle, Method::PATCH, APPLY, 200, node("uid-1", json!({}))).await;
+    assert!(task.await.unwrap());
+    assert_eq!(logs.text(), "", "nothing at INFO");
+}

@@ -17,11 +17,18 @@ use std::collections::BTreeSet;
 /// Runs promtool in a directory holding `spec` as rules.yaml (JSON, which YAML reads) and
 /// testdata/alerts' files.
 fn promtool_on(spec: &Value, args: &[&str]) -> (bool, String) {
+    promtool_naming(spec, args, "GPUHealthy")
+}
+
+/// [`promtool_on`] with the cases' texts naming the condition type `condition` where they name
+/// the chart's default (the rules rendered with that `health.conditionType`).
+fn promtool_naming(spec: &Value, args: &[&str], condition: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.yaml"), spec.to_string()).unwrap();
     for e in std::fs::read_dir(common::repo().join("testdata/alerts")).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        std::fs::write(dir.path().join(e.file_name()), text.replace("GPUHealthy", condition)).unwrap();
     }
     promtool(dir.path(), args)
 }
@@ -64,6 +71,12 @@ fn each_alert_fires_and_stays_silent_as_its_promtool_test_says() {
     let spec = &rule_object(&helm, &["--set", "health.expectedGpus=2"])["spec"];
     let (ok, said) = promtool_on(spec, &["test", "rules", "rules_test.yaml"]);
     assert!(ok, "promtool test rules:\n{said}");
+    // Another condition type: the texts name it, as Prometheus renders them.
+    let other = "example.com/AcceleratedHardwareReady";
+    let renamed = format!("health.conditionType={other}");
+    let other_spec = &rule_object(&helm, &["--set", "health.expectedGpus=2", "--set", &renamed])["spec"];
+    let (ok, said) = promtool_naming(other_spec, &["test", "rules", "rules_test.yaml"], other);
+    assert!(ok, "promtool test rules, the condition {other}:\n{said}");
     // Every alert has its group of cases, with a time it fires and a time it stays silent.
     let cases: Value = serde_saphyr::from_str(
         &std::fs::read_to_string(common::repo().join("testdata/alerts/rules_test.yaml")).unwrap(),
@@ -289,4 +302,36 @@ fn the_rule_and_the_dashboard_are_where_the_operator_and_grafana_look() {
         (&relabel["sourceLabels"][0], &relabel["targetLabel"]),
         (&"__meta_kubernetes_pod_node_name".into(), &"node".into())
     );
+}
+
+/// The alerts' and the dashboard's texts name the condition the daemons write
+/// (`health.conditionType`), whatever it is; nothing names the default then.
+#[test]
+fn the_texts_name_the_condition_type_the_daemons_write() {
+    let Some(helm) = helm("the_texts_name_the_condition_type_the_daemons_write") else { return };
+    for condition in ["GPUHealthy", "AcceleratedHardwareReady", "example.com/GpuReady"] {
+        let set = format!("health.conditionType={condition}");
+        let args = ["--set", &set];
+        let rule = rule_object(&helm, &args);
+        let rules = rules_of(&rule["spec"]);
+        let text = |name: &str| {
+            let r = rules.iter().find(|r| r["alert"] == name).unwrap_or_else(|| panic!("{name}"));
+            r["annotations"]["description"].as_str().unwrap().to_string()
+        };
+        let unhealthy = format!("its node's {condition} condition and Warning Events name it");
+        assert!(text("NvlabelGpuUnhealthy").contains(&unhealthy), "{}", text("NvlabelGpuUnhealthy"));
+        let hung = format!("its node's {condition} condition is Unknown (NvmlUnresponsive)");
+        assert!(text("NvlabelNvmlHung").contains(&hung), "{}", text("NvlabelNvmlHung"));
+        let (_, json) = dashboard(&helm, &args);
+        let panels = json["panels"].as_array().unwrap();
+        let table = panels.iter().find(|p| p["title"] == "Unhealthy GPUs" && p["type"] == "table").unwrap();
+        let says = format!(
+            "Each GPU with a recorded fault; the node's {condition} condition says which and what to do"
+        );
+        assert_eq!(table["description"], says.as_str());
+        if condition != "GPUHealthy" {
+            let (rule, json) = (rule.to_string(), json.to_string());
+            assert!(!rule.contains("GPUHealthy") && !json.contains("GPUHealthy"), "{rule}\n{json}");
+        }
+    }
 }

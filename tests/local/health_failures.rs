@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use common::logs::Logs;
 use http::{Method, Response, StatusCode};
 use kube::client::Body;
 use nvlabel::health::config::{HealthConfig, HealthSettings};
@@ -14,42 +15,8 @@ use nvlabel::health::monitor::Monitor;
 use nvlabel::health::rules::Event;
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Log lines written while the guard lives (this thread's; the paused runtime is single-threaded).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || logs.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-
-    fn count(&self, text: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).lines().filter(|l| l.contains(text)).count()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// What the mocked API answers: everything fails; reads work; everything works.
 const ALL_FAIL: u8 = 0;

@@ -1,7 +1,7 @@
 //! The C library's `pow`, from the `libm` crate (musl's, ported): the one function of libm.so.6
 //! the binary calls (tokio's scheduler averages its poll times with it). Defined here, the linker
 //! finds it in the binary and drops libm.so.6 from what the process loads: 340 KiB less resident
-//! in every nvlabel process, for one function (README.md, "What a node pays").
+//! in every nvlabel process, for one function (docs/scale.md, "What a node pays").
 
 /// `pow(x, y)`, as C's.
 // Unsafe only in that the name is the C library's: it is one, and does what that one does.

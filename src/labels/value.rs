@@ -1,5 +1,5 @@
 //! Label keys and values: GFD's sanitiser, the Kubernetes validity rules, and how nvlabel
-//! repairs what GFD would publish invalid (README, "How nvlabel differs from GFD").
+//! repairs what GFD would publish invalid (docs/migration.md, "How nvlabel differs from GFD").
 
 /// Longest label value (and key name) Kubernetes accepts.
 pub const MAX_LEN: usize = 63;

@@ -1,7 +1,7 @@
 //! The value catalogue `docs/models.md`: the stable model name, per-model key and PCI device id
 //! of every model nvlabel knows and every bundled fixture, rendered by the same code that labels.
-//! The file must equal the rendering; `UPDATE_GOLDEN=1` rewrites it. Also: README's layout names
-//! every module and doc, and `tests/README.md` places every test file and shared helper.
+//! The file must equal the rendering; `UPDATE_GOLDEN=1` rewrites it. Also: CONTRIBUTING.md's layout
+//! names every module and doc, and `tests/README.md` places every test file and shared helper.
 
 use crate::common;
 
@@ -83,10 +83,12 @@ fn model_keys_are_unique_across_the_catalogue() {
     }
 }
 
-/// The fenced block under README's "## Development": the repository's layout.
+/// The fenced block under CONTRIBUTING.md's "## Development" (moved there from README.md): the
+/// repository's layout.
 fn readme_layout() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let development = readme.split("\n## Development\n").nth(1).expect("README has a Development section");
+    let contributing = std::fs::read_to_string(repo().join("CONTRIBUTING.md")).unwrap();
+    let development =
+        contributing.split("\n## Development\n").nth(1).expect("CONTRIBUTING.md has a Development section");
     development.split("```").nth(1).expect("a fenced layout block").to_string()
 }
 
@@ -112,7 +114,7 @@ fn the_readme_layout_names_every_module_and_doc() {
         }
     }
     missing.sort();
-    assert!(missing.is_empty(), "README's layout (## Development) does not name: {missing:?}");
+    assert!(missing.is_empty(), "CONTRIBUTING.md's layout (## Development) does not name: {missing:?}");
 }
 
 /// The bare `*.rs` file names in backquotes in `text` (paths such as `src/labels/value.rs` name

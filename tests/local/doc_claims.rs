@@ -1,5 +1,6 @@
-//! Docs equal the binary: every metric name, flag and subcommand that README.md and docs/*.md
-//! name in code (a `code span`, or a line of a fenced block) is checked against the binary:
+//! Docs equal the binary: every metric name, flag and subcommand that README.md, docs/*.md and
+//! CONTRIBUTING.md name in code (a `code span`, or a line of a fenced block) is checked against the
+//! binary:
 //! metrics against a scrape of a daemon's `/metrics` (and health's metrics, which need the
 //! API, encoded as the daemon registers them), flags against `--help` of every command,
 //! subcommands against `nvlabel help`. Other tools' flags are named below with their tool.
@@ -46,10 +47,11 @@ fn code(text: &str) -> Vec<String> {
     out
 }
 
-/// README.md and docs/*.md, by name.
+/// README.md, docs/*.md and CONTRIBUTING.md (where the development notes moved), by name.
 fn docs() -> Vec<(String, Vec<String>)> {
     doc_files()
         .into_iter()
+        .chain(["CONTRIBUTING.md".to_string()])
         .map(|n| (n.clone(), code(&std::fs::read_to_string(repo().join(&n)).unwrap())))
         .collect()
 }

@@ -1,8 +1,8 @@
 //! The fault matrix: every NVML error the probe can meet, injected through the fixture's
 //! `faults` into every NVML function the probe calls, for a GPU and for a MIG device. Each case
-//! runs the binary and checks: no panic, the exit status README's table gives, the healthy
-//! devices still labelled, and the failing function named in the log. README's "Faults" table
-//! is this test's `expected` function in prose.
+//! runs the binary and checks: no panic, the exit status docs/migration.md's table gives, the
+//! healthy devices still labelled, and the failing function named in the log. That table ("How
+//! nvlabel differs from GFD", per NVML function) is this test's `expected` function in prose.
 
 use crate::common;
 

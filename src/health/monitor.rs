@@ -4,7 +4,6 @@
 //! here, the very struct the last reload handed over. The task that drives the monitor (its
 //! timer, the event thread, reloads, shutdown) is [`super::task`].
 
-pub use super::boot::{boot_id, BootIdError};
 use super::config::HealthConfig;
 use super::judge::{Judge, Look};
 use super::metrics::HealthMetrics;

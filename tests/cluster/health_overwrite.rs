@@ -28,17 +28,23 @@ async fn overwrite(admin: &Client, manager: &str) {
     nodes_of(admin).patch_status("gpu-a", &params, &Patch::Strategic(&patch)).await.unwrap();
 }
 
+/// A health daemon on gpu-a whose GPU 0 has Xid 79 recorded.
+async fn holding_a_fault(server: &'static apiserver::Server) -> (Client, tempfile::TempDir, Daemon) {
+    let (admin, dir, daemon) = daemon_on(server, "h100x2", &[]).await;
+    until(&admin, "the first condition", |c| c.0 == "True").await;
+    event_line(dir.path(), "0 xid 79");
+    until(&admin, "xid 79", |c| c.1 == "XidCriticalError").await;
+    (admin, dir, daemon)
+}
+
 #[tokio::test]
 async fn another_writer_over_a_recorded_fault_is_undone_and_named() {
     let Some(server) = apiserver::server("another_writer_over_a_recorded_fault_is_undone_and_named") else {
         return;
     };
     let _serial = SERIAL.lock().await;
-    let (admin, dir, _daemon) = daemon_on(server, "h100x2", &[]).await;
+    let (admin, dir, _daemon) = holding_a_fault(server).await;
     let d = dir.path();
-    until(&admin, "the first condition", |c| c.0 == "True").await;
-    event_line(d, "0 xid 79");
-    until(&admin, "xid 79", |c| c.1 == "XidCriticalError").await;
 
     overwrite(&admin, "eks-node-monitoring-agent").await;
     let start = Instant::now();
@@ -85,11 +91,8 @@ async fn a_prune_under_a_daemon_that_holds_a_fault_drops_no_fault() {
         return;
     };
     let _serial = SERIAL.lock().await;
-    let (admin, dir, _daemon) = daemon_on(server, "h100x2", &[]).await;
+    let (admin, dir, _daemon) = holding_a_fault(server).await;
     let d = dir.path();
-    until(&admin, "the first condition", |c| c.0 == "True").await;
-    event_line(d, "0 xid 79");
-    until(&admin, "xid 79", |c| c.1 == "XidCriticalError").await;
 
     let out = nvlabel(None)
         .args(["prune", "--health-only", "--node-name=gpu-a", "--kubeconfig"])

@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use common::logs::Logs;
 use common::*;
 use futures::StreamExt;
 use nvlabel::config::{Cli, ConfigSource, ConfigState};
@@ -97,40 +98,6 @@ async fn node_updates_every_second_do_not_starve_passes() {
     assert_eq!(metrics.passes.get(), 4, "passes at 0, 60, 120 and 180 s, whatever the watch delivers");
     control.send(Control::Shutdown).await.unwrap();
     task.await.unwrap().unwrap();
-}
-
-/// Log lines written while the guard lives (this thread's; the paused runtime is single-threaded).
-#[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || logs.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-
-    fn count(&self, text: &str) -> usize {
-        self.text().lines().filter(|l| l.contains(text)).count()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 #[tokio::test(start_paused = true)]

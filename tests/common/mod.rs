@@ -347,3 +347,19 @@ pub fn nvidia_functions(root: &Path) -> u64 {
         })
         .count() as u64
 }
+
+/// Health on node `gpu-1` with `settings` (enabled), every other part its default: what the
+/// in-process health tests hand the monitor or `nvlabel health clear`.
+pub fn health_on_gpu_1(
+    settings: nvlabel::health::config::HealthSettings,
+) -> nvlabel::health::config::HealthConfig {
+    nvlabel::health::config::HealthConfig {
+        settings: nvlabel::health::config::HealthSettings { enabled: true, ..settings },
+        node: Some("gpu-1".into()),
+        pod: None,
+        instance: None,
+        taints_devices: false,
+        probe: Default::default(),
+        every: std::time::Duration::from_secs(60),
+    }
+}

@@ -14,22 +14,13 @@ use nvlabel::health::record::{Record, ANNOTATION};
 use nvlabel::health::rules::Fault;
 use nvlabel::health::sticky::{Status, Tracker, Verdict, CLEARED_BY_ADMIN};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 const NODE: &str = "/api/v1/nodes/gpu-1";
 const APPLY: &str = "/api/v1/nodes/gpu-1/status?&force=true&fieldManager=nvlabel";
 
 /// `nvlabel health clear --node-name gpu-1`, every other setting its default.
 fn config() -> HealthConfig {
-    HealthConfig {
-        settings: HealthSettings { enabled: true, ..HealthSettings::default() },
-        node: Some("gpu-1".into()),
-        pod: None,
-        instance: None,
-        taints_devices: false,
-        probe: Default::default(),
-        every: Duration::from_secs(60),
-    }
+    common::health_on_gpu_1(HealthSettings::default())
 }
 
 /// What the daemon wrote for Xid 79 on GPU 0 and, with `both`, pending remapped rows on GPU 1.

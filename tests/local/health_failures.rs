@@ -53,15 +53,7 @@ fn serve(mut handle: common::mock_api::Handle, phase: Arc<AtomicU8>, refused: Ar
 }
 
 fn config(boot_id_file: std::path::PathBuf) -> HealthConfig {
-    HealthConfig {
-        settings: HealthSettings { enabled: true, boot_id_file, ..Default::default() },
-        node: Some("gpu-1".into()),
-        pod: None,
-        instance: None,
-        taints_devices: false,
-        probe: Default::default(),
-        every: Duration::from_secs(60),
-    }
+    common::health_on_gpu_1(HealthSettings { boot_id_file, ..Default::default() })
 }
 
 /// A new fault every second until `seconds` of virtual time have passed, each on a GPU of its

@@ -18,7 +18,6 @@ use nvlabel::probe::{ProbeOptions, Session};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Every write the mocked API took: method, path, body.
 type Writes = Arc<Mutex<Vec<(Method, String, Value)>>>;
@@ -84,11 +83,6 @@ fn each_xid_says_what_was_decided_and_which_rule_decided_it() {
     settings.judging.ignored_xids = [79].into();
     settings.judging.xid_thresholds = nvlabel::health::thresholds::parse("43:3/1m").unwrap();
     let config = HealthConfig {
-        settings,
-        node: Some("gpu-1".into()),
-        pod: None,
-        instance: None,
-        taints_devices: false,
         probe: ProbeOptions {
             library: common::fake_nvml(),
             sysfs_root: dir.path().join("sys"),
@@ -96,7 +90,7 @@ fn each_xid_says_what_was_decided_and_which_rule_decided_it() {
             topology: false,
             ..ProbeOptions::default()
         },
-        every: Duration::from_secs(60),
+        ..common::health_on_gpu_1(settings)
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {

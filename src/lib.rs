@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod app;
 pub mod clock;
 pub mod config;
 pub mod daemon;
@@ -23,7 +24,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
-pub mod startup;
+
 pub mod troubles;
 pub mod worker;
 pub mod yaml;

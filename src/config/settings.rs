@@ -1,5 +1,5 @@
 //! Settings: the command line, env, the config file's `flags` and defaults resolved into one
-//! value ([`super::resolve`]), which `main` and [`crate::startup`] read; the rooms get their own
+//! value ([`super::resolve`]), which `main` and [`crate::app::startup`] read; the rooms get their own
 //! configuration made from it (`rooms.rs`).
 
 use super::file::FileFlags;

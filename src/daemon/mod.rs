@@ -4,7 +4,7 @@
 //! change from the file or the node label choosing another ConfigMap key, the Node's allocatable,
 //! a signal). A config change is applied without restarting; an invalid one keeps the last good
 //! config and labels. [`service`] owns the process: this loop, health, the HTTP endpoint and the
-//! NVML session; [`crate::startup`] resolves what they start from. The loop's waiting is in
+//! NVML session; [`crate::app::startup`] resolves what they start from. The loop's waiting is in
 //! `serve.rs`, its retry schedule in `retry.rs`, the metrics in [`metrics`], the file watch in
 //! [`watch`].
 

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What the service is built from, resolved from the configuration in one place
-/// ([`crate::startup::plan`]).
+/// ([`crate::app::startup::plan`]).
 pub struct Plan {
     /// The labelling loop's configuration and how it is read again.
     pub inputs: Box<dyn Inputs>,

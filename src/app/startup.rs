@@ -3,7 +3,7 @@
 //! pass (the daemon's watch delivers later changes). The one file besides `main` and `config/`
 //! that reads the settings: it turns them into the service's [`Plan`].
 
-use crate::config::{CommandKind, ConfigSource, ConfigState, DaemonInputs};
+use crate::config::{CommandKind, ConfigSource, ConfigState, DaemonInputs, Settings};
 use crate::daemon::service::Plan;
 use crate::daemon::DaemonError;
 
@@ -32,9 +32,7 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
     // `auto` asks the API about this node's ResourceSlices where it can; without API access it
     // labels for the device plugin, so a client that cannot be made is not fatal for it alone.
     let wants_slices = settings.slices_wanted() && command.is_none();
-    let connect = || {
-        crate::kubeapi::client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
-    };
+    let connect = || connect(&settings);
     let client = match (needs_api, wants_slices) {
         (true, _) => Some(connect().await?),
         (false, true) => match connect().await {
@@ -63,6 +61,14 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
         }
     }
     Ok(Startup { config, client, rejected_reloads })
+}
+
+/// The API client as `settings` say (kubeconfig, QPS and burst): the one place a run makes it,
+/// whichever command needs it; it connects when awaited.
+pub fn connect(
+    settings: &Settings,
+) -> impl std::future::Future<Output = Result<kube::Client, crate::kubeapi::ClientError>> + '_ {
+    crate::kubeapi::client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
 }
 
 /// The daemon's plan from what [`prepare`] resolved.

@@ -24,6 +24,7 @@ pub mod publish;
 pub mod sharing;
 pub mod sharing_check;
 pub mod snapshot;
+pub mod template;
 
 pub mod troubles;
 pub mod worker;

@@ -143,19 +143,31 @@ pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
 /// The resources the device plugin advertises for `gpus` under `strategy` (what a sharing
 /// config can match): MIG devices by profile under mixed, else `nvidia.com/gpu`.
 fn resources(gpus: &[crate::snapshot::Gpu], strategy: MigStrategy) -> Vec<String> {
-    let mig = |g: &&crate::snapshot::Gpu| resource::mig_enabled(g);
-    let mut out: Vec<String> = match strategy {
-        MigStrategy::Mixed => gpus
-            .iter()
-            .filter(mig)
-            .flat_map(|g| g.mig.iter().flat_map(|m| &m.devices))
-            .map(|d| format!("nvidia.com/mig-{}", d.profile))
-            .chain(gpus.iter().any(|g| !resource::mig_enabled(g)).then(|| "nvidia.com/gpu".to_string()))
-            .collect(),
-        _ => vec!["nvidia.com/gpu".into()],
-    };
-    out.sort();
-    out.dedup();
+    advertised(gpus, strategy).into_keys().collect()
+}
+
+/// Each resource the device plugin advertises for `gpus` under `strategy`, with how many devices
+/// it counts before sharing: under mixed a MIG-enabled GPU's devices by profile and the other
+/// GPUs as `nvidia.com/gpu`; under single each MIG device as one `nvidia.com/gpu`; else each GPU.
+pub fn advertised(gpus: &[crate::snapshot::Gpu], strategy: MigStrategy) -> BTreeMap<String, usize> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    if strategy != MigStrategy::Mixed {
+        out.insert(resource::GPU_RESOURCE.into(), 0);
+    }
+    for g in gpus {
+        let devices = g.mig.iter().filter(|_| resource::mig_enabled(g)).flat_map(|m| &m.devices);
+        match strategy {
+            MigStrategy::Mixed if resource::mig_enabled(g) => {
+                for d in devices {
+                    *out.entry(format!("nvidia.com/mig-{}", d.profile)).or_default() += 1;
+                }
+            }
+            MigStrategy::Single if resource::mig_enabled(g) => {
+                *out.entry(resource::GPU_RESOURCE.into()).or_default() += devices.count();
+            }
+            _ => *out.entry(resource::GPU_RESOURCE.into()).or_default() += 1,
+        }
+    }
     out
 }
 

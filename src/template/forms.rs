@@ -1,0 +1,205 @@
+//! A [`Template`] in the forms autoscalers read: `key=value` lines, JSON, a Karpenter NodePool,
+//! Cluster Autoscaler's ASG tags (AWS) and its cluster-api scale-from-zero annotations. A form
+//! that cannot hold all of a template (Karpenter's 100 labels, an EC2 tag's 256 characters) is
+//! refused with what does not fit, never printed short.
+
+use super::Template;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The forms `--format` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Form {
+    /// `key=value`, sorted, one per line.
+    Labels,
+    /// One JSON object: labels, capacity, what was left out.
+    Json,
+    /// A `karpenter.sh/v1` NodePool (add its `nodeClassRef`).
+    Karpenter,
+    /// Cluster Autoscaler's node-template tags of an AWS Auto Scaling group, as one JSON object.
+    ClusterAutoscaler,
+    /// Cluster Autoscaler's cluster-api scale-from-zero annotations.
+    ClusterApi,
+}
+
+/// Why a template does not fit a form.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FormError {
+    /// More labels than the form holds.
+    #[error("--format {form}: {what} holds at most {max} labels, this template has {has}; leave out --extended-labels or split the pool")]
+    TooManyLabels {
+        /// The form.
+        form: &'static str,
+        /// What holds them.
+        what: &'static str,
+        /// Its limit.
+        max: usize,
+        /// The template's count.
+        has: usize,
+    },
+    /// A key or value longer than the form allows.
+    #[error("--format {form}: {what} {text:?} is {len} characters, over the {max} {where_} allows")]
+    TooLong {
+        /// The form.
+        form: &'static str,
+        /// Key or value.
+        what: &'static str,
+        /// The text.
+        text: String,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+        /// What sets the limit.
+        where_: &'static str,
+    },
+}
+
+impl crate::exit::Classify for FormError {
+    /// The pool's template and the form asked for do not go together: the user's to change.
+    fn is_bad_configuration(&self) -> bool {
+        true
+    }
+}
+
+/// Karpenter's NodePool: at most 100 template labels and 100 requirements (its CRD).
+const KARPENTER_MAX: usize = 100;
+/// EC2: 50 tags per Auto Scaling group, keys of at most 128 characters, values of 256.
+const ASG_TAGS: usize = 50;
+const TAG_KEY: usize = 128;
+const TAG_VALUE: usize = 256;
+/// Cluster Autoscaler's tag prefix for the node a group would create.
+const CA_PREFIX: &str = "k8s.io/cluster-autoscaler/node-template";
+/// cluster-api's scale-from-zero annotations.
+const CAPI_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io";
+/// The DRA driver whose slices a DRA pool's nodes publish.
+pub const DRA_DRIVER: &str = "gpu.nvidia.com";
+/// Kubernetes: all of an object's annotations together, in bytes.
+const ANNOTATIONS_MAX: usize = 256 * 1024;
+
+/// `template` in `form`; `name` names a NodePool.
+pub fn render(template: &Template, form: Form, name: &str) -> Result<String, FormError> {
+    match form {
+        Form::Labels => Ok(template.labels.iter().map(|(k, v)| format!("{k}={v}\n")).collect()),
+        Form::Json => Ok(json(&Json::of(template))),
+        Form::Karpenter => karpenter(template, name),
+        Form::ClusterAutoscaler => asg_tags(template),
+        Form::ClusterApi => cluster_api(template),
+    }
+}
+
+/// The JSON form.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Json<'a> {
+    labels: &'a BTreeMap<String, String>,
+    capacity: &'a BTreeMap<String, u64>,
+    dra_driver: Option<&'static str>,
+    left_out: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> Json<'a> {
+    fn of(t: &'a Template) -> Json<'a> {
+        Json {
+            labels: &t.labels,
+            capacity: &t.capacity,
+            dra_driver: t.dra.then_some(DRA_DRIVER),
+            left_out: t.left_out.iter().map(|l| (l.key.as_str(), l.why.as_str())).collect(),
+        }
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("plain maps and strings serialise") + "\n"
+}
+
+/// A NodePool whose template carries the labels and a requirement for each, so that a pod
+/// selecting any of them is known to fit; the user adds `nodeClassRef` (cloud-specific).
+fn karpenter(t: &Template, name: &str) -> Result<String, FormError> {
+    if t.labels.len() > KARPENTER_MAX {
+        return Err(FormError::TooManyLabels {
+            form: "karpenter",
+            what: "a NodePool's template",
+            max: KARPENTER_MAX,
+            has: t.labels.len(),
+        });
+    }
+    let mut out =
+        format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {}\n", quoted(name));
+    out.push_str("spec:\n  template:\n    metadata:\n      labels:\n");
+    for (k, v) in &t.labels {
+        out.push_str(&format!("        {k}: {}\n", quoted(v)));
+    }
+    out.push_str("    spec:\n");
+    out.push_str("      # Add the node class of your cloud, e.g. for AWS:\n");
+    out.push_str("      # nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n");
+    out.push_str("      requirements:\n");
+    for (k, v) in &t.labels {
+        out.push_str(&format!(
+            "        - key: {k}\n          operator: In\n          values: [{}]\n",
+            quoted(v)
+        ));
+    }
+    Ok(out)
+}
+
+/// A YAML scalar that stays a string whatever it looks like (`true`, `8`, `12.4`).
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+/// The ASG tags: each label, and each resource's count.
+fn asg_tags(t: &Template) -> Result<String, FormError> {
+    let labels = t.labels.iter().map(|(k, v)| (format!("{CA_PREFIX}/label/{k}"), v.clone()));
+    let resources = t.capacity.iter().map(|(r, n)| (format!("{CA_PREFIX}/resources/{r}"), n.to_string()));
+    let tags: BTreeMap<String, String> = labels.chain(resources).collect();
+    let form = "cluster-autoscaler";
+    if tags.len() > ASG_TAGS {
+        let what = "an Auto Scaling group (its labels and resources as tags)";
+        return Err(FormError::TooManyLabels { form, what, max: ASG_TAGS, has: tags.len() });
+    }
+    for (key, value) in &tags {
+        for (what, text, max) in [("tag key", key, TAG_KEY), ("tag value", value, TAG_VALUE)] {
+            if text.chars().count() > max {
+                let len = text.chars().count();
+                return Err(FormError::TooLong { form, what, text: text.clone(), len, max, where_: "EC2" });
+            }
+        }
+    }
+    Ok(json(&tags))
+}
+
+/// The annotations of a MachineDeployment, MachineSet or MachinePool that scales from zero.
+fn cluster_api(t: &Template) -> Result<String, FormError> {
+    let mut annotations = BTreeMap::new();
+    let labels: Vec<String> = t.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    annotations.insert(format!("{CAPI_PREFIX}/labels"), labels.join(","));
+    if t.dra {
+        annotations.insert(format!("{CAPI_PREFIX}/dra-driver"), DRA_DRIVER.to_string());
+        let count = t.labels.get("nvidia.com/gpu.count").cloned().unwrap_or_else(|| "0".into());
+        annotations.insert(format!("{CAPI_PREFIX}/gpu-count"), count);
+    } else if let Some((resource, count)) =
+        t.capacity.iter().max_by_key(|(r, n)| (r.as_str() == "nvidia.com/gpu", **n))
+    {
+        annotations.insert(format!("{CAPI_PREFIX}/gpu-type"), resource.clone());
+        annotations.insert(format!("{CAPI_PREFIX}/gpu-count"), count.to_string());
+    }
+    let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > ANNOTATIONS_MAX {
+        let text = format!("{size} bytes of annotations");
+        let (form, what) = ("cluster-api", "the annotations");
+        return Err(FormError::TooLong {
+            form,
+            what,
+            text,
+            len: size,
+            max: ANNOTATIONS_MAX,
+            where_: "Kubernetes",
+        });
+    }
+    let mut out = String::from("metadata:\n  annotations:\n");
+    for (k, v) in &annotations {
+        out.push_str(&format!("    {k}: {}\n", quoted(v)));
+    }
+    Ok(out)
+}

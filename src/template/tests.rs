@@ -1,0 +1,125 @@
+use super::forms::{render, Form, FormError};
+use super::*;
+use crate::labels::MigStrategy;
+use crate::sharing::{ReplicatedResource, Sharing};
+use std::path::Path;
+
+fn snapshot(machine: &str) -> Snapshot {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/golden/{machine}.snapshot.yaml"));
+    Snapshot::load(&path).unwrap()
+}
+
+fn config(mig_strategy: MigStrategy, sharing: Sharing) -> LabelConfig {
+    LabelConfig { mig_strategy, sharing, timestamp: Some(1), extended: false, profile: Profile::DevicePlugin }
+}
+
+#[test]
+fn ten_rtx_4090_time_sliced_twice_advertise_twenty() {
+    let t = of_snapshot(
+        &snapshot("rtx4090-x10"),
+        &config(MigStrategy::None, Sharing::time_slicing(&[("nvidia.com/gpu", 2)])),
+    );
+    assert_eq!(t.capacity, Capacity::from([("nvidia.com/gpu".to_string(), 20)]));
+    assert_eq!(t.labels["nvidia.com/gpu.replicas"], "2");
+    assert!(!t.labels.contains_key("nvidia.com/gfd.timestamp"), "a template has no timestamp");
+}
+
+#[test]
+fn a_renamed_resource_is_advertised_under_its_new_name() {
+    let mut sharing = Sharing::time_slicing(&[("nvidia.com/gpu", 2)]);
+    let entry = ReplicatedResource {
+        name: "nvidia.com/gpu".into(),
+        rename: Some("nvidia.com/gpu.shared".into()),
+        replicas: 2,
+    };
+    sharing.time_slicing.as_mut().unwrap().resources = vec![entry];
+    let t = of_snapshot(&snapshot("h100-x8"), &config(MigStrategy::None, sharing));
+    assert_eq!(t.capacity, Capacity::from([("nvidia.com/gpu.shared".to_string(), 16)]));
+}
+
+#[test]
+fn mixed_mig_advertises_each_profile_and_the_whole_gpus_apart() {
+    let s = snapshot("a100-mig-mixed");
+    let t = of_snapshot(&s, &config(MigStrategy::Mixed, Sharing::default()));
+    let count = |r: &str| t.labels[&format!("{r}.count")].parse::<u64>().unwrap();
+    for profile in ["1c.3g.20gb", "1g.5gb", "1g.5gb.me", "2g.10gb", "3g.20gb", "4g.20gb"] {
+        let r = format!("nvidia.com/mig-{profile}");
+        assert_eq!(t.capacity[&r], count(&r), "{r}: {:?}", t.capacity);
+    }
+    // The GPUs without MIG are whole GPUs.
+    let whole = s.gpus.iter().filter(|g| !g.mig.as_ref().is_some_and(|m| m.enabled)).count() as u64;
+    assert!(whole > 0 && whole < s.gpus.len() as u64, "the fixture mixes both");
+    assert_eq!(t.capacity.get("nvidia.com/gpu"), Some(&whole), "{:?}", t.capacity);
+    let single = of_snapshot(&snapshot("a100-mig-single"), &config(MigStrategy::Single, Sharing::default()));
+    assert_eq!(
+        single.capacity["nvidia.com/gpu"],
+        single.labels["nvidia.com/gpu.count"].parse::<u64>().unwrap()
+    );
+}
+
+#[test]
+fn run_time_keys_are_left_out_and_named() {
+    let t = of_snapshot(&snapshot("gh200-imex"), &config(MigStrategy::None, Sharing::default()));
+    assert!(!t.labels.contains_key("nvidia.com/gpu.clique"), "{:?}", t.labels);
+    assert!(t.left_out.iter().any(|l| l.key == "nvidia.com/gpu.clique"), "{:?}", t.left_out);
+}
+
+#[test]
+fn a_pool_without_a_driver_leaves_its_version_labels_out_and_says_so() {
+    let mut s = snapshot("t4");
+    (s.driver_version, s.cuda_driver_version) = (None, None);
+    let t = of_snapshot(&s, &config(MigStrategy::None, Sharing::default()));
+    assert!(!t.labels.keys().any(|k| k.starts_with("nvidia.com/cuda.")), "{:?}", t.labels);
+    let keys: Vec<&str> = t.left_out.iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["nvidia.com/cuda.driver*", "nvidia.com/cuda.runtime*"]);
+    let pinned = of_snapshot(&snapshot("t4"), &config(MigStrategy::None, Sharing::default()));
+    assert!(pinned.left_out.is_empty(), "{:?}", pinned.left_out);
+}
+
+#[test]
+fn dra_pools_advertise_no_extended_resources() {
+    let c = LabelConfig { profile: Profile::Dra, ..config(MigStrategy::None, Sharing::default()) };
+    let t = of_snapshot(&snapshot("h100-x8"), &c);
+    assert!(t.dra && t.capacity.is_empty(), "{t:?}");
+    let capi = render(&t, Form::ClusterApi, "gpu").unwrap();
+    assert!(
+        capi.contains("capacity.cluster-autoscaler.kubernetes.io/dra-driver: \"gpu.nvidia.com\""),
+        "{capi}"
+    );
+    assert!(capi.contains("capacity.cluster-autoscaler.kubernetes.io/gpu-count: \"8\""), "{capi}");
+}
+
+#[test]
+fn the_forms_carry_every_label_and_the_capacity() {
+    let t = of_snapshot(
+        &snapshot("rtx4090-x10"),
+        &config(MigStrategy::None, Sharing::time_slicing(&[("nvidia.com/gpu", 2)])),
+    );
+    let tags: BTreeMap<String, String> =
+        serde_json::from_str(&render(&t, Form::ClusterAutoscaler, "gpu").unwrap()).unwrap();
+    assert_eq!(tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"], "20");
+    for (k, v) in &t.labels {
+        assert_eq!(&tags[&format!("k8s.io/cluster-autoscaler/node-template/label/{k}")], v);
+    }
+    let lines = render(&t, Form::Labels, "gpu").unwrap();
+    assert_eq!(lines.lines().count(), t.labels.len());
+    let capi = render(&t, Form::ClusterApi, "gpu").unwrap();
+    assert!(capi.contains("gpu-type: \"nvidia.com/gpu\"") && capi.contains("gpu-count: \"20\""), "{capi}");
+    let pool = render(&t, Form::Karpenter, "rtx").unwrap();
+    assert!(pool.contains("name: \"rtx\"") && pool.contains("nvidia.com/gpu.replicas: \"2\""), "{pool}");
+}
+
+#[test]
+fn a_form_too_small_for_the_template_refuses_it() {
+    let mut t = of_snapshot(&snapshot("t4"), &config(MigStrategy::None, Sharing::default()));
+    for i in 0..100 {
+        t.labels.insert(format!("nvidia.com/x{i}"), "y".into());
+    }
+    assert!(matches!(render(&t, Form::Karpenter, "gpu"), Err(FormError::TooManyLabels { max: 100, .. })));
+    assert!(matches!(
+        render(&t, Form::ClusterAutoscaler, "gpu"),
+        Err(FormError::TooManyLabels { max: 50, .. })
+    ));
+}
+
+use std::collections::BTreeMap;

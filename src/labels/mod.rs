@@ -20,6 +20,7 @@ mod vgpu;
 use crate::sharing::Sharing;
 use crate::snapshot::Snapshot;
 pub use dra::{AllocationMode, Profile};
+pub use resource::family;
 use std::collections::BTreeMap;
 
 /// A label set, sorted by key.

@@ -1,8 +1,10 @@
 //! A [`Template`] in the forms autoscalers read: `key=value` lines, JSON, a Karpenter NodePool,
-//! Cluster Autoscaler's ASG tags (AWS) and its cluster-api scale-from-zero annotations. A form
+//! Cluster Autoscaler's ASG tags (AWS) and its cluster-api scale-from-zero annotations, and a DRA
+//! pool's ResourceSlice ([`super::slice`]). A form
 //! that cannot hold all of a template (Karpenter's 100 labels, an EC2 tag's 256 characters) is
 //! refused with what does not fit, never printed short.
 
+use super::slice::DRA_DRIVER;
 use super::Template;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -20,6 +22,8 @@ pub enum Form {
     ClusterAutoscaler,
     /// Cluster Autoscaler's cluster-api scale-from-zero annotations.
     ClusterApi,
+    /// The ResourceSlice a node of a DRA pool will publish (`--allocation-mode dra`).
+    Resourceslice,
 }
 
 /// Why a template does not fit a form.
@@ -37,6 +41,9 @@ pub enum FormError {
         /// The template's count.
         has: usize,
     },
+    /// A ResourceSlice asked of a pool whose GPUs the device plugin hands out.
+    #[error("--format resourceslice: a pool publishes ResourceSlices only with --allocation-mode dra")]
+    NotDra,
     /// A key or value longer than the form allows.
     #[error("--format {form}: {what} {text:?} is {len} characters, over the {max} {where_} allows")]
     TooLong {
@@ -72,8 +79,6 @@ const TAG_VALUE: usize = 256;
 const CA_PREFIX: &str = "k8s.io/cluster-autoscaler/node-template";
 /// cluster-api's scale-from-zero annotations.
 const CAPI_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io";
-/// The DRA driver whose slices a DRA pool's nodes publish.
-pub const DRA_DRIVER: &str = "gpu.nvidia.com";
 /// Kubernetes: all of an object's annotations together, in bytes.
 const ANNOTATIONS_MAX: usize = 256 * 1024;
 
@@ -85,6 +90,8 @@ pub fn render(template: &Template, form: Form, name: &str) -> Result<String, For
         Form::Karpenter => karpenter(template, name),
         Form::ClusterAutoscaler => asg_tags(template),
         Form::ClusterApi => cluster_api(template),
+        Form::Resourceslice if template.dra => Ok(json(&super::slice::of(&template.node, name))),
+        Form::Resourceslice => Err(FormError::NotDra),
     }
 }
 

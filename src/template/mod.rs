@@ -7,6 +7,7 @@
 
 pub mod capacity;
 pub mod forms;
+pub mod slice;
 
 use crate::labels::{self, LabelConfig, Labels, Profile};
 use crate::snapshot::{Snapshot, Source};
@@ -23,7 +24,7 @@ const UNPINNED: &str =
     "the pool pins no driver: give --driver-version and --cuda-version, or take the snapshot of one node";
 
 /// What every node of a pool will have.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     /// The labels nvlabel will give each node, sorted.
     pub labels: Labels,
@@ -35,6 +36,8 @@ pub struct Template {
     pub left_out: Vec<LeftOut>,
     /// The labelers' warnings.
     pub warnings: Vec<String>,
+    /// The node the template was made from (a DRA pool's slice is made from its GPUs).
+    pub node: Snapshot,
 }
 
 /// A label, or a group of them, a template leaves out.
@@ -75,7 +78,7 @@ pub fn of_snapshot(snapshot: &Snapshot, config: &LabelConfig) -> Template {
     }
     let dra = config.profile == Profile::Dra;
     let capacity = if dra { Capacity::default() } else { capacity::of(snapshot, &config, &labels) };
-    Template { labels, capacity, dra, left_out, warnings: outcome.warnings }
+    Template { labels, capacity, dra, left_out, warnings: outcome.warnings, node: snapshot.clone() }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use super::forms::{render, Form, FormError};
 use super::*;
 use crate::labels::MigStrategy;
 use crate::sharing::{ReplicatedResource, Sharing};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 fn snapshot(machine: &str) -> Snapshot {
@@ -122,4 +123,46 @@ fn a_form_too_small_for_the_template_refuses_it() {
     ));
 }
 
-use std::collections::BTreeMap;
+#[test]
+fn a_dra_pool_s_slice_has_a_device_per_gpu_or_mig_device_with_the_driver_s_attributes() {
+    let dra = |machine: &str| {
+        let c = LabelConfig { profile: Profile::Dra, ..config(MigStrategy::None, Sharing::default()) };
+        of_snapshot(&snapshot(machine), &c)
+    };
+    let t = dra("h100-x8");
+    let slice: serde_json::Value =
+        serde_json::from_str(&render(&t, Form::Resourceslice, "pool-a").unwrap()).unwrap();
+    assert_eq!(slice["spec"]["driver"], "gpu.nvidia.com");
+    assert_eq!(slice["spec"]["nodeName"], "pool-a");
+    let devices = slice["spec"]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 8);
+    let a = &devices[0]["attributes"];
+    assert_eq!(a["productName"]["string"], t.node.gpus[0].name.as_str());
+    assert_eq!(a["architecture"]["string"], "Hopper");
+    assert_eq!(a["cudaComputeCapability"]["version"], "9.0.0");
+    assert_eq!(devices[0]["capacity"]["memory"]["value"], format!("{}Mi", t.labels["nvidia.com/gpu.memory"]));
+    let mig = dra("a100-mig-mixed");
+    let slice: serde_json::Value =
+        serde_json::from_str(&render(&mig, Form::Resourceslice, "m").unwrap()).unwrap();
+    let devices = slice["spec"]["devices"].as_array().unwrap();
+    let migs = mig
+        .node
+        .gpus
+        .iter()
+        .filter_map(|g| g.mig.as_ref().filter(|m| m.enabled))
+        .map(|m| m.devices.len())
+        .sum::<usize>();
+    assert_eq!(devices.iter().filter(|d| d["attributes"]["type"]["string"] == "mig").count(), migs);
+    let plugin = of_snapshot(&snapshot("h100-x8"), &config(MigStrategy::None, Sharing::default()));
+    assert_eq!(render(&plugin, Form::Resourceslice, "x"), Err(FormError::NotDra));
+}
+
+#[test]
+fn driver_versions_become_semantic_versions_for_the_slice() {
+    let mut s = snapshot("t4");
+    s.driver_version = Some("535.104.05".into());
+    let c = LabelConfig { profile: Profile::Dra, ..config(MigStrategy::None, Sharing::default()) };
+    let slice = slice::of(&of_snapshot(&s, &c).node, "n");
+    assert_eq!(slice["spec"]["devices"][0]["attributes"]["driverVersion"]["version"], "535.104.5");
+    assert_eq!(slice["spec"]["devices"][0]["attributes"]["cudaDriverVersion"]["version"], "12.2.0");
+}

@@ -44,6 +44,9 @@ pub enum FormError {
     /// A ResourceSlice asked of a pool whose GPUs the device plugin hands out.
     #[error("--format resourceslice: a pool publishes ResourceSlices only with --allocation-mode dra")]
     NotDra,
+    /// A ResourceSlice asked of a pool known only by its nodes' labels.
+    #[error("--format resourceslice: a pool learnt with --from-cluster has labels, not GPUs; give --snapshot or --gpu")]
+    NoGpus,
     /// A key or value longer than the form allows.
     #[error("--format {form}: {what} {text:?} is {len} characters, over the {max} {where_} allows")]
     TooLong {
@@ -90,8 +93,11 @@ pub fn render(template: &Template, form: Form, name: &str) -> Result<String, For
         Form::Karpenter => karpenter(template, name),
         Form::ClusterAutoscaler => asg_tags(template),
         Form::ClusterApi => cluster_api(template),
-        Form::Resourceslice if template.dra => Ok(json(&super::slice::of(&template.node, name))),
-        Form::Resourceslice => Err(FormError::NotDra),
+        Form::Resourceslice if !template.dra => Err(FormError::NotDra),
+        Form::Resourceslice => match &template.node {
+            Some(node) => Ok(json(&super::slice::of(node, name))),
+            None => Err(FormError::NoGpus),
+        },
     }
 }
 

@@ -137,7 +137,7 @@ fn a_dra_pool_s_slice_has_a_device_per_gpu_or_mig_device_with_the_driver_s_attri
     let devices = slice["spec"]["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 8);
     let a = &devices[0]["attributes"];
-    assert_eq!(a["productName"]["string"], t.node.gpus[0].name.as_str());
+    assert_eq!(a["productName"]["string"], t.node.as_ref().unwrap().gpus[0].name.as_str());
     assert_eq!(a["architecture"]["string"], "Hopper");
     assert_eq!(a["cudaComputeCapability"]["version"], "9.0.0");
     assert_eq!(devices[0]["capacity"]["memory"]["value"], format!("{}Mi", t.labels["nvidia.com/gpu.memory"]));
@@ -147,6 +147,8 @@ fn a_dra_pool_s_slice_has_a_device_per_gpu_or_mig_device_with_the_driver_s_attri
     let devices = slice["spec"]["devices"].as_array().unwrap();
     let migs = mig
         .node
+        .as_ref()
+        .unwrap()
         .gpus
         .iter()
         .filter_map(|g| g.mig.as_ref().filter(|m| m.enabled))
@@ -162,7 +164,7 @@ fn driver_versions_become_semantic_versions_for_the_slice() {
     let mut s = snapshot("t4");
     s.driver_version = Some("535.104.05".into());
     let c = LabelConfig { profile: Profile::Dra, ..config(MigStrategy::None, Sharing::default()) };
-    let slice = slice::of(&of_snapshot(&s, &c).node, "n");
+    let slice = slice::of(of_snapshot(&s, &c).node.as_ref().unwrap(), "n");
     assert_eq!(slice["spec"]["devices"][0]["attributes"]["driverVersion"]["version"], "535.104.5");
     assert_eq!(slice["spec"]["devices"][0]["attributes"]["cudaDriverVersion"]["version"], "12.2.0");
 }

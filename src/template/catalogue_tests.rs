@@ -1,0 +1,161 @@
+use super::catalogue::{self, CatalogueError};
+use super::*;
+use crate::labels::MigStrategy;
+use crate::sharing::Sharing;
+use std::path::Path;
+
+fn golden(machine: &str) -> Snapshot {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/golden/{machine}.snapshot.yaml"));
+    Snapshot::load(&path).unwrap()
+}
+
+fn plain() -> LabelConfig {
+    LabelConfig {
+        mig_strategy: MigStrategy::None,
+        sharing: Sharing::default(),
+        timestamp: None,
+        extended: false,
+        profile: Profile::DevicePlugin,
+    }
+}
+
+/// A bundled machine built for a fault, not for its SKU: its H100s answer no MIG mode, which a
+/// real H100 does.
+const NOT_A_SKU: &[&str] = &["nvswitch-faulty"];
+
+/// Every bundled machine whose GPUs are of one model, none with MIG on.
+fn homogeneous_without_mig() -> Vec<(String, Snapshot)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(machine) = name.strip_suffix(".snapshot.yaml") else { continue };
+        if NOT_A_SKU.contains(&machine) {
+            continue;
+        }
+        let s = golden(machine);
+        let one_model = s.gpus.windows(2).all(|w| w[0].name == w[1].name);
+        let mig_on = s.gpus.iter().any(|g| g.mig.as_ref().is_some_and(|m| m.enabled));
+        if !s.gpus.is_empty() && one_model && !mig_on {
+            out.push((machine.to_string(), s));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn the_catalogue_parses_and_every_figure_says_where_it_was_seen() {
+    for e in catalogue::entries() {
+        assert!(!e.compute_seen.is_empty(), "{}", e.name);
+        assert!(
+            e.memory.iter().filter(|m| m.default).count() == usize::from(!e.memory.is_empty()),
+            "{}: one default",
+            e.name
+        );
+        assert!(e.memory.iter().all(|m| !m.seen.is_empty()), "{}", e.name);
+        assert!(e.mig_profiles.iter().all(|p| !p.seen.is_empty()), "{}", e.name);
+        assert_eq!(
+            crate::labels::family(e.compute_capability[0], e.compute_capability[1]),
+            e.architecture,
+            "{}",
+            e.name
+        );
+        assert!(
+            e.memory.is_empty() == e.lacks.iter().any(|l| l.contains("memory")),
+            "{}: says what it lacks",
+            e.name
+        );
+    }
+}
+
+#[test]
+fn a_gpu_is_found_by_its_nvml_name_its_model_or_its_pci_id() {
+    for q in ["Tesla T4", "tesla t4", "t4", "1eb8", "0x1EB8"] {
+        assert_eq!(catalogue::find(q).unwrap().name, "Tesla T4", "{q}");
+    }
+    match catalogue::find("25b6") {
+        Err(CatalogueError::Ambiguous { names, .. }) => assert!(names.len() >= 2, "{names:?}"),
+        other => panic!("25b6 is the A2's and the A16's: {other:?}"),
+    }
+    match catalogue::find("Tesla T5") {
+        Err(CatalogueError::Unknown { closest, .. }) => assert_eq!(closest[0], "\"Tesla T4\""),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn counts_outside_one_to_sixty_four_are_refused() {
+    let t4 = catalogue::find("t4").unwrap();
+    assert_eq!(t4.node(0, None).unwrap_err(), CatalogueError::Count(0));
+    assert_eq!(t4.node(65, None).unwrap_err(), CatalogueError::Count(65));
+    assert_eq!(t4.node(64, None).unwrap().gpus.len(), 64);
+}
+
+#[test]
+fn an_entry_without_a_figure_refuses_the_template_that_needs_it() {
+    let lacking =
+        catalogue::entries().iter().find(|e| e.memory.is_empty()).expect("an entry that lacks its memory");
+    let e = lacking.node(1, None).unwrap_err();
+    assert!(matches!(&e, CatalogueError::Lacks { .. }), "{e:?}");
+    assert!(e.to_string().contains("--snapshot"), "names the way out: {e}");
+}
+
+#[test]
+fn mig_layouts_the_gpu_cannot_have_are_refused() {
+    let a100 = catalogue::find("NVIDIA A100-SXM4-40GB").unwrap();
+    assert_eq!(a100.node(1, Some("all-1g.5gb")).unwrap().gpus[0].mig.as_ref().unwrap().devices.len(), 7);
+    for bad in ["1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb", "9g.99gb"] {
+        assert!(matches!(a100.node(1, Some(bad)), Err(CatalogueError::Layout { .. })), "{bad}");
+    }
+    let t4 = catalogue::find("t4").unwrap();
+    assert!(matches!(t4.node(1, Some("all-1g.5gb")), Err(CatalogueError::Layout { .. })));
+}
+
+/// The catalogue's template of every homogeneous bundled machine without MIG is the template of
+/// its snapshot: the same labels, byte for byte, where the pool pins the snapshot's driver and
+/// machine type.
+#[test]
+fn the_catalogue_gives_what_a_pass_on_each_bundled_machine_gives() {
+    let machines = homogeneous_without_mig();
+    assert!(machines.len() >= 10, "{:?}", machines.iter().map(|m| &m.0).collect::<Vec<_>>());
+    for (machine, s) in machines {
+        let entry = catalogue::find(&s.gpus[0].name).unwrap_or_else(|e| panic!("{machine}: {e}"));
+        let pins = Pins {
+            driver_version: s.driver_version.clone(),
+            cuda_version: s.cuda_driver_version,
+            machine_type: s.machine_type.content.clone(),
+        };
+        let node =
+            pins.apply(entry.node(s.gpus.len() as u32, None).unwrap_or_else(|e| panic!("{machine}: {e}")));
+        let from_catalogue = of_snapshot(&node, &plain());
+        let from_node = of_snapshot(&s, &plain());
+        assert_eq!(from_catalogue.labels, from_node.labels, "{machine}");
+        assert_eq!(from_catalogue.capacity, from_node.capacity, "{machine}");
+    }
+}
+
+#[test]
+fn versions_that_are_no_versions_are_refused() {
+    assert_eq!(Pins::parse(Some("550.54.15"), Some("12.4"), None).unwrap().cuda_version, Some(12040));
+    for (d, c) in [
+        (Some("550"), None),
+        (Some("latest"), None),
+        (Some("550.54.x"), None),
+        (None, Some("12")),
+        (None, Some("12.x")),
+        (None, Some("v12.4")),
+    ] {
+        assert!(Pins::parse(d, c, None).is_err(), "{d:?} {c:?}");
+    }
+}
+
+#[test]
+fn a_catalogue_pool_without_pins_leaves_the_driver_and_machine_labels_out() {
+    let node = catalogue::find("t4").unwrap().node(2, None).unwrap();
+    let t = of_snapshot(&node, &plain());
+    let keys: Vec<&str> = t.left_out.iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["nvidia.com/cuda.driver*", "nvidia.com/cuda.runtime*", "nvidia.com/gpu.machine"]);
+    assert!(!t.labels.contains_key("nvidia.com/gpu.machine"));
+    assert_eq!(t.labels["nvidia.com/gpu.count"], "2");
+}

@@ -101,6 +101,35 @@ pub fn render(template: &Template, form: Form, name: &str) -> Result<String, For
     }
 }
 
+/// Every pool of `templates` in `form`, each headed by its name (one pool alone, as [`render`]
+/// gives it); `name` names the one pool's NodePool, several are named for their pools.
+pub fn render_all(
+    templates: &[(String, Template)],
+    form: Form,
+    name: Option<&str>,
+) -> Result<String, FormError> {
+    if let [(pool, t)] = templates {
+        return render(t, form, name.unwrap_or(pool));
+    }
+    let each = templates.iter().map(|(pool, t)| render(t, form, pool).map(|text| (pool, text)));
+    let each: Vec<(&String, String)> = each.collect::<Result<_, _>>()?;
+    Ok(match form {
+        Form::Json | Form::ClusterAutoscaler | Form::Resourceslice => {
+            let object: serde_json::Map<String, serde_json::Value> = each
+                .into_iter()
+                .map(|(pool, text)| (pool.clone(), serde_json::from_str(&text).expect("the forms' own JSON")))
+                .collect();
+            json(&object)
+        }
+        Form::Karpenter => each.into_iter().map(|(_, text)| format!("---\n{text}")).collect(),
+        Form::Labels | Form::ClusterApi => {
+            let headed: Vec<String> =
+                each.into_iter().map(|(pool, text)| format!("# pool {pool}\n{text}")).collect();
+            headed.join("\n")
+        }
+    })
+}
+
 /// The JSON form.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

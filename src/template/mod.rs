@@ -8,6 +8,7 @@
 pub mod capacity;
 pub mod catalogue;
 pub mod cluster;
+pub mod command;
 pub mod forms;
 pub mod slice;
 

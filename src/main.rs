@@ -8,7 +8,6 @@ use nvlabel::daemon::{Control, DaemonError};
 use nvlabel::exit::Classify;
 use nvlabel::health::clear::ClearError;
 use nvlabel::health::prune::PruneError;
-use nvlabel::logging::LogFormat;
 use nvlabel::pass::PassError;
 use nvlabel::probe::Session;
 use nvlabel::publish::{PublishError, SetupError};
@@ -23,16 +22,7 @@ fn main() {
     let runtime = nvlabel::runtime().expect("a tokio runtime");
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
-    let log_format = cli
-        .log
-        .log_format
-        .clone()
-        .or_else(|| {
-            let names = nvlabel::config::rows::row(nvlabel::config::Flag::LogFormat).env;
-            names.iter().find_map(|n| env.get(*n).cloned())
-        })
-        .and_then(|v| LogFormat::parse(&v))
-        .unwrap_or(LogFormat::Text);
+    let log_format = nvlabel::config::Settings::log_format_of(&cli, &|k| env.get(k).cloned());
     nvlabel::logging::init(log_format);
     if let Err(e) = runtime.block_on(real_main(command, cli, env)) {
         nvlabel::logging::fatal(log_format, &e, e.hint());

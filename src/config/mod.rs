@@ -9,6 +9,7 @@ mod apply;
 pub mod arg_groups;
 pub mod file;
 pub mod flag;
+pub mod flag_docs;
 pub mod flags;
 pub mod health;
 pub mod modes;
@@ -20,6 +21,7 @@ pub mod select;
 pub mod settings;
 pub mod source;
 pub mod usage;
+pub mod value;
 
 pub use file::{ConfigError, ConfigFile, FileFlags};
 pub use flag::Flag;

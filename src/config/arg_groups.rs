@@ -4,14 +4,22 @@
 //! no effect are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand
 //! only the groups it uses.
 
-use super::health::{TaintEffect, DEFAULT_BOOT_ID_FILE, DEFAULT_CONDITION_TYPE, DEFAULT_NVML_TIMEOUT};
-use super::value::{go, shown};
+use super::health::{
+    condition_type, expected_gpus, nvml_timeout, recovery_hold, xids, TaintEffect, DEFAULT_BOOT_ID_FILE,
+    DEFAULT_CONDITION_TYPE, DEFAULT_NVML_TIMEOUT,
+};
+use super::value::{expiry, go, interval, parsed_by, shown, strategy, Maybe};
+use crate::duration::Interval;
 use crate::health::config::DEFAULT_RECOVERY_HOLD;
+use crate::health::thresholds::Thresholds;
 use crate::labels::{AllocationMode, MigStrategy};
 use crate::logging::LogFormat;
+use crate::probe::Strategy;
 use crate::publish::{Format, Sink};
 use clap::Args;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// GFD's default feature file (NFD's `features.d`).
 pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
@@ -62,32 +70,32 @@ pub struct HealthArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub health: Option<bool>,
     /// Type of the Node condition
-    #[arg(long, default_value = DEFAULT_CONDITION_TYPE)]
+    #[arg(long, default_value = DEFAULT_CONDITION_TYPE, value_parser = parsed_by(condition_type))]
     pub health_condition_type: Option<String>,
     /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
     /// [default: none]
-    #[arg(long)]
-    pub health_ignore_xids: Option<String>,
+    #[arg(long, value_parser = parsed_by(xids))]
+    pub health_ignore_xids: Option<BTreeSet<u64>>,
     /// Comma-separated Xids that are always faults, whatever NVIDIA's Xid catalog says
     /// [default: none]
-    #[arg(long)]
-    pub health_fatal_xids: Option<String>,
+    #[arg(long, value_parser = parsed_by(xids))]
+    pub health_fatal_xids: Option<BTreeSet<u64>>,
     /// Comma-separated XID:COUNT/WINDOW: an Xid that is no fault alone is one when it comes
     /// COUNT times on one GPU within WINDOW (43:3/1m) [default: none]
-    #[arg(long)]
-    pub health_xid_thresholds: Option<String>,
+    #[arg(long, value_parser = parsed_by(crate::health::thresholds::parse))]
+    pub health_xid_thresholds: Option<Thresholds>,
     /// GPUs this node should have: fewer through NVML is a fault (the node's
     /// nvidia.com/gpu.expected-count label, where set, wins) [default: none]
-    #[arg(long)]
-    pub health_expected_gpus: Option<String>,
+    #[arg(long, value_parser = parsed_by(expected_gpus))]
+    pub health_expected_gpus: Option<Maybe<u32>>,
     /// How long an NVML call may run before health says Unknown (NvmlUnresponsive) and the
     /// labelling pass stops waiting for it
-    #[arg(long, default_value = go(DEFAULT_NVML_TIMEOUT))]
-    pub health_nvml_timeout: Option<String>,
+    #[arg(long, default_value = go(DEFAULT_NVML_TIMEOUT), value_parser = parsed_by(nvml_timeout))]
+    pub health_nvml_timeout: Option<Duration>,
     /// How long a fault must read as gone, in every reading, before it clears without a reboot
     /// (a fault nothing can show the end of stays until reboot)
-    #[arg(long, default_value = go(DEFAULT_RECOVERY_HOLD))]
-    pub health_recovery_hold: Option<String>,
+    #[arg(long, default_value = go(DEFAULT_RECOVERY_HOLD), value_parser = parsed_by(recovery_hold))]
+    pub health_recovery_hold: Option<Duration>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
     /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None
     #[arg(long, default_value = shown(TaintEffect::default()))]
@@ -109,8 +117,8 @@ pub struct FactArgs {
     pub fail_on_init_error: Option<bool>,
     /// Where GPUs are found: auto (as GFD decides: NVML, or CUDA on Jetson, IGX and Thor), nvml,
     /// tegra (CUDA) or vfio (GPUs bound to vfio-pci, from sysfs)
-    #[arg(long, default_value = shown(crate::probe::Strategy::default()))]
-    pub device_discovery_strategy: Option<String>,
+    #[arg(long, default_value = shown(Strategy::default()), value_parser = parsed_by(strategy))]
+    pub device_discovery_strategy: Option<Strategy>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
     #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
     pub driver_root_ctr_path: Option<String>,
@@ -179,8 +187,8 @@ pub struct ApiArgs {
     /// This deployment's ServiceAccount (in --namespace), where several share a cluster: health
     /// is written under a field manager of its own, and `nvlabel prune --health-only --instance`
     /// removes exactly what its daemons wrote (they write nothing after) [default: none]
-    #[arg(long)]
-    pub instance: Option<String>,
+    #[arg(long, value_parser = parsed_by(crate::health::instance::name))]
+    pub instance: Option<Maybe<String>>,
 }
 
 /// Where labels go.
@@ -205,8 +213,8 @@ pub struct TargetArgs {
 pub struct OutputArgs {
     /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
     /// labeler that is gone expire (e.g. 1h)
-    #[arg(long)]
-    pub expiry: Option<String>,
+    #[arg(long, value_parser = parsed_by(expiry))]
+    pub expiry: Option<Maybe<Duration>>,
     /// Output format of printed labels: text (key=value lines) or json
     #[arg(long, default_value = shown(Format::Text))]
     pub format: Option<Format>,
@@ -220,8 +228,8 @@ pub struct DaemonArgs {
     pub oneshot: Option<bool>,
     /// Time between passes: Go duration, `infinite`, or seconds (accepted without effect with
     /// --oneshot, as GFD does)
-    #[arg(long, default_value = "60s")]
-    pub sleep_interval: Option<String>,
+    #[arg(long, default_value = "60s", value_parser = parsed_by(interval))]
+    pub sleep_interval: Option<Interval>,
     /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or
     /// `:port`; "" for none)
     #[arg(long, default_value = ":8080")]

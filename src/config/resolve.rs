@@ -9,6 +9,7 @@ use super::flags::{default_of, Cli};
 use super::row::{Empty, Row};
 use super::rows::row;
 use super::settings::{FileLayer, Settings};
+use super::value::Reason;
 use crate::exit::Classify;
 use std::path::PathBuf;
 
@@ -33,6 +34,25 @@ impl Classify for CliError {
             CliError::Invalid { .. } => true,
         }
     }
+}
+
+/// The command line's bad value as the resolver names one from env or the config file, where its
+/// flag's parser (the one its row parses env and the file with) said why; `None` for clap's other
+/// errors, which say themselves.
+pub fn invalid_on_command_line(e: &clap::Error) -> Option<CliError> {
+    use clap::error::{ContextKind, ContextValue};
+    let reason = std::error::Error::source(e)?.downcast_ref::<Reason>()?;
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) =
+        (e.get(ContextKind::InvalidArg), e.get(ContextKind::InvalidValue))
+    else {
+        return None;
+    };
+    let flag = Flag::named(arg.strip_prefix("--")?.split([' ', '[', '=']).next()?)?;
+    Some(CliError::Invalid {
+        origin: Origin::CommandLine(flag),
+        value: value.clone(),
+        reason: reason.0.clone(),
+    })
 }
 
 /// The env lookup used by [`Settings::resolve`].

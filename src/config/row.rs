@@ -5,7 +5,6 @@ use super::arg_groups::parse_bool;
 use super::file::FileFlags;
 use super::flag::{Flag, Found};
 use super::settings::Settings;
-use crate::duration::{parse_interval, Interval};
 
 /// How a row puts its value into the settings; `Err` says what is wrong with the value (the
 /// resolver names the value and where it came from).
@@ -186,7 +185,7 @@ pub fn boolean(text: &str) -> Result<bool, String> {
     parse_bool(text)
 }
 
-pub use super::value::choice;
+pub use super::value::{choice, duration};
 
 /// A number.
 pub fn number<T: std::str::FromStr>(text: &str) -> Result<T, String>
@@ -199,12 +198,4 @@ where
 /// Text where empty means none.
 pub fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
-}
-
-/// A duration (not `infinite`), or `otherwise` as the reason.
-pub fn duration(text: &str, otherwise: &str) -> Result<std::time::Duration, String> {
-    match parse_interval(text).map_err(|e| e.to_string())? {
-        (Interval::Every(d), _) => Ok(d),
-        (Interval::Infinite, _) => Err(otherwise.to_string()),
-    }
 }

@@ -15,6 +15,7 @@
 use super::flag::Flag as F;
 use super::health::{self, TaintEffect};
 use super::row::{boolean, choice, duration, non_empty, number, put, Empty, Mode, Row, Run};
+use super::value;
 use crate::duration::parse_interval;
 use crate::labels::{AllocationMode, MigStrategy};
 use crate::publish::{Format, Sink, Target};
@@ -86,11 +87,7 @@ pub fn row(flag: F) -> Row {
             .when(FROM_SNAPSHOT, from_snapshot),
         F::DeviceDiscoveryStrategy => r(flag, &["DEVICE_DISCOVERY_STRATEGY"])
             .file("deviceDiscoveryStrategy", |f| f.device_discovery_strategy.clone())
-            .set(|s, f| {
-                let v = &f.value;
-                let why = || format!("invalid --device-discovery-strategy option {v}; use auto, nvml, tegra or vfio");
-                put(&mut s.probe.strategy, choice::<crate::probe::Strategy>(v).map_err(|_| why()))
-            })
+            .set(|s, f| put(&mut s.probe.strategy, value::strategy(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads NVML whatever the strategy")])
             .when(FROM_SNAPSHOT, from_snapshot),
         // Accepted for GFD compatibility; unused, as in GFD.
@@ -150,17 +147,7 @@ pub fn row(flag: F) -> Row {
         // On the command line the resolver refuses it with its value; from env it is this row's
         // warning.
         F::Expiry => r(flag, &["NVLABEL_EXPIRY"])
-            .set(|s, f| {
-                let positive = "use a positive duration such as 1h";
-                let expiry = match non_empty(&f.value) {
-                    None => Ok(None),
-                    Some(v) => match duration(&v, positive)? {
-                        d if d.is_zero() => Err(positive.to_string()),
-                        d => Ok(Some(d)),
-                    },
-                };
-                put(&mut s.expiry, expiry)
-            })
+            .set(|s, f| put(&mut s.expiry, value::expiry(&f.value)))
             .when("where labels do not go to the feature file", |r| r.mode.labels() && !r.settings.expiry_applies()),
         F::Format => r(flag, &["NVLABEL_FORMAT"])
             .set(|s, f| put(&mut s.format, choice::<Format>(&f.value)))
@@ -246,23 +233,13 @@ pub fn row(flag: F) -> Row {
             .when("without --health in a daemon", |r| !health_daemon(r)),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
             .file("healthExpectedGpus", |f| f.health_expected_gpus.clone())
-            .set(|s, f| {
-                let count = |v: &str| health::gpu_count(v).ok_or("use a whole number of GPUs from 1".to_string());
-                let v = f.value.trim();
-                put(&mut s.health.judging.expected_gpus, (!v.is_empty()).then(|| count(v)).transpose())
-            })
+            .set(|s, f| put(&mut s.health.judging.expected_gpus, health::expected_gpus(&f.value)))
             .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
             .when(XIDS_UNREAD, xids_unread),
         // The deadline bounds a daemon's labelling passes too, with or without --health.
         F::HealthNvmlTimeout => r(flag, &["NVLABEL_HEALTH_NVML_TIMEOUT"])
             .file("healthNvmlTimeout", |f| f.health_nvml_timeout.clone())
-            .set(|s, f| {
-                let timeout = crate::duration::parse_go_duration(&f.value)
-                    .ok()
-                    .filter(|d| *d >= std::time::Duration::from_secs(1))
-                    .ok_or("use a duration of at least 1s, such as 30s or 2m".to_string());
-                put(&mut s.health.nvml_timeout, timeout)
-            })
+            .set(|s, f| put(&mut s.health.nvml_timeout, health::nvml_timeout(&f.value)))
             .never_in(&[
                 (Mode::Oneshot, NO_DEADLINE),
                 (Mode::Probe, NO_DEADLINE),
@@ -273,11 +250,7 @@ pub fn row(flag: F) -> Row {
             ]),
         F::HealthRecoveryHold => r(flag, &["NVLABEL_HEALTH_RECOVERY_HOLD"])
             .file("healthRecoveryHold", |f| f.health_recovery_hold.clone())
-            .set(|s, f| {
-                let hold = crate::duration::parse_go_duration(&f.value)
-                    .map_err(|_| "use a duration such as 2m, 30s or 0s (clear at the first reading that shows it)".to_string());
-                put(&mut s.health.recovery_hold, hold)
-            })
+            .set(|s, f| put(&mut s.health.recovery_hold, health::recovery_hold(&f.value)))
             .never_in(&[
                 (Mode::Health, "in `nvlabel health`, which reads once and keeps nothing"),
                 (Mode::HealthClear, ONLY_CLEARS),

@@ -1,4 +1,5 @@
-//! The checks of `--health`'s option values, used by their rows in [`super::rows`]; the struct
+//! The checks of `--health`'s option values, the one parser of each, used by their clap fields
+//! ([`super::arg_groups`]) and their rows ([`super::rows`]) alike; the struct
 //! the rows write, [`HealthSettings`], is health's own (`health/config.rs`), re-exported here.
 
 use std::collections::BTreeSet;

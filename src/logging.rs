@@ -3,23 +3,12 @@
 use tracing_subscriber::EnvFilter;
 
 /// How log lines look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable.
     Text,
     /// One JSON object per line.
     Json,
-}
-
-impl LogFormat {
-    /// From its flag spelling (`text`, `json`).
-    pub fn parse(s: &str) -> Option<LogFormat> {
-        match s {
-            "text" => Some(LogFormat::Text),
-            "json" => Some(LogFormat::Json),
-            _ => None,
-        }
-    }
 }
 
 /// The filter without `RUST_LOG`: `info`, except the file-watch library's own log lines below

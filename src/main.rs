@@ -2,7 +2,6 @@
 //! turn what it ended with into the exit status. Everything else is library code.
 
 use nvlabel::config::Cli;
-use nvlabel::logging::LogFormat;
 use std::collections::HashMap;
 
 fn main() {
@@ -12,16 +11,7 @@ fn main() {
     let runtime = nvlabel::runtime().expect("a tokio runtime");
     let env: HashMap<String, String> = std::env::vars().collect();
     // Logging first, so config warnings are logged; a bad NVLABEL_LOG_FORMAT is reported by resolve.
-    let log_format = cli
-        .log
-        .log_format
-        .clone()
-        .or_else(|| {
-            let names = nvlabel::config::rows::row(nvlabel::config::Flag::LogFormat).env;
-            names.iter().find_map(|n| env.get(*n).cloned())
-        })
-        .and_then(|v| LogFormat::parse(&v))
-        .unwrap_or(LogFormat::Text);
+    let log_format = nvlabel::config::Settings::log_format_of(&cli, &|k| env.get(k).cloned());
     nvlabel::logging::init(log_format);
     match runtime.block_on(nvlabel::app::run(command, cli, env)) {
         Ok(0) => {}

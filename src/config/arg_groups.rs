@@ -1,9 +1,25 @@
 //! The flag groups, one per concern (labels, label options, facts, config, API, target, output,
-//! daemon, health, source, prune, clear, logs): each flag's help and value syntax (its default
-//! and env names are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand only the groups it uses.
+//! daemon, health, source, prune, clear, logs): each flag's type, value parser (and so its
+//! values), default and help, said once here (its env names, config-file key and where it has
+//! no effect are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand
+//! only the groups it uses.
 
+use super::health::{
+    condition_type, expected_gpus, nvml_timeout, recovery_hold, xids, TaintEffect, DEFAULT_BOOT_ID_FILE,
+    DEFAULT_CONDITION_TYPE, DEFAULT_NVML_TIMEOUT,
+};
+use super::value::{expiry, go, interval, parsed_by, shown, strategy, Maybe};
+use crate::duration::Interval;
+use crate::health::config::DEFAULT_RECOVERY_HOLD;
+use crate::health::thresholds::Thresholds;
+use crate::labels::{AllocationMode, MigStrategy};
+use crate::logging::LogFormat;
+use crate::probe::Strategy;
+use crate::publish::{Format, Sink};
 use clap::Args;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// GFD's default feature file (NFD's `features.d`).
 pub const DEFAULT_OUTPUT_FILE: &str = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
@@ -51,41 +67,41 @@ pub struct LabelArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct HealthArgs {
     /// Publish GPU health as a Node condition (Node or NodeFeature publishing)
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub health: Option<bool>,
     /// Type of the Node condition
-    #[arg(long)]
+    #[arg(long, default_value = DEFAULT_CONDITION_TYPE, value_parser = parsed_by(condition_type))]
     pub health_condition_type: Option<String>,
     /// Comma-separated Xids that are never faults, whatever NVIDIA's Xid catalog says
     /// [default: none]
-    #[arg(long)]
-    pub health_ignore_xids: Option<String>,
+    #[arg(long, value_parser = parsed_by(xids))]
+    pub health_ignore_xids: Option<BTreeSet<u64>>,
     /// Comma-separated Xids that are always faults, whatever NVIDIA's Xid catalog says
     /// [default: none]
-    #[arg(long)]
-    pub health_fatal_xids: Option<String>,
+    #[arg(long, value_parser = parsed_by(xids))]
+    pub health_fatal_xids: Option<BTreeSet<u64>>,
     /// Comma-separated XID:COUNT/WINDOW: an Xid that is no fault alone is one when it comes
     /// COUNT times on one GPU within WINDOW (43:3/1m) [default: none]
-    #[arg(long)]
-    pub health_xid_thresholds: Option<String>,
+    #[arg(long, value_parser = parsed_by(crate::health::thresholds::parse))]
+    pub health_xid_thresholds: Option<Thresholds>,
     /// GPUs this node should have: fewer through NVML is a fault (the node's
     /// nvidia.com/gpu.expected-count label, where set, wins) [default: none]
-    #[arg(long)]
-    pub health_expected_gpus: Option<String>,
+    #[arg(long, value_parser = parsed_by(expected_gpus))]
+    pub health_expected_gpus: Option<Maybe<u32>>,
     /// How long an NVML call may run before health says Unknown (NvmlUnresponsive) and the
     /// labelling pass stops waiting for it
-    #[arg(long)]
-    pub health_nvml_timeout: Option<String>,
+    #[arg(long, default_value = go(DEFAULT_NVML_TIMEOUT), value_parser = parsed_by(nvml_timeout))]
+    pub health_nvml_timeout: Option<Duration>,
     /// How long a fault must read as gone, in every reading, before it clears without a reboot
-    /// (a fault nothing can show the end of stays until reboot) [default: 2m]
-    #[arg(long)]
-    pub health_recovery_hold: Option<String>,
+    /// (a fault nothing can show the end of stays until reboot)
+    #[arg(long, default_value = go(DEFAULT_RECOVERY_HOLD), value_parser = parsed_by(recovery_hold))]
+    pub health_recovery_hold: Option<Duration>,
     /// With --allocation-mode dra or auto: the effect of the device taints on a faulty GPU's DRA
     /// devices: NoSchedule, NoExecute (also evicts the pods using them) or None
-    #[arg(long, value_parser = ["NoSchedule", "NoExecute", "None"])]
-    pub health_taint_effect: Option<String>,
+    #[arg(long, default_value = shown(TaintEffect::default()))]
+    pub health_taint_effect: Option<TaintEffect>,
     /// The node's boot id file; a new boot id clears recorded faults
-    #[arg(long)]
+    #[arg(long, default_value = DEFAULT_BOOT_ID_FILE)]
     pub boot_id_file: Option<PathBuf>,
 }
 
@@ -97,14 +113,14 @@ pub struct FactArgs {
     #[arg(long)]
     pub machine_type_file: Option<String>,
     /// Fail when the driver (NVML, or CUDA on integrated GPUs) cannot be initialised
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "true")]
     pub fail_on_init_error: Option<bool>,
     /// Where GPUs are found: auto (as GFD decides: NVML, or CUDA on Jetson, IGX and Thor), nvml,
     /// tegra (CUDA) or vfio (GPUs bound to vfio-pci, from sysfs)
-    #[arg(long)]
-    pub device_discovery_strategy: Option<String>,
+    #[arg(long, default_value = shown(Strategy::default()), value_parser = parsed_by(strategy))]
+    pub device_discovery_strategy: Option<Strategy>,
     /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
-    #[arg(long, visible_alias = "container-driver-root")]
+    #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
     pub driver_root_ctr_path: Option<String>,
 }
 
@@ -112,20 +128,20 @@ pub struct FactArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelOptionArgs {
     /// MIG strategy: none, single or mixed
-    #[arg(long, value_parser = ["none", "single", "mixed"])]
-    pub mig_strategy: Option<String>,
+    #[arg(long, default_value = shown(MigStrategy::None))]
+    pub mig_strategy: Option<MigStrategy>,
     /// Leave out nvidia.com/gfd.timestamp
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub no_timestamp: Option<bool>,
     /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
     /// inventory) to GFD's
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub extended_labels: Option<bool>,
     /// How this node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
     /// only: no sharing or MIG-strategy labels) or auto (dra while the node has a gpu.nvidia.com
     /// ResourceSlice)
-    #[arg(long, value_parser = ["device-plugin", "dra", "auto"])]
-    pub allocation_mode: Option<String>,
+    #[arg(long, default_value = shown(AllocationMode::default()))]
+    pub allocation_mode: Option<AllocationMode>,
 }
 
 /// Where the sharing config comes from.
@@ -152,7 +168,7 @@ pub struct ApiArgs {
     pub node_name: Option<String>,
     /// Namespace of the NodeFeature object and of --instance's ServiceAccount (accepted without
     /// effect where labels go to a file or stdout, as GFD does)
-    #[arg(long)]
+    #[arg(long, default_value = "default")]
     pub namespace: Option<String>,
     /// This pod's name, for owner references (accepted without effect where labels go to a file
     /// or stdout, as GFD does)
@@ -163,16 +179,16 @@ pub struct ApiArgs {
     #[arg(long)]
     pub kubeconfig: Option<String>,
     /// API client QPS (accepted without effect where nothing reads the API, as GFD does)
-    #[arg(long)]
+    #[arg(long, default_value = "5")]
     pub kube_api_qps: Option<f64>,
     /// API client burst (accepted without effect where nothing reads the API, as GFD does)
-    #[arg(long)]
+    #[arg(long, default_value = "10")]
     pub kube_api_burst: Option<u32>,
     /// This deployment's ServiceAccount (in --namespace), where several share a cluster: health
     /// is written under a field manager of its own, and `nvlabel prune --health-only --instance`
     /// removes exactly what its daemons wrote (they write nothing after) [default: none]
-    #[arg(long)]
-    pub instance: Option<String>,
+    #[arg(long, value_parser = parsed_by(crate::health::instance::name))]
+    pub instance: Option<Maybe<String>>,
 }
 
 /// Where labels go.
@@ -180,16 +196,16 @@ pub struct ApiArgs {
 pub struct TargetArgs {
     /// Feature file to write; "" prints to stdout (accepted without effect with the NodeFeature
     /// API or --sink node, as GFD does)
-    #[arg(long, short = 'o', visible_alias = "output")]
+    #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
     pub output_file: Option<String>,
     /// Publish a NodeFeature object instead of a file (accepted without effect with --sink node,
     /// as GFD does)
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "true")]
     pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
     /// this Node's labels by server-side apply, no NFD)
-    #[arg(long, value_parser = ["gfd", "node"])]
-    pub sink: Option<String>,
+    #[arg(long, default_value = shown(Sink::Gfd))]
+    pub sink: Option<Sink>,
 }
 
 /// How what is written looks: the feature file's expiry, the printed format.
@@ -197,30 +213,30 @@ pub struct TargetArgs {
 pub struct OutputArgs {
     /// Add NFD's `# +expiry-time` to the feature file, this long after each refresh, so labels of a
     /// labeler that is gone expire (e.g. 1h)
-    #[arg(long)]
-    pub expiry: Option<String>,
+    #[arg(long, value_parser = parsed_by(expiry))]
+    pub expiry: Option<Maybe<Duration>>,
     /// Output format of printed labels: text (key=value lines) or json
-    #[arg(long, value_parser = ["text", "json"])]
-    pub format: Option<String>,
+    #[arg(long, default_value = shown(Format::Text))]
+    pub format: Option<Format>,
 }
 
 /// How the labeler runs.
 #[derive(Debug, Default, Clone, Args)]
 pub struct DaemonArgs {
     /// Label once and exit
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub oneshot: Option<bool>,
     /// Time between passes: Go duration, `infinite`, or seconds (accepted without effect with
     /// --oneshot, as GFD does)
-    #[arg(long)]
-    pub sleep_interval: Option<String>,
+    #[arg(long, default_value = "60s", value_parser = parsed_by(interval))]
+    pub sleep_interval: Option<Interval>,
     /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or
     /// `:port`; "" for none)
-    #[arg(long)]
+    #[arg(long, default_value = ":8080")]
     pub metrics_addr: Option<String>,
     /// With --extended-labels: how long the sharing labels and the Node's allocatable may
     /// disagree (the device plugin lags a config change) before a warning
-    #[arg(long)]
+    #[arg(long, default_value = "5m")]
     pub sharing_check_grace: Option<String>,
 }
 
@@ -228,16 +244,16 @@ pub struct DaemonArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct SourceArgs {
     /// NVML library name or path
-    #[arg(long)]
+    #[arg(long, default_value = crate::probe::DEFAULT_LIBRARY)]
     pub nvml_library: Option<PathBuf>,
     /// CUDA driver library name or path (integrated GPUs: Jetson, IGX, Thor)
-    #[arg(long)]
+    #[arg(long, default_value = crate::probe::DEFAULT_CUDA_LIBRARY)]
     pub cuda_library: Option<PathBuf>,
     /// Root of sysfs, for PCI class and vGPU facts
-    #[arg(long)]
+    #[arg(long, default_value = "/sys")]
     pub sysfs_root: Option<PathBuf>,
     /// The host's root directory, where /etc/nv_tegra_release marks a Tegra system
-    #[arg(long)]
+    #[arg(long, default_value = "/")]
     pub host_root: Option<PathBuf>,
     /// A pci.ids file naming vfio GPUs (default: the system's copy, else a built-in one)
     #[arg(long)]
@@ -272,6 +288,6 @@ pub struct ClearArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct LogArgs {
     /// Log format: text or json
-    #[arg(long, value_parser = ["text", "json"])]
-    pub log_format: Option<String>,
+    #[arg(long, default_value = shown(LogFormat::Text))]
+    pub log_format: Option<LogFormat>,
 }

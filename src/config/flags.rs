@@ -1,7 +1,8 @@
 //! The command line: GFD's flags and nvlabel's own, grouped so that each subcommand takes only
-//! the groups it uses. Values are checked here only for spelling; each flag's env names, default
-//! and where it has no effect come from its row ([`super::rows`]), and [`super::resolve`]
-//! resolves them against env, the config file and the defaults.
+//! the groups it uses. Each flag's type, value parser, default and help are its clap field's
+//! ([`super::arg_groups`]); its env names and where it has no effect come from its row
+//! ([`super::rows`]), and [`super::resolve`] resolves them against env, the config file and the
+//! defaults.
 
 use super::flag::Flag;
 use super::row::Mode;
@@ -14,9 +15,9 @@ pub use super::arg_groups::{
 };
 pub use super::rows::env_vars;
 
-/// The clap command as `--help` shows it: each flag's env names and default from its row, and in
-/// each subcommand only the flags its mode can use (the others still parse, to be refused with
-/// why by [`super::modes`]).
+/// The clap command as `--help` shows it: each flag's env names from its row, its default from
+/// its field, and in each subcommand only the flags its mode can use (the others still parse, to
+/// be refused with why by [`super::modes`]).
 pub fn command() -> clap::Command {
     decorate(Cli::command(), "", true)
 }
@@ -26,19 +27,63 @@ fn parser() -> clap::Command {
     decorate(Cli::command(), "", false)
 }
 
+/// Each flag's clap field as declared (its help, default and aliases, before the rows add to
+/// them), once per flag whichever commands take it.
+pub fn declared() -> Vec<(Flag, clap::Arg)> {
+    let mut out: Vec<(Flag, clap::Arg)> = Vec::new();
+    let mut commands = vec![Cli::command()];
+    while let Some(cmd) = commands.pop() {
+        for arg in cmd.get_arguments() {
+            let Some(flag) = arg.get_long().and_then(Flag::named) else { continue };
+            if !out.iter().any(|(f, _)| *f == flag) {
+                out.push((flag, arg.clone()));
+            }
+        }
+        commands.extend(cmd.get_subcommands().cloned());
+    }
+    out
+}
+
+/// `flag`'s default as its clap field declares it, in the command line's spelling (what the
+/// resolver parses last, and `--help` and docs/flags.md show).
+pub fn default_of(flag: Flag) -> Option<&'static str> {
+    static DEFAULTS: std::sync::OnceLock<Vec<(Flag, String)>> = std::sync::OnceLock::new();
+    let defaults = DEFAULTS.get_or_init(|| {
+        let default =
+            |arg: &clap::Arg| Some(arg.get_default_values().first()?.to_string_lossy().into_owned());
+        declared().into_iter().filter_map(|(flag, arg)| Some((flag, default(&arg)?))).collect()
+    });
+    defaults.iter().find(|(f, _)| *f == flag).map(|(_, d)| d.as_str())
+}
+
 /// `cmd` (named `name`, `""` for the labeller, `health clear` for a nested one) and its
 /// subcommands, from the rows.
 fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
     let modes = Mode::of_command(name);
     let cmd = cmd.mut_args(|arg| {
         let Some(row) = arg.get_long().and_then(Flag::named).map(row) else { return arg };
-        let mut arg = arg;
+        let mut tail = String::new();
         if !row.env.is_empty() {
-            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            arg = arg.help(format!("{help} [env: {}]", row.env.join(", ")));
+            tail += &format!(" [env: {}]", row.env.join(", "));
         }
-        if let (Some(default), true) = (row.default, defaults) {
-            arg = arg.default_value(default);
+        // The values' docs are for the code: `--help` lists the values on the flag's line, after
+        // its default, as clap does for values without docs.
+        let values = arg.get_possible_values();
+        let mut arg = arg;
+        if values.iter().any(|v| v.get_help().is_some()) {
+            if let Some(default) = arg.get_default_values().first().filter(|_| defaults) {
+                tail += &format!(" [default: {}]", default.to_string_lossy());
+            }
+            let names: Vec<&str> = values.iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name()).collect();
+            tail += &format!(" [possible values: {}]", names.join(", "));
+            arg = arg.hide_default_value(true).hide_possible_values(true);
+        }
+        if !tail.is_empty() {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            arg = arg.help(format!("{help}{tail}"));
+        }
+        if !defaults {
+            arg = arg.default_value(None::<&'static str>);
         }
         // Refused in every run of this command: not listed.
         let never = !modes.is_empty() && modes.iter().all(|m| row.never(*m));

@@ -1,4 +1,5 @@
-//! The checks of `--health`'s option values, used by their rows in [`super::rows`]; the struct
+//! The checks of `--health`'s option values, the one parser of each, used by their clap fields
+//! ([`super::arg_groups`]) and their rows ([`super::rows`]) alike; the struct
 //! the rows write, [`HealthSettings`], is health's own (`health/config.rs`), re-exported here.
 
 use std::collections::BTreeSet;
@@ -28,6 +29,28 @@ pub fn condition_type(v: &str) -> Result<String, String> {
         return Err("the kubelet owns this condition; choose another type such as GPUHealthy".into());
     }
     Ok(v.to_string())
+}
+
+/// `--health-expected-gpus`: a whole number of GPUs from 1; empty (or blank) is none.
+pub fn expected_gpus(text: &str) -> Result<Option<u32>, String> {
+    let count = |v: &str| gpu_count(v).ok_or("use a whole number of GPUs from 1".to_string());
+    let v = text.trim();
+    (!v.is_empty()).then(|| count(v)).transpose()
+}
+
+/// `--health-nvml-timeout`: a Go duration of at least 1s.
+pub fn nvml_timeout(text: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse_go_duration(text)
+        .ok()
+        .filter(|d| *d >= std::time::Duration::from_secs(1))
+        .ok_or("use a duration of at least 1s, such as 30s or 2m".to_string())
+}
+
+/// `--health-recovery-hold`: a Go duration (0s clears at the first reading that shows it gone).
+pub fn recovery_hold(text: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse_go_duration(text).map_err(|_| {
+        "use a duration such as 2m, 30s or 0s (clear at the first reading that shows it)".to_string()
+    })
 }
 
 /// A comma-separated list of Xid numbers (empty: none).

@@ -1,6 +1,7 @@
-//! Configuration, all of it in one place: the command line ([`flags`]), one row per flag
-//! ([`rows`]) from which its env names, config-file key, default, parser and where it has no
-//! effect come, their resolution with env, the config file and defaults into one [`Settings`]
+//! Configuration, all of it in one place: the command line ([`flags`], whose fields say each
+//! flag's type, parser, default and help), one row per flag ([`rows`]) from which its env names,
+//! config-file key and where it has no effect come, their resolution with env, the config file
+//! and defaults, each value through its flag's one parser ([`value`]), into one [`Settings`]
 //! value ([`resolve`]), the device-plugin config file ([`mod@file`]), which key of a ConfigMap
 //! directory a node uses ([`select`]), and where the file comes from and how it is (re)loaded
 //! ([`source`]).
@@ -9,6 +10,7 @@ mod apply;
 pub mod arg_groups;
 pub mod file;
 pub mod flag;
+pub mod flag_docs;
 pub mod flags;
 pub mod health;
 pub mod modes;
@@ -20,6 +22,7 @@ pub mod select;
 pub mod settings;
 pub mod source;
 pub mod usage;
+pub mod value;
 
 pub use file::{ConfigError, ConfigFile, FileFlags};
 pub use flag::Flag;

@@ -5,10 +5,11 @@
 //! tests never touch the process environment.
 
 use super::flag::{Flag, Found, Origin};
-use super::flags::Cli;
+use super::flags::{default_of, Cli};
 use super::row::{Empty, Row};
 use super::rows::row;
 use super::settings::{FileLayer, Settings};
+use super::value::Reason;
 use crate::exit::Classify;
 use std::path::PathBuf;
 
@@ -33,6 +34,25 @@ impl Classify for CliError {
             CliError::Invalid { .. } => true,
         }
     }
+}
+
+/// The command line's bad value as the resolver names one from env or the config file, where its
+/// flag's parser (the one its row parses env and the file with) said why; `None` for clap's other
+/// errors, which say themselves.
+pub fn invalid_on_command_line(e: &clap::Error) -> Option<CliError> {
+    use clap::error::{ContextKind, ContextValue};
+    let reason = std::error::Error::source(e)?.downcast_ref::<Reason>()?;
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) =
+        (e.get(ContextKind::InvalidArg), e.get(ContextKind::InvalidValue))
+    else {
+        return None;
+    };
+    let flag = Flag::named(arg.strip_prefix("--")?.split([' ', '[', '=']).next()?)?;
+    Some(CliError::Invalid {
+        origin: Origin::CommandLine(flag),
+        value: value.clone(),
+        reason: reason.0.clone(),
+    })
 }
 
 /// The env lookup used by [`Settings::resolve`].
@@ -63,7 +83,7 @@ fn lookup(row: &Row, cli: &Cli, env: Env, file: FileLayer) -> Option<Found> {
         let origin = Origin::File { key: key.key, path: path.display().to_string() };
         (key.get)(flags).map(|value| Found { value, origin })
     };
-    let default = || row.default.map(|d| Found { value: d.to_string(), origin: Origin::Default(flag) });
+    let default = || default_of(flag).map(|d| Found { value: d.to_string(), origin: Origin::Default(flag) });
     match from_command_line.or_else(from_env).or_else(from_file) {
         Some(f) if f.value.is_empty() && row.empty == Empty::Default => default(),
         None => default(),
@@ -146,10 +166,17 @@ impl Settings {
     pub fn config_dir_path(cli: &Cli, env: Env) -> Option<PathBuf> {
         only(Flag::ConfigDir, cli, env).config_dir
     }
+
+    /// `--log-format` from the command line or env, read by its one parser before anything else
+    /// is resolved, so that what the resolution says is logged in it; a bad value is text here,
+    /// and the resolution's error.
+    pub fn log_format_of(cli: &Cli, env: Env) -> crate::logging::LogFormat {
+        only(Flag::LogFormat, cli, env).log_format
+    }
 }
 
 /// The settings with `flag` alone resolved (from the command line and env: these name the config
-/// file, so it cannot set them), for the flags whose values always parse.
+/// file, so it cannot set them), for the flags whose values always parse or are read again.
 fn only(flag: Flag, cli: &Cli, env: Env) -> Settings {
     let mut settings = unset();
     let row = row(flag);

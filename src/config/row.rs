@@ -5,14 +5,14 @@ use super::arg_groups::parse_bool;
 use super::file::FileFlags;
 use super::flag::{Flag, Found};
 use super::settings::Settings;
-use crate::duration::{parse_interval, Interval};
 
 /// How a row puts its value into the settings; `Err` says what is wrong with the value (the
 /// resolver names the value and where it came from).
 pub type Set = fn(&mut Settings, &Found) -> Result<(), String>;
 
-/// Why a flag has no effect in a run (`None`: it has one).
-pub type NoEffect = fn(&Run) -> Option<&'static str>;
+/// The runs in which a flag has no effect: why (what the refusal and docs/flags.md say), and
+/// whether a run is one.
+pub type NoEffect = (&'static str, fn(&Run) -> bool);
 
 /// What an empty value means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +34,8 @@ pub struct FileKey {
     pub get: fn(&FileFlags) -> Option<String>,
 }
 
-/// One flag: everything nvlabel knows about it except its `--help` text and value syntax, which
-/// its clap field in [`super::arg_groups`] declares.
+/// One flag: what clap cannot say about it. Its type, value parser, default and `--help` text are
+/// its clap field's, in [`super::arg_groups`].
 pub struct Row {
     /// The flag.
     pub flag: Flag,
@@ -44,8 +44,6 @@ pub struct Row {
     pub env: &'static [&'static str],
     /// Its key in the config file's `flags`, if the file can set it.
     pub file: Option<FileKey>,
-    /// Its default, which `--help` shows and the resolver applies last.
-    pub default: Option<&'static str>,
     /// What an empty value means.
     pub empty: Empty,
     /// How its value goes into the settings; `None` for a flag the settings do not hold.
@@ -54,30 +52,25 @@ pub struct Row {
     /// out).
     pub never_in: &'static [(Mode, &'static str)],
     /// In the other modes, the runs in which it has none.
-    pub when: NoEffect,
+    pub when: Option<NoEffect>,
     /// A GFD flag accepted without effect somewhere, as GFD accepts it (its `--help` says so).
     pub gfd: bool,
     /// Whether its env var, where it has no effect, is worth a warning.
     pub env_warns: bool,
 }
 
-fn everywhere(_: &Run) -> Option<&'static str> {
-    None
-}
-
 impl Row {
-    /// A row for `flag` read from `env`: no file key, no default, no effect in the settings,
+    /// A row for `flag` read from `env`: no file key, no effect in the settings,
     /// effective everywhere, until the builders below say otherwise.
     pub fn new(flag: Flag, env: &'static [&'static str]) -> Row {
         Row {
             flag,
             env,
             file: None,
-            default: None,
             empty: Empty::Value,
             set: None,
             never_in: &[],
-            when: everywhere,
+            when: None,
             gfd: false,
             env_warns: true,
         }
@@ -86,11 +79,6 @@ impl Row {
     /// Settable in the config file at `key`.
     pub fn file(self, key: &'static str, get: fn(&FileFlags) -> Option<String>) -> Row {
         Row { file: Some(FileKey { key, get }), ..self }
-    }
-
-    /// With this default.
-    pub fn default(self, default: &'static str) -> Row {
-        Row { default: Some(default), ..self }
     }
 
     /// An empty value means `empty`.
@@ -108,9 +96,9 @@ impl Row {
         Row { never_in, ..self }
     }
 
-    /// Has no effect in the runs `when` names.
-    pub fn when(self, when: NoEffect) -> Row {
-        Row { when, ..self }
+    /// Has no effect, for the reason `why`, in the runs `applies` picks.
+    pub fn when(self, why: &'static str, applies: fn(&Run) -> bool) -> Row {
+        Row { when: Some((why, applies)), ..self }
     }
 
     /// One of GFD's flags, accepted where GFD accepts it without effect.
@@ -126,7 +114,7 @@ impl Row {
     /// Why it has no effect in `run` (`None`: it has one).
     pub fn no_effect(&self, run: &Run) -> Option<&'static str> {
         let never = self.never_in.iter().find(|(m, _)| *m == run.mode).map(|(_, why)| *why);
-        never.or_else(|| (self.when)(run))
+        never.or_else(|| self.when.filter(|(_, applies)| applies(run)).map(|(why, _)| why))
     }
 
     /// Whether it has no effect in any run of `mode`.
@@ -197,10 +185,7 @@ pub fn boolean(text: &str) -> Result<bool, String> {
     parse_bool(text)
 }
 
-/// One of a fixed set of values.
-pub fn choice<T>(text: &str, parse: fn(&str) -> Option<T>, choices: &str) -> Result<T, String> {
-    parse(text).ok_or_else(|| format!("use {choices}"))
-}
+pub use super::value::{choice, duration};
 
 /// A number.
 pub fn number<T: std::str::FromStr>(text: &str) -> Result<T, String>
@@ -213,12 +198,4 @@ where
 /// Text where empty means none.
 pub fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
-}
-
-/// A duration (not `infinite`), or `otherwise` as the reason.
-pub fn duration(text: &str, otherwise: &str) -> Result<std::time::Duration, String> {
-    match parse_interval(text).map_err(|e| e.to_string())? {
-        (Interval::Every(d), _) => Ok(d),
-        (Interval::Infinite, _) => Err(otherwise.to_string()),
-    }
 }

@@ -1,7 +1,9 @@
-//! The flag table: one row per flag, with its env names, config-file key, default, how its value
-//! goes into [`super::settings::Settings`] and where it has no effect. Everything else derives
-//! from it: `--help`'s env names, defaults and each subcommand's list ([`super::flags`]), the
-//! resolution ([`super::resolve`]), and the refusal of flags without effect ([`super::modes`]).
+//! The flag table: one row per flag, with what its clap field ([`super::arg_groups`]: type,
+//! value parser, default, help) cannot say: its env names, config-file key, how an empty env
+//! value is read, how its value goes into [`super::settings::Settings`] (through the same parser
+//! as the command line's) and where it has no effect. From both come `--help`'s env names and
+//! each subcommand's list ([`super::flags`]), the resolution ([`super::resolve`]), the refusal of
+//! flags without effect ([`super::modes`]) and docs/flags.md ([`super::flag_docs`]).
 //! The match is exhaustive, so a [`F`] without a row fails to compile; a clap flag without a
 //! [`F`] fails `every_flag_of_every_command_has_one_row`.
 //!
@@ -10,32 +12,36 @@
 //! GPU Operator sets env for every mode. GFD's flags stay accepted wherever GFD accepts them
 //! (their `--help` says so); only nvlabel's own modes refuse them.
 
-use super::arg_groups::DEFAULT_OUTPUT_FILE;
 use super::flag::Flag as F;
 use super::health::{self, TaintEffect};
 use super::row::{boolean, choice, duration, non_empty, number, put, Empty, Mode, Row, Run};
+use super::value;
 use crate::duration::parse_interval;
 use crate::labels::{AllocationMode, MigStrategy};
 use crate::publish::{Format, Sink, Target};
 use std::path::PathBuf;
 
-fn hook_without_dir(r: &Run) -> Option<&'static str> {
-    (r.mode == Mode::Hook && r.settings.config_dir.is_none())
-        .then_some("in `nvlabel hook` without --config-dir (a hook publishes nothing)")
+const HOOK_WITHOUT_DIR: &str = "in `nvlabel hook` without --config-dir (a hook publishes nothing)";
+
+fn hook_without_dir(r: &Run) -> bool {
+    r.mode == Mode::Hook && r.settings.config_dir.is_none()
 }
 
 /// A snapshot stands in for NVML and sysfs.
-fn from_snapshot(r: &Run) -> Option<&'static str> {
-    r.settings.snapshot.is_some().then_some("with --snapshot, which stands in for NVML and sysfs")
+const FROM_SNAPSHOT: &str = "with --snapshot, which stands in for NVML and sysfs";
+
+fn from_snapshot(r: &Run) -> bool {
+    r.settings.snapshot.is_some()
 }
 
 fn health_daemon(r: &Run) -> bool {
     r.mode == Mode::Daemon && r.settings.health.enabled
 }
 
-fn xids_unread(r: &Run) -> Option<&'static str> {
-    (r.mode != Mode::Health && !health_daemon(r))
-        .then_some("without --health in a daemon or `nvlabel health`")
+const XIDS_UNREAD: &str = "without --health in a daemon or `nvlabel health`";
+
+fn xids_unread(r: &Run) -> bool {
+    r.mode != Mode::Health && !health_daemon(r)
 }
 
 const OUTSIDE_A_LABELLER: &str = "outside a labelling daemon or one-shot run";
@@ -53,55 +59,39 @@ pub fn row(flag: F) -> Row {
     match flag {
         F::MigStrategy => r(flag, &["GFD_MIG_STRATEGY", "MIG_STRATEGY"])
             .file("migStrategy", |f| f.mig_strategy.clone())
-            .default("none")
-            .set(|s, f| put(&mut s.mig_strategy, choice(&f.value, MigStrategy::parse, "none, single or mixed")))
-            .when(|r| {
-                (r.settings.allocation_mode == AllocationMode::Dra)
-                    .then_some("with --allocation-mode dra, which gives physical facts only (no MIG-strategy labels)")
-            }),
+            .set(|s, f| put(&mut s.mig_strategy, choice::<MigStrategy>(&f.value)))
+            .when("with --allocation-mode dra, which gives physical facts only (no MIG-strategy labels)", |r| r.settings.allocation_mode == AllocationMode::Dra),
         F::NoTimestamp => r(flag, &["GFD_NO_TIMESTAMP"])
             .file("gfd.noTimestamp", |f| f.gfd.as_ref()?.no_timestamp.map(|b| b.to_string()))
-            .default("false")
             .set(|s, f| put(&mut s.no_timestamp, boolean(&f.value)))
             .never_in(&[(Mode::Hook, "in `nvlabel hook`, which never writes a timestamp")]),
         F::ExtendedLabels => r(flag, &["NVLABEL_EXTENDED_LABELS"])
             .file("extendedLabels", |f| f.extended_labels.map(|b| b.to_string()))
-            .default("false")
             .set(|s, f| put(&mut s.extended_labels, boolean(&f.value))),
         // `nvlabel prune`'s own, read from the command line alone: each changes what it removes;
         // and `nvlabel health clear`'s, which GPUs it clears.
         F::HealthOnly | F::AllNodes | F::Gpu => r(flag, &[]),
         F::AllocationMode => r(flag, &["NVLABEL_ALLOCATION_MODE"])
             .file("allocationMode", |f| f.allocation_mode.clone())
-            .default("device-plugin")
-            .set(|s, f| {
-                put(&mut s.allocation_mode, choice(&f.value, AllocationMode::parse, "device-plugin, dra or auto"))
-            }),
+            .set(|s, f| put(&mut s.allocation_mode, choice::<AllocationMode>(&f.value))),
         F::FailOnInitError => r(flag, &["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"])
             .file("failOnInitError", |f| f.fail_on_init_error.map(|b| b.to_string()))
-            .default("true")
             .set(|s, f| put(&mut s.fail_on_init_error, boolean(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which exits 2 when NVML cannot start")])
-            .when(from_snapshot),
+            .when(FROM_SNAPSHOT, from_snapshot),
         // Without it, the file under --sysfs-root (the resolver's cross-field step).
         F::MachineTypeFile => r(flag, &["GFD_MACHINE_TYPE_FILE"])
             .file("gfd.machineTypeFile", |f| f.gfd.as_ref()?.machine_type_file.clone())
             .set(|s, f| put(&mut s.probe.machine_type_file, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads no machine type")])
-            .when(from_snapshot),
+            .when(FROM_SNAPSHOT, from_snapshot),
         F::DeviceDiscoveryStrategy => r(flag, &["DEVICE_DISCOVERY_STRATEGY"])
             .file("deviceDiscoveryStrategy", |f| f.device_discovery_strategy.clone())
-            .default("auto")
-            .set(|s, f| {
-                let v = &f.value;
-                let why = || format!("invalid --device-discovery-strategy option {v}; use auto, nvml, tegra or vfio");
-                put(&mut s.probe.strategy, crate::probe::Strategy::parse(v).ok_or_else(why))
-            })
+            .set(|s, f| put(&mut s.probe.strategy, value::strategy(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads NVML whatever the strategy")])
-            .when(from_snapshot),
+            .when(FROM_SNAPSHOT, from_snapshot),
         // Accepted for GFD compatibility; unused, as in GFD.
         F::DriverRootCtrPath => r(flag, &["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"])
-            .default("/driver-root")
             .gfd()
             .never_in(&[(Mode::Health, "in `nvlabel health`, which GFD does not have")]),
         F::ConfigFile => r(flag, &["GFD_CONFIG_FILE", "CONFIG_FILE"])
@@ -111,21 +101,17 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| put(&mut s.config_dir, Ok(Some(f.value.clone().into())))),
         F::ConfigDefault => r(flag, &["NVLABEL_CONFIG_DEFAULT"])
             .set(|s, f| put(&mut s.config_default, Ok(non_empty(&f.value))))
-            .when(|r| r.settings.config_dir.is_none().then_some("without --config-dir, whose default key it names")),
+            .when("without --config-dir, whose default key it names", |r| r.settings.config_dir.is_none()),
         F::NodeName => r(flag, &["NODE_NAME"])
             .set(|s, f| put(&mut s.node_name, Ok(non_empty(&f.value))))
             .gfd()
-            .when(hook_without_dir),
+            .when(HOOK_WITHOUT_DIR, hook_without_dir),
         // POD_NAMESPACE (what manifests usually pass) after GFD's NAMESPACE.
         F::Namespace => r(flag, &["NAMESPACE", "POD_NAMESPACE"])
-            .default("default")
             .set(|s, f| put(&mut s.namespace, Ok(f.value.clone())))
             .gfd()
             .never_in(&[(Mode::Hook, "in `nvlabel hook`, which publishes nothing")])
-            .when(|r| {
-                (r.mode == Mode::HealthClear && r.settings.health.instance.is_none())
-                    .then_some("in `nvlabel health clear` without --instance, whose ServiceAccount's namespace it names")
-            }),
+            .when("in `nvlabel health clear` without --instance, whose ServiceAccount's namespace it names", |r| r.mode == Mode::HealthClear && r.settings.health.instance.is_none()),
         F::PodName => r(flag, &["POD_NAME"])
             .set(|s, f| put(&mut s.pod_name, Ok(non_empty(&f.value))))
             .gfd()
@@ -137,66 +123,43 @@ pub fn row(flag: F) -> Row {
         F::Kubeconfig => r(flag, &["KUBECONFIG"])
             .set(|s, f| put(&mut s.kubeconfig, Ok(non_empty(&f.value))))
             .gfd()
-            .when(hook_without_dir),
+            .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::KubeApiQps => r(flag, &["KUBE_API_QPS"])
-            .default("5")
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.kube_api_qps, number(&f.value)))
             .gfd()
-            .when(hook_without_dir),
+            .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::KubeApiBurst => r(flag, &["KUBE_API_BURST"])
-            .default("10")
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.kube_api_burst, number(&f.value)))
             .gfd()
-            .when(hook_without_dir),
+            .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::OutputFile => r(flag, &["GFD_OUTPUT_FILE"])
             .file("gfd.outputFile", |f| f.gfd.as_ref()?.output_file.clone())
-            .default(DEFAULT_OUTPUT_FILE)
             .set(|s, f| put(&mut s.output_file, Ok(f.value.clone())))
             .gfd(),
         F::UseNodeFeatureApi => r(flag, &["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"])
             .file("useNodeFeatureAPI", |f| f.use_node_feature_api.map(|b| b.to_string()))
-            .default("true")
             .set(|s, f| put(&mut s.use_node_feature_api, boolean(&f.value)))
             .gfd(),
         F::Sink => r(flag, &["NVLABEL_SINK"])
-            .default("gfd")
-            .set(|s, f| put(&mut s.sink, choice(&f.value, Sink::parse, "gfd or node"))),
+            .set(|s, f| put(&mut s.sink, choice::<Sink>(&f.value))),
         // On the command line the resolver refuses it with its value; from env it is this row's
         // warning.
         F::Expiry => r(flag, &["NVLABEL_EXPIRY"])
-            .set(|s, f| {
-                let positive = "use a positive duration such as 1h";
-                let expiry = match non_empty(&f.value) {
-                    None => Ok(None),
-                    Some(v) => match duration(&v, positive)? {
-                        d if d.is_zero() => Err(positive.to_string()),
-                        d => Ok(Some(d)),
-                    },
-                };
-                put(&mut s.expiry, expiry)
-            })
-            .when(|r| {
-                (r.mode.labels() && !r.settings.expiry_applies())
-                    .then_some("where labels do not go to the feature file")
-            }),
+            .set(|s, f| put(&mut s.expiry, value::expiry(&f.value)))
+            .when("where labels do not go to the feature file", |r| r.mode.labels() && !r.settings.expiry_applies()),
         F::Format => r(flag, &["NVLABEL_FORMAT"])
-            .default("text")
-            .set(|s, f| put(&mut s.format, choice(&f.value, Format::parse, "text or json")))
-            .when(|r| {
+            .set(|s, f| put(&mut s.format, choice::<Format>(&f.value)))
+            .when("where labels are not printed (only --output-file \"\" with --use-node-feature-api=false prints them)", |r| {
                 let printed = matches!(r.settings.target(), Ok(Target::Stdout(_)));
-                (r.mode.labels() && !printed).then_some(
-                    "where labels are not printed (only --output-file \"\" with --use-node-feature-api=false prints them)",
-                )
+                r.mode.labels() && !printed
             }),
         F::Oneshot => r(flag, &["GFD_ONESHOT"])
             .file("gfd.oneshot", |f| f.gfd.as_ref()?.oneshot.map(|b| b.to_string()))
-            .default("false")
             .set(|s, f| put(&mut s.oneshot, boolean(&f.value))),
         F::SleepInterval => r(flag, &["GFD_SLEEP_INTERVAL"])
             .file("gfd.sleepInterval", |f| f.gfd.as_ref()?.sleep_interval.map(|i| i.to_string()))
-            .default("60s")
             .empty(Empty::EnvUnset)
             .set(|s, f| {
                 let (interval, bare) = parse_interval(&f.value).map_err(|e| e.to_string())?;
@@ -209,30 +172,22 @@ pub fn row(flag: F) -> Row {
         // One environment often serves daemons and one-shot runs alike (a test harness, a node's
         // profile): a port for daemons is no slip in a one-shot run.
         F::MetricsAddr => r(flag, &["NVLABEL_METRICS_ADDR"])
-            .default(":8080")
             .set(|s, f| put(&mut s.metrics_addr, Ok(f.value.clone())))
             .never_in(&[(Mode::Oneshot, "with --oneshot: only a daemon serves /metrics")])
             .quiet_env(),
         F::SharingCheckGrace => r(flag, &["NVLABEL_SHARING_CHECK_GRACE"])
-            .default("5m")
             .empty(Empty::Default)
             .set(|s, f| put(&mut s.sharing_check_grace, duration(&f.value, "use a duration such as 5m")))
-            .when(|r| {
-                (r.mode.labels() && !r.settings.extended_labels)
-                    .then_some("without --extended-labels, which alone checks the sharing labels against the Node")
-            }),
+            .when("without --extended-labels, which alone checks the sharing labels against the Node", |r| r.mode.labels() && !r.settings.extended_labels),
         // Paths: an empty env value is as if unset.
         F::NvmlLibrary => r(flag, &["NVLABEL_NVML_LIBRARY"])
-            .default(crate::probe::DEFAULT_LIBRARY)
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.probe.library, Ok(f.value.clone().into()))),
         F::CudaLibrary => r(flag, &["NVLABEL_CUDA_LIBRARY"])
-            .default(crate::probe::DEFAULT_CUDA_LIBRARY)
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.probe.cuda_library, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, READS_NVML)]),
         F::HostRoot => r(flag, &["NVLABEL_HOST_ROOT"])
-            .default("/")
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.probe.host_root, Ok(f.value.clone().into())))
             .never_in(&[(Mode::Health, READS_NVML)]),
@@ -240,7 +195,6 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| put(&mut s.probe.pci_ids, Ok(non_empty(&f.value).map(PathBuf::from))))
             .never_in(&[(Mode::Health, READS_NVML)]),
         F::SysfsRoot => r(flag, &["NVLABEL_SYSFS_ROOT"])
-            .default("/sys")
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.probe.sysfs_root, Ok(f.value.clone().into()))),
         F::Snapshot => r(flag, &["NVLABEL_SNAPSHOT"])
@@ -248,11 +202,9 @@ pub fn row(flag: F) -> Row {
             .set(|s, f| put(&mut s.snapshot, Ok(Some(f.value.clone().into()))))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which reads NVML, never a snapshot")]),
         F::LogFormat => r(flag, &["NVLABEL_LOG_FORMAT"])
-            .default("text")
-            .set(|s, f| put(&mut s.log_format, choice(&f.value, crate::logging::LogFormat::parse, "text or json"))),
+            .set(|s, f| put(&mut s.log_format, choice::<crate::logging::LogFormat>(&f.value))),
         F::Health => r(flag, &["NVLABEL_HEALTH"])
             .file("health", |f| f.health.map(|b| b.to_string()))
-            .default("false")
             .set(|s, f| put(&mut s.health.enabled, boolean(&f.value)))
             .never_in(&[
                 (Mode::Oneshot, "with --oneshot: only a daemon keeps the GPU health condition"),
@@ -261,48 +213,33 @@ pub fn row(flag: F) -> Row {
             ]),
         F::HealthConditionType => r(flag, &["NVLABEL_HEALTH_CONDITION_TYPE"])
             .file("healthConditionType", |f| f.health_condition_type.clone())
-            .default(health::DEFAULT_CONDITION_TYPE)
             .set(|s, f| put(&mut s.health.condition_type, health::condition_type(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which keeps no condition")])
-            .when(|r| {
-                (r.mode != Mode::HealthClear && !health_daemon(r))
-                    .then_some("without --health in a daemon or `nvlabel health clear`")
-            }),
+            .when("without --health in a daemon or `nvlabel health clear`", |r| r.mode != Mode::HealthClear && !health_daemon(r)),
         F::HealthIgnoreXids => r(flag, &["NVLABEL_HEALTH_IGNORE_XIDS"])
             .file("healthIgnoreXids", |f| f.health_ignore_xids.clone())
             .set(|s, f| put(&mut s.health.judging.ignored_xids, health::xids(&f.value)))
             .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
-            .when(xids_unread),
+            .when(XIDS_UNREAD, xids_unread),
         F::HealthFatalXids => r(flag, &["NVLABEL_HEALTH_FATAL_XIDS"])
             .file("healthFatalXids", |f| f.health_fatal_xids.clone())
             .set(|s, f| put(&mut s.health.judging.fatal_xids, health::xids(&f.value)))
             .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
-            .when(xids_unread),
+            .when(XIDS_UNREAD, xids_unread),
         F::HealthXidThresholds => r(flag, &["NVLABEL_HEALTH_XID_THRESHOLDS"])
             .file("healthXidThresholds", |f| f.health_xid_thresholds.clone())
             .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::thresholds::parse(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which looks once and counts no Xid events")])
-            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
+            .when("without --health in a daemon", |r| !health_daemon(r)),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
             .file("healthExpectedGpus", |f| f.health_expected_gpus.clone())
-            .set(|s, f| {
-                let count = |v: &str| health::gpu_count(v).ok_or("use a whole number of GPUs from 1".to_string());
-                let v = f.value.trim();
-                put(&mut s.health.judging.expected_gpus, (!v.is_empty()).then(|| count(v)).transpose())
-            })
+            .set(|s, f| put(&mut s.health.judging.expected_gpus, health::expected_gpus(&f.value)))
             .never_in(&[(Mode::HealthClear, ONLY_CLEARS)])
-            .when(xids_unread),
+            .when(XIDS_UNREAD, xids_unread),
         // The deadline bounds a daemon's labelling passes too, with or without --health.
         F::HealthNvmlTimeout => r(flag, &["NVLABEL_HEALTH_NVML_TIMEOUT"])
             .file("healthNvmlTimeout", |f| f.health_nvml_timeout.clone())
-            .default("30s")
-            .set(|s, f| {
-                let timeout = crate::duration::parse_go_duration(&f.value)
-                    .ok()
-                    .filter(|d| *d >= std::time::Duration::from_secs(1))
-                    .ok_or("use a duration of at least 1s, such as 30s or 2m".to_string());
-                put(&mut s.health.nvml_timeout, timeout)
-            })
+            .set(|s, f| put(&mut s.health.nvml_timeout, health::nvml_timeout(&f.value)))
             .never_in(&[
                 (Mode::Oneshot, NO_DEADLINE),
                 (Mode::Probe, NO_DEADLINE),
@@ -313,37 +250,25 @@ pub fn row(flag: F) -> Row {
             ]),
         F::HealthRecoveryHold => r(flag, &["NVLABEL_HEALTH_RECOVERY_HOLD"])
             .file("healthRecoveryHold", |f| f.health_recovery_hold.clone())
-            .default("2m")
-            .set(|s, f| {
-                let hold = crate::duration::parse_go_duration(&f.value)
-                    .map_err(|_| "use a duration such as 2m, 30s or 0s (clear at the first reading that shows it)".to_string());
-                put(&mut s.health.recovery_hold, hold)
-            })
+            .set(|s, f| put(&mut s.health.recovery_hold, health::recovery_hold(&f.value)))
             .never_in(&[
                 (Mode::Health, "in `nvlabel health`, which reads once and keeps nothing"),
                 (Mode::HealthClear, ONLY_CLEARS),
             ])
-            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
+            .when("without --health in a daemon", |r| !health_daemon(r)),
         F::HealthTaintEffect => r(flag, &["NVLABEL_HEALTH_TAINT_EFFECT"])
             .file("healthTaintEffect", |f| f.health_taint_effect.clone())
-            .default("NoSchedule")
-            .set(|s, f| {
-                put(&mut s.health.taint_effect, choice(&f.value, TaintEffect::parse, "NoSchedule, NoExecute or None"))
-            })
+            .set(|s, f| put(&mut s.health.taint_effect, choice::<TaintEffect>(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which taints nothing"), (Mode::HealthClear, ONLY_CLEARS)])
-            .when(|r| {
-                (!health_daemon(r) || r.settings.allocation_mode == AllocationMode::DevicePlugin)
-                    .then_some("without --health in a daemon with --allocation-mode dra or auto")
-            }),
+            .when("without --health in a daemon with --allocation-mode dra or auto", |r| !health_daemon(r) || r.settings.allocation_mode == AllocationMode::DevicePlugin),
         F::BootIdFile => r(flag, &["NVLABEL_BOOT_ID_FILE"])
-            .default(health::DEFAULT_BOOT_ID_FILE)
             .empty(Empty::Default)
             .set(|s, f| put(&mut s.health.boot_id_file, Ok(f.value.clone().into())))
             .never_in(&[
                 (Mode::Health, "in `nvlabel health`, which keeps no faults across runs"),
                 (Mode::HealthClear, ONLY_CLEARS),
             ])
-            .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
+            .when("without --health in a daemon", |r| !health_daemon(r)),
         F::Instance => r(flag, &["NVLABEL_INSTANCE"])
             .set(|s, f| put(&mut s.health.instance, crate::health::instance::name(&f.value)))
             .never_in(&[
@@ -352,7 +277,7 @@ pub fn row(flag: F) -> Row {
                 (Mode::Hook, NOT_AN_INSTANCES),
                 (Mode::Health, NOT_AN_INSTANCES),
             ])
-            .when(|r| (r.mode == Mode::Daemon && !r.settings.health.enabled).then_some("without --health in a daemon")),
+            .when("without --health in a daemon", |r| r.mode == Mode::Daemon && !r.settings.health.enabled),
     }
 }
 

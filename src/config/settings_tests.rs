@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, CliError> {
-    let cli = Cli::try_from_args(std::iter::once("nvlabel").chain(args.iter().copied())).unwrap();
+    // A value its flag's parser refuses stops at the command line, named as the resolver names it.
+    let cli = Cli::try_from_args(std::iter::once("nvlabel").chain(args.iter().copied()))
+        .map_err(|e| invalid_on_command_line(&e).unwrap_or_else(|| panic!("{e}")))?;
     let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     Settings::resolve(&cli, &|k| env.get(k).cloned())
 }
@@ -301,4 +303,25 @@ fn defaults_are_shown_but_not_parsed_as_given() {
     assert_eq!(s.sleep_interval, Interval::Every(std::time::Duration::from_secs(7)));
     assert_eq!((s.metrics_addr.as_str(), s.probe.sysfs_root.as_path()), (":9090", Path::new("/s")));
     assert_eq!(resolve(&[], &[]).unwrap().metrics_addr, ":8080");
+}
+
+/// One parser per flag: a value its clap field refuses on the command line is refused from env
+/// with the same reason, and the one-line error names it as the resolver names env's.
+#[test]
+fn the_command_line_and_env_share_each_flags_parser() {
+    let cases = [
+        ("health-recovery-hold", "NVLABEL_HEALTH_RECOVERY_HOLD", "bad"),
+        ("health-expected-gpus", "NVLABEL_HEALTH_EXPECTED_GPUS", "0"),
+        ("device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY", "tgra"),
+        ("sleep-interval", "GFD_SLEEP_INTERVAL", "x"),
+    ];
+    for (flag, var, value) in cases {
+        let reason = |e: CliError| match e {
+            CliError::Invalid { reason, .. } => reason,
+        };
+        let from_env = reason(resolve(&[], &[(var, value)]).unwrap_err());
+        let err = Cli::try_from_args(["nvlabel".to_string(), format!("--{flag}={value}")]).unwrap_err();
+        let line = crate::config::usage::one_line(&err, &crate::config::flags::command());
+        assert_eq!(line, format!("invalid value {value:?} for flag --{flag}: {from_env}"));
+    }
 }

@@ -40,6 +40,9 @@ impl Cli {
 /// Clap's error as one line: its message, and its tip unless the tip misleads (a flag of the
 /// labeler given to a subcommand gets "a similar argument" of the subcommand suggested).
 pub fn one_line(e: &clap::Error, top: &clap::Command) -> String {
+    if let Some(invalid) = super::resolve::invalid_on_command_line(e) {
+        return invalid.to_string();
+    }
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or_default();

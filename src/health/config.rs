@@ -18,7 +18,8 @@ pub fn gpu_count(text: &str) -> Option<u32> {
 }
 
 /// The effect of a device taint (`--health-taint-effect`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "PascalCase")]
 pub enum TaintEffect {
     /// No new allocation of the device.
     #[default]

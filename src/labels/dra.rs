@@ -22,7 +22,7 @@ pub enum Profile {
 
 /// `--allocation-mode`: a profile, or `auto` (DRA while the node has a `gpu.nvidia.com`
 /// ResourceSlice).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum AllocationMode {
     /// GFD's labels.
     #[default]
@@ -36,12 +36,7 @@ pub enum AllocationMode {
 impl AllocationMode {
     /// From its flag spelling.
     pub fn parse(s: &str) -> Option<AllocationMode> {
-        match s {
-            "device-plugin" => Some(AllocationMode::DevicePlugin),
-            "dra" => Some(AllocationMode::Dra),
-            "auto" => Some(AllocationMode::Auto),
-            _ => None,
-        }
+        <AllocationMode as clap::ValueEnum>::from_str(s, false).ok()
     }
 
     /// The flag spelling.

@@ -33,7 +33,7 @@ pub const TIMESTAMP_KEY: &str = "nvidia.com/gfd.timestamp";
 pub const PREFIX: &str = "nvidia.com/";
 
 /// How MIG devices are exposed (`--mig-strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MigStrategy {
     /// Only full-GPU labels.
     None,
@@ -46,12 +46,7 @@ pub enum MigStrategy {
 impl MigStrategy {
     /// From its flag spelling (`none`, `single`, `mixed`).
     pub fn parse(s: &str) -> Option<MigStrategy> {
-        match s {
-            "none" => Some(MigStrategy::None),
-            "single" => Some(MigStrategy::Single),
-            "mixed" => Some(MigStrategy::Mixed),
-            _ => None,
-        }
+        <MigStrategy as clap::ValueEnum>::from_str(s, false).ok()
     }
 
     /// The flag and label spelling.

@@ -9,7 +9,7 @@ use crate::snapshot::Source;
 use std::path::Path;
 
 /// `--device-discovery-strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Strategy {
     /// As GFD's platform resolver decides.
     #[default]
@@ -25,13 +25,7 @@ pub enum Strategy {
 impl Strategy {
     /// From its flag spelling; `None` for anything else.
     pub fn parse(s: &str) -> Option<Strategy> {
-        Some(match s {
-            "auto" => Strategy::Auto,
-            "nvml" => Strategy::Nvml,
-            "tegra" => Strategy::Tegra,
-            "vfio" => Strategy::Vfio,
-            _ => return None,
-        })
+        <Strategy as clap::ValueEnum>::from_str(s, false).ok()
     }
 
     /// The flag spelling.

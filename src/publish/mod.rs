@@ -12,7 +12,7 @@ pub mod rival;
 mod stdout;
 
 /// Where labels are published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Sink {
     /// As GFD: a NodeFeature object with `--use-node-feature-api`, else the feature file or stdout.
     Gfd,
@@ -23,16 +23,12 @@ pub enum Sink {
 impl Sink {
     /// From its flag spelling (`gfd`, `node`).
     pub fn parse(s: &str) -> Option<Sink> {
-        match s {
-            "gfd" => Some(Sink::Gfd),
-            "node" => Some(Sink::Node),
-            _ => None,
-        }
+        <Sink as clap::ValueEnum>::from_str(s, false).ok()
     }
 }
 
 /// How printed labels look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// `key=value` lines, NFD's feature-file format.
     Text,
@@ -43,11 +39,7 @@ pub enum Format {
 impl Format {
     /// From its flag spelling (`text`, `json`).
     pub fn parse(s: &str) -> Option<Format> {
-        match s {
-            "text" => Some(Format::Text),
-            "json" => Some(Format::Json),
-            _ => None,
-        }
+        <Format as clap::ValueEnum>::from_str(s, false).ok()
     }
 }
 

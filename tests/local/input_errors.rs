@@ -236,7 +236,7 @@ fn each_commands_help_lists_exactly_the_flags_it_accepts() {
             // threshold for --health-xid-thresholds), so that what is refused is the flag.
             let own = [(Flag::HealthXidThresholds, "43:3/1m")];
             let value = own.into_iter().find(|(f, _)| f == flag).map_or("2", |(_, v)| v);
-            let given = format!("--{flag}={}", row(*flag).default.unwrap_or(value));
+            let given = format!("--{flag}={}", nvlabel::config::flags::default_of(*flag).unwrap_or(value));
             let (code, stdout, stderr) =
                 run(nvlabel(Some("t4")).args(name.split_whitespace().chain([&*given])));
             assert_eq!((code, stdout.as_str()), (2, ""), "{name} {given}: {stderr}");

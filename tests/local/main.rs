@@ -32,6 +32,7 @@ mod doc_selectors;
 mod exit_status;
 mod fault_matrix;
 mod feature_file;
+mod flag_docs;
 mod golden;
 mod golden_dra;
 mod health;

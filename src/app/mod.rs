@@ -37,6 +37,12 @@ pub enum Stop {
     /// `nvlabel health clear`.
     #[error(transparent)]
     Clear(#[from] ClearError),
+    /// `nvlabel template`'s command line.
+    #[error(transparent)]
+    TemplateArgs(#[from] crate::config::template::TemplateArgsError),
+    /// `nvlabel template`.
+    #[error(transparent)]
+    Template(#[from] crate::template::command::TemplateError),
     /// The signal handlers could not be installed.
     #[error(transparent)]
     Signals(std::io::Error),
@@ -64,6 +70,8 @@ impl Classify for Stop {
             Stop::NoEffect(e) => e.is_bad_configuration(),
             Stop::Prune(e) => e.is_bad_configuration(),
             Stop::Clear(e) => e.is_bad_configuration(),
+            Stop::TemplateArgs(e) => e.is_bad_configuration(),
+            Stop::Template(e) => e.is_bad_configuration(),
             Stop::Signals(_) => false,
             Stop::Daemon(e) => e.is_bad_configuration(),
             Stop::Pass(e) => e.is_bad_configuration(),
@@ -90,6 +98,13 @@ impl Stop {
 /// Runs `command` (`None`: the labeller) with `cli` and the process's `env`; `Ok` is the exit
 /// status of a run that ended as it should (`nvlabel health` says the GPUs' state in it).
 pub async fn run(command: Option<CommandKind>, cli: Cli, env: HashMap<String, String>) -> Result<i32, Stop> {
+    if let Some(args) = &cli.template {
+        // A pool's template reads no GPU, no env and no settings: its own flags say it all.
+        let config = args.config()?;
+        let kubeconfig = args.kubeconfig.as_deref();
+        print!("{}", crate::template::command::run(&config, startup::client(kubeconfig, 0.0, 0)).await?);
+        return Ok(0);
+    }
     let (prune, gpus) = (cli.prune.clone(), cli.clear.gpu.clone());
     let source = ConfigSource::of(&cli, &|k| env.get(k).cloned())?;
     let given = cli.given.clone();

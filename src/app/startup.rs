@@ -68,7 +68,17 @@ pub async fn prepare(command: Option<CommandKind>, mut config: ConfigState) -> R
 pub fn connect(
     settings: &Settings,
 ) -> impl std::future::Future<Output = Result<kube::Client, crate::kubeapi::ClientError>> + '_ {
-    crate::kubeapi::client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
+    client(settings.kubeconfig.as_deref(), settings.kube_api_qps, settings.kube_api_burst)
+}
+
+/// The API client from `kubeconfig` (in-cluster or `KUBECONFIG`'s without), at `qps` and `burst`
+/// (0: no limit); what [`connect`] makes, for a command without settings (`nvlabel template`).
+pub fn client(
+    kubeconfig: Option<&str>,
+    qps: f64,
+    burst: u32,
+) -> impl std::future::Future<Output = Result<kube::Client, crate::kubeapi::ClientError>> + '_ {
+    crate::kubeapi::client(kubeconfig, qps, burst)
 }
 
 /// The daemon's plan from what [`prepare`] resolved.

@@ -7,6 +7,7 @@
 use super::flag::Flag;
 use super::row::Mode;
 use super::rows::row;
+use super::template::TemplateArgs;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use super::arg_groups::{
@@ -59,6 +60,9 @@ pub fn default_of(flag: Flag) -> Option<&'static str> {
 /// `cmd` (named `name`, `""` for the labeller, `health clear` for a nested one) and its
 /// subcommands, from the rows.
 fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
+    if name == OWN_FLAGS {
+        return cmd;
+    }
     let modes = Mode::of_command(name);
     let cmd = cmd.mut_args(|arg| {
         let Some(row) = arg.get_long().and_then(Flag::named).map(row) else { return arg };
@@ -190,6 +194,9 @@ pub struct Cli {
     /// `nvlabel health clear`'s own flags (default for every other command).
     #[arg(skip)]
     pub clear: ClearArgs,
+    /// `nvlabel template`'s flags, when that is the command (it reads no env and no settings).
+    #[arg(skip)]
+    pub template: Option<Box<TemplateArgs>>,
     /// The flags given on the command line (not env, not defaults), each with its text: what
     /// [`super::resolve`] reads first and [`super::modes`] refuses where it has no effect.
     #[arg(skip)]
@@ -255,8 +262,18 @@ pub enum Command {
     /// Print this help, or a subcommand's
     Help {
         /// The subcommand
-        #[arg(value_parser = ["probe", "prune", "hook", "health"])]
+        #[arg(value_parser = ["probe", "prune", "hook", "health", "template"])]
         command: Option<String>,
+    },
+    /// Print the labels, capacity and DRA slices every node of a GPU pool will have, for autoscalers
+    /// that scale the pool from zero (Karpenter, Cluster Autoscaler); reads no GPU
+    Template {
+        /// Where the pool's GPUs come from, what decides the rest, and the form.
+        #[command(flatten)]
+        template: Box<TemplateArgs>,
+        /// Logs.
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Print each GPU's health once and exit 0 (healthy), 1 (a fault) or 2 (NVML cannot tell),
     /// as node-problem-detector's custom plugins do; `nvlabel health clear` clears faults by hand.
@@ -279,6 +296,10 @@ pub enum Command {
         log: LogArgs,
     },
 }
+
+/// The flags of `nvlabel template`, apart from every other command's: read from the command line
+/// alone, never resolved against env (see [`super::template`]).
+pub const OWN_FLAGS: &str = "template";
 
 /// What `nvlabel health` does instead of looking at the GPUs once.
 #[derive(Debug, Clone, Subcommand)]
@@ -321,7 +342,8 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups,
     /// where `main` reads `--log-format` before resolving and `nvlabel prune`'s own flags).
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, log, version, mut prune, mut clear, given } = self;
+        let Cli { command, mut label, source, log, version, mut prune, mut clear, mut template, given } =
+            self;
         let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
             None | Some(Command::Help { .. }) => (None, source, log),
@@ -342,11 +364,15 @@ impl Cli {
                 (label.api, label.health, clear) = (api, health, gpus);
                 (Some(CommandKind::HealthClear), source, log)
             }
+            Some(Command::Template { template: own, log }) => {
+                template = Some(own);
+                (None, source, log)
+            }
             Some(Command::Health { action: None, facts, health, source, log }) => {
                 (label.facts, label.health) = (facts, health);
                 (Some(CommandKind::Health), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, log, version, prune, clear, given })
+        (kind, Cli { command: None, label, source, log, version, prune, clear, template, given })
     }
 }

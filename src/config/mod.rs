@@ -21,6 +21,7 @@ pub mod rows;
 pub mod select;
 pub mod settings;
 pub mod source;
+pub mod template;
 pub mod usage;
 pub mod value;
 

@@ -111,7 +111,8 @@ fn command_name(command: Option<CommandKind>) -> &'static str {
 pub fn commands() -> Vec<(String, clap::Command)> {
     let top = command();
     let mut out = vec![(String::new(), top.clone())];
-    for sub in top.get_subcommands() {
+    // `nvlabel template`'s flags are its own, read from its command line alone: no rows.
+    for sub in top.get_subcommands().filter(|s| s.get_name() != super::flags::OWN_FLAGS) {
         out.push((sub.get_name().to_string(), sub.clone()));
         for nested in sub.get_subcommands() {
             out.push((format!("{} {}", sub.get_name(), nested.get_name()), nested.clone()));

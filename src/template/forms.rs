@@ -10,9 +10,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The forms `--format` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Form {
     /// `key=value`, sorted, one per line.
+    #[default]
     Labels,
     /// One JSON object: labels, capacity, what was left out.
     Json,
@@ -136,6 +137,7 @@ pub fn render_all(
 struct Json<'a> {
     labels: &'a BTreeMap<String, String>,
     capacity: &'a BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     dra_driver: Option<&'static str>,
     left_out: BTreeMap<&'a str, &'a str>,
 }
@@ -155,28 +157,32 @@ fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).expect("plain maps and strings serialise") + "\n"
 }
 
-/// A NodePool whose template carries the labels and a requirement for each, so that a pod
-/// selecting any of them is known to fit; the user adds `nodeClassRef` (cloud-specific).
+/// A NodePool whose template declares every label, so that a pod selecting any of them is known
+/// to fit: in `metadata.labels` (at most 100) and as an `In` requirement (at most 100), the labels
+/// that do not fit the first going first into the second; the user adds `nodeClassRef`.
 fn karpenter(t: &Template, name: &str) -> Result<String, FormError> {
-    if t.labels.len() > KARPENTER_MAX {
+    if t.labels.len() > 2 * KARPENTER_MAX {
+        let (form, max, has) = ("karpenter", 2 * KARPENTER_MAX, t.labels.len());
         return Err(FormError::TooManyLabels {
-            form: "karpenter",
-            what: "a NodePool's template",
-            max: KARPENTER_MAX,
-            has: t.labels.len(),
+            form,
+            what: "a NodePool's labels and requirements",
+            max,
+            has,
         });
     }
+    let (fit, overflow) = (t.labels.iter().take(KARPENTER_MAX), t.labels.iter().skip(KARPENTER_MAX));
+    let requirements: Vec<(&String, &String)> = overflow.chain(t.labels.iter()).take(KARPENTER_MAX).collect();
     let mut out =
         format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {}\n", quoted(name));
     out.push_str("spec:\n  template:\n    metadata:\n      labels:\n");
-    for (k, v) in &t.labels {
+    for (k, v) in fit {
         out.push_str(&format!("        {k}: {}\n", quoted(v)));
     }
     out.push_str("    spec:\n");
     out.push_str("      # Add the node class of your cloud, e.g. for AWS:\n");
     out.push_str("      # nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n");
     out.push_str("      requirements:\n");
-    for (k, v) in &t.labels {
+    for (k, v) in requirements {
         out.push_str(&format!(
             "        - key: {k}\n          operator: In\n          values: [{}]\n",
             quoted(v)

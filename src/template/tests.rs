@@ -116,7 +116,20 @@ fn a_form_too_small_for_the_template_refuses_it() {
     for i in 0..100 {
         t.labels.insert(format!("nvidia.com/x{i}"), "y".into());
     }
-    assert!(matches!(render(&t, Form::Karpenter, "gpu"), Err(FormError::TooManyLabels { max: 100, .. })));
+    assert!(matches!(
+        render(&t, Form::ClusterAutoscaler, "gpu"),
+        Err(FormError::TooManyLabels { max: 50, .. })
+    ));
+    // Over 100, the labels that do not fit metadata.labels are requirements; over 200, refused.
+    let pool = render(&t, Form::Karpenter, "gpu").unwrap();
+    let keys =
+        |part: &str| pool.split(part).nth(1).unwrap().lines().take_while(|l| l.starts_with("  ")).count();
+    assert_eq!(pool.matches("operator: In").count(), 100, "{pool}");
+    assert!(keys("      labels:\n") >= 100, "{pool}");
+    for i in 100..200 {
+        t.labels.insert(format!("nvidia.com/z{i}"), "y".into());
+    }
+    assert!(matches!(render(&t, Form::Karpenter, "gpu"), Err(FormError::TooManyLabels { max: 200, .. })));
     assert!(matches!(
         render(&t, Form::ClusterAutoscaler, "gpu"),
         Err(FormError::TooManyLabels { max: 50, .. })

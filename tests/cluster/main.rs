@@ -26,3 +26,4 @@ mod real_api;
 mod real_api_daemon;
 mod real_api_nodefeature;
 mod real_api_outages;
+mod template_real_api;

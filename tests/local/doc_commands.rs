@@ -12,7 +12,7 @@
 //! - `export`, `mkdir` and `ln` parts of the block are set-up, run before each later command line;
 //! - it exits 0 unless a trailing comment says `# exits N`;
 //! - it needs a cluster, and is not run, when it publishes or reads the Kubernetes API: `--sink
-//!   node`, `--node-name`, `--kubeconfig`, `prune`, or labelling without
+//!   node`, `--node-name`, `--kubeconfig`, `--from-cluster`, `prune`, or labelling without
 //!   `--use-node-feature-api=false` (GFD's default publishes a NodeFeature);
 //! - it shows a real node, and is not run, when it names an absolute path outside `/tmp`
 //!   (`/etc/...`, `/config/...`); `/tmp/` is the sandbox's own;
@@ -119,8 +119,16 @@ fn extract(doc: &str, text: &str) -> Vec<DocCommand> {
 fn not_run(c: &DocCommand) -> Option<&'static str> {
     let words = command_words(&c.line);
     let has = |w: &str| words.iter().any(|x| *x == w || x.starts_with(&format!("{w}=")));
-    let sub = words.get(1).copied().filter(|w| ["probe", "hook", "health", "prune", "help"].contains(w));
-    if has("--node-name") || has("--kubeconfig") || sub == Some("prune") || c.line.contains("--sink node") {
+    let sub = words
+        .get(1)
+        .copied()
+        .filter(|w| ["probe", "hook", "health", "prune", "help", "template"].contains(w));
+    if has("--node-name")
+        || has("--kubeconfig")
+        || has("--from-cluster")
+        || sub == Some("prune")
+        || c.line.contains("--sink node")
+    {
         return Some("needs a cluster");
     }
     if c.line.contains("--sink=node") || (sub.is_none() && !c.line.contains("--use-node-feature-api=false")) {

@@ -59,5 +59,6 @@ mod session;
 mod slice_watch;
 mod soak;
 mod start_only;
+mod template;
 mod topology_faults;
 mod writers;

@@ -1,0 +1,253 @@
+//! `nvlabel template`'s command line, and the [`TemplateConfig`] made from it. Its flags are its
+//! own and read from the command line alone (no env, no config-file `flags` but the sharing
+//! config's own `migStrategy`, `extendedLabels` and `allocationMode`, which the pool's nodes
+//! would read): a template is asked for on a workstation or in CI, where the GPU Operator's env
+//! means nothing.
+
+use super::arg_groups::parse_bool;
+use super::file::{ConfigError, ConfigFile};
+use super::select::{self, SelectError};
+use crate::labels::{AllocationMode, LabelConfig, MigStrategy, Profile};
+use crate::template::command::{PoolSource, TemplateConfig};
+use crate::template::forms::Form;
+use crate::template::{Pins, VersionError};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// `nvlabel template`'s flags.
+#[derive(Debug, Default, Clone, Args)]
+pub struct TemplateArgs {
+    /// The pool's GPUs from the snapshot of one of its nodes (`nvlabel probe > node.yaml` there)
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// The pool's GPUs from the built-in catalogue: the NVML name ("NVIDIA H100 80GB HBM3"), the
+    /// gpu.model value (h100-80gb-hbm3) or the PCI device id (2330)
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// With --gpu: GPUs per node, 1 to 64 [default: 1]
+    #[arg(long, value_name = "N")]
+    pub count: Option<u32>,
+    /// With --gpu: each GPU's MIG profiles, comma-separated (3g.40gb,2g.20gb) or all-PROFILE (as
+    /// many as fit); without it, MIG is off
+    #[arg(long, value_name = "PROFILES")]
+    pub mig_layout: Option<String>,
+    /// The pools from the labels their nodes carry (a list of Nodes, read-only)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub from_cluster: Option<bool>,
+    /// With --from-cluster: the label whose value names a node's pool (karpenter.sh/nodepool,
+    /// eks.amazonaws.com/nodegroup, cloud.google.com/gke-nodepool, node.kubernetes.io/instance-type)
+    #[arg(long, value_name = "KEY")]
+    pub pool_label: Option<String>,
+    /// With --from-cluster: print this pool's template only [default: every pool's]
+    #[arg(long, value_name = "NAME")]
+    pub pool: Option<String>,
+    /// With --from-cluster: the kubeconfig [default: in-cluster, or KUBECONFIG's]
+    #[arg(long)]
+    pub kubeconfig: Option<String>,
+    /// The device-plugin config the pool's nodes use (time-slicing, MPS)
+    #[arg(long, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// A directory of device-plugin configs (a mounted ConfigMap); with --config-default, the key
+    /// the pool's nodes select
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// With --config-dir: the key the pool's nodes select
+    #[arg(long, value_name = "KEY")]
+    pub config_default: Option<String>,
+    /// MIG strategy of the pool's nodes: none, single or mixed [default: the config file's
+    /// flags.migStrategy, else none]
+    #[arg(long)]
+    pub mig_strategy: Option<MigStrategy>,
+    /// Add nvlabel's own labels (--extended-labels of the pool's nodes)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
+    pub extended_labels: Option<bool>,
+    /// How the pool's GPUs are allocated: device-plugin or dra [default: device-plugin]
+    #[arg(long)]
+    pub allocation_mode: Option<AllocationMode>,
+    /// The driver the pool pins (its image or AMI), as 550.54.15; without it (or a snapshot),
+    /// the driver labels are left out
+    #[arg(long, value_name = "VERSION")]
+    pub driver_version: Option<String>,
+    /// The CUDA version of that driver, as 12.4
+    #[arg(long, value_name = "VERSION")]
+    pub cuda_version: Option<String>,
+    /// The DMI product name of the pool's machines (gpu.machine); without it (or a snapshot),
+    /// gpu.machine is left out
+    #[arg(long, value_name = "NAME")]
+    pub machine_type: Option<String>,
+    /// What to print: labels, json, karpenter, cluster-autoscaler, cluster-api or resourceslice
+    #[arg(long, value_enum, default_value_t = Form::Labels, hide_possible_values = true)]
+    pub format: Form,
+    /// The NodePool's name (karpenter), or the node's and pool's (resourceslice) [default: the
+    /// pool's, or gpu]
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Why `nvlabel template`'s command line makes no template.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateArgsError {
+    /// No source of GPUs.
+    #[error("nvlabel template needs the pool's GPUs: --snapshot FILE, --gpu NAME --count N, or --from-cluster --pool-label KEY")]
+    NoSource,
+    /// More than one.
+    #[error("{} together: give exactly one of --snapshot, --gpu and --from-cluster", given.join(" and "))]
+    Sources {
+        /// The ones given.
+        given: Vec<&'static str>,
+    },
+    /// A flag that needs another.
+    #[error("{flag} {value}: {why}")]
+    Needs {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: String,
+        /// What it needs.
+        why: &'static str,
+    },
+    /// The sharing config.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The config directory.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// A version flag.
+    #[error(transparent)]
+    Version(#[from] VersionError),
+}
+
+impl crate::exit::Classify for TemplateArgsError {
+    /// The command line's, or the files it names.
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            TemplateArgsError::Config(e) => e.is_bad_configuration(),
+            TemplateArgsError::Select(e) => e.is_bad_configuration(),
+            TemplateArgsError::Version(e) => e.is_bad_configuration(),
+            TemplateArgsError::NoSource
+            | TemplateArgsError::Sources { .. }
+            | TemplateArgsError::Needs { .. } => true,
+        }
+    }
+}
+
+impl TemplateArgs {
+    /// The template asked for, every input read and checked.
+    pub fn config(&self) -> Result<TemplateConfig, TemplateArgsError> {
+        let source = self.source()?;
+        let file = self.sharing_config()?;
+        let flags = file.as_ref().map(|f| &f.flags);
+        let from_file = |v: Option<&String>| v.and_then(|s| MigStrategy::from_str(s, false).ok());
+        let mig_strategy =
+            self.mig_strategy.or_else(|| from_file(flags.and_then(|f| f.mig_strategy.as_ref())));
+        let extended = self.extended_labels.or(flags.and_then(|f| f.extended_labels)).unwrap_or(false);
+        let mode_of_file = flags
+            .and_then(|f| f.allocation_mode.as_deref())
+            .and_then(|s| AllocationMode::from_str(s, false).ok());
+        let profile = match self.allocation_mode.or(mode_of_file).unwrap_or_default() {
+            AllocationMode::DevicePlugin => Profile::DevicePlugin,
+            AllocationMode::Dra => Profile::Dra,
+            AllocationMode::Auto => {
+                let why =
+                    "a pool's allocation is device-plugin or dra: auto is decided on a node, by its slices";
+                return Err(TemplateArgsError::Needs {
+                    flag: "--allocation-mode",
+                    value: "auto".into(),
+                    why,
+                });
+            }
+        };
+        let labels = LabelConfig {
+            mig_strategy: mig_strategy.unwrap_or(MigStrategy::None),
+            sharing: file.map(|f| f.sharing).unwrap_or_default(),
+            timestamp: None,
+            extended,
+            profile,
+        };
+        let pins = Pins::parse(
+            self.driver_version.as_deref(),
+            self.cuda_version.as_deref(),
+            self.machine_type.as_deref(),
+        )?;
+        Ok(TemplateConfig { source, labels, pins, form: self.format, name: self.name.clone() })
+    }
+
+    /// Where the GPUs come from: exactly one source, with its own flags only.
+    fn source(&self) -> Result<PoolSource, TemplateArgsError> {
+        let from_cluster = self.from_cluster.unwrap_or(false);
+        let given: Vec<&'static str> = [
+            self.snapshot.is_some().then_some("--snapshot"),
+            self.gpu.is_some().then_some("--gpu"),
+            from_cluster.then_some("--from-cluster"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if given.len() > 1 {
+            return Err(TemplateArgsError::Sources { given });
+        }
+        let needs = |flag, value: &dyn std::fmt::Display, why| TemplateArgsError::Needs {
+            flag,
+            value: value.to_string(),
+            why,
+        };
+        if let (Some(c), None) = (self.count, &self.gpu) {
+            return Err(needs("--count", &c, "counts the GPUs of --gpu, which is not given"));
+        }
+        if let (Some(l), None) = (&self.mig_layout, &self.gpu) {
+            return Err(needs(
+                "--mig-layout",
+                l,
+                "lays out the GPUs of --gpu (a snapshot has its own layout)",
+            ));
+        }
+        for (flag, value) in
+            [("--pool-label", &self.pool_label), ("--pool", &self.pool), ("--kubeconfig", &self.kubeconfig)]
+        {
+            if let (Some(v), false) = (value, from_cluster) {
+                return Err(needs(flag, v, "is read with --from-cluster only"));
+            }
+        }
+        if let (Some(dir), None) = (&self.config_dir, &self.config_default) {
+            return Err(needs(
+                "--config-dir",
+                &dir.display(),
+                "needs --config-default, the key the pool's nodes select",
+            ));
+        }
+        if let Some(path) = &self.snapshot {
+            return Ok(PoolSource::Snapshot(path.clone()));
+        }
+        if let Some(gpu) = &self.gpu {
+            return Ok(PoolSource::Catalogue {
+                gpu: gpu.clone(),
+                count: self.count.unwrap_or(1),
+                layout: self.mig_layout.clone(),
+            });
+        }
+        if from_cluster {
+            let Some(pool_label) = self.pool_label.clone() else {
+                return Err(needs(
+                    "--from-cluster",
+                    &"true",
+                    "needs --pool-label KEY, the label that names a node's pool",
+                ));
+            };
+            return Ok(PoolSource::Cluster { pool_label, pool: self.pool.clone() });
+        }
+        Err(TemplateArgsError::NoSource)
+    }
+
+    /// The sharing config the pool's nodes read, if any.
+    fn sharing_config(&self) -> Result<Option<ConfigFile>, TemplateArgsError> {
+        let path = match (&self.config_file, &self.config_dir) {
+            (Some(f), _) => Some(f.clone()),
+            (None, Some(dir)) => select::select(dir, None, self.config_default.as_deref())?,
+            (None, None) => None,
+        };
+        Ok(match path {
+            Some(p) => Some(ConfigFile::load(&p)?),
+            None => None,
+        })
+    }
+}

@@ -6,8 +6,8 @@ use nvlabel::config::{Cli, CommandKind, ConfigSource, ConfigState, ReloadError};
 use nvlabel::daemon::service::Service;
 use nvlabel::daemon::{Control, DaemonError};
 use nvlabel::exit::Classify;
-use nvlabel::health::clear::ClearError;
-use nvlabel::health::prune::PruneError;
+use nvlabel::health::commands::clear::ClearError;
+use nvlabel::health::commands::prune::PruneError;
 use nvlabel::logging::LogFormat;
 use nvlabel::pass::PassError;
 use nvlabel::probe::Session;
@@ -125,7 +125,12 @@ async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, 
         // No writer is set up: the labels stay.
         let s = &config.loaded().settings;
         let connect = nvlabel::kubeapi::client(s.kubeconfig.as_deref(), s.kube_api_qps, s.kube_api_burst);
-        return Ok(nvlabel::health::prune::health_only(&s.health_config(), prune.all_nodes, connect).await?);
+        return Ok(nvlabel::health::commands::prune::health_only(
+            &s.health_config(),
+            prune.all_nodes,
+            connect,
+        )
+        .await?);
     }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
@@ -143,19 +148,19 @@ async fn real_main(command: Option<CommandKind>, cli: Cli, env: HashMap<String, 
             print!("{}", nvlabel::pass::hook(&config.loaded().pass_config())?)
         }
         (Some(CommandKind::Health), _) => {
-            let (code, report) = nvlabel::health::oneshot::check(&settings.health_config());
+            let (code, report) = nvlabel::health::commands::oneshot::check(&settings.health_config());
             print!("{report}");
             std::process::exit(code);
         }
         (Some(CommandKind::HealthClear), _) => {
             let s = &settings;
             let connect = nvlabel::kubeapi::client(s.kubeconfig.as_deref(), s.kube_api_qps, s.kube_api_burst);
-            print!("{}", nvlabel::health::clear::clear(&s.health_config(), &gpus, connect).await?);
+            print!("{}", nvlabel::health::commands::clear::clear(&s.health_config(), &gpus, connect).await?);
         }
         (Some(CommandKind::Prune), _) => {
             let target = settings.target()?;
             target.build_to_prune(client.as_ref()).await?.prune().await?;
-            nvlabel::health::prune::prune(&settings.health_config(), client.as_ref()).await?;
+            nvlabel::health::commands::prune::prune(&settings.health_config(), client.as_ref()).await?;
             // Said even where there was nothing to remove, so a prune never ends in silence.
             tracing::info!(
                 writer = target.writer_name(),

@@ -90,7 +90,10 @@ mod tests {
     fn xid_thresholds_from_env_and_file_and_their_refusals() {
         let var = "NVLABEL_HEALTH_XID_THRESHOLDS";
         let s = resolve_env(&[(var, "43:3/1m, 13:5/10m")], &FileFlags::default()).unwrap();
-        assert_eq!(s.judging.xid_thresholds, crate::health::thresholds::parse("13:5/10m,43:3/1m").unwrap());
+        assert_eq!(
+            s.judging.xid_thresholds,
+            crate::health::judging::thresholds::parse("13:5/10m,43:3/1m").unwrap()
+        );
         let file =
             crate::config::file::ConfigFile::parse("flags:\n  healthXidThresholds: [\"43:3/1m\"]\n").unwrap();
         assert_eq!(resolve_env(&[], &file.flags).unwrap().judging.xid_thresholds.len(), 1, "the list form");

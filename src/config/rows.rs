@@ -280,7 +280,7 @@ pub fn row(flag: F) -> Row {
             .when(xids_unread),
         F::HealthXidThresholds => r(flag, &["NVLABEL_HEALTH_XID_THRESHOLDS"])
             .file("healthXidThresholds", |f| f.health_xid_thresholds.clone())
-            .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::thresholds::parse(&f.value)))
+            .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::judging::thresholds::parse(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which looks once and counts no Xid events")])
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
@@ -345,7 +345,7 @@ pub fn row(flag: F) -> Row {
             ])
             .when(|r| (!health_daemon(r)).then_some("without --health in a daemon")),
         F::Instance => r(flag, &["NVLABEL_INSTANCE"])
-            .set(|s, f| put(&mut s.health.instance, crate::health::instance::name(&f.value)))
+            .set(|s, f| put(&mut s.health.instance, crate::health::values::instance::name(&f.value)))
             .never_in(&[
                 (Mode::Oneshot, NOT_AN_INSTANCES),
                 (Mode::Probe, NOT_AN_INSTANCES),

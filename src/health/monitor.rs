@@ -2,17 +2,17 @@
 //! reads the GPUs and judges them into a [`Report`]; the [`Writers`] write each report (the
 //! condition and its record, device taints, Events). Both read the one [`HealthConfig`] held
 //! here, the very struct the last reload handed over. The task that drives the monitor (its
-//! timer, the event thread, reloads, shutdown) is [`super::task`].
+//! timer, the event thread, reloads, shutdown) is [`crate::health::task`].
 
-use super::config::HealthConfig;
-use super::judge::{Judge, Look};
-use super::metrics::HealthMetrics;
-use super::outcome::Judged;
-use super::report::{Cleared, Report};
-use super::rules::Event;
-use super::taints::DeviceTaints;
-use super::writers::{Recall, Writers};
 use super::HealthError;
+use crate::health::config::HealthConfig;
+use crate::health::judging::judge::{Judge, Look};
+use crate::health::judging::outcome::Judged;
+use crate::health::metrics::HealthMetrics;
+use crate::health::values::reading::Event;
+use crate::health::values::report::{Cleared, Report};
+use crate::health::writing::taints::DeviceTaints;
+use crate::health::writing::{Recall, Writers};
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};

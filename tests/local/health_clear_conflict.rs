@@ -8,11 +8,12 @@ use crate::common;
 
 use common::mock_api::{expect, mock, no_more_requests};
 use http::Method;
-use nvlabel::health::clear::{self, Outcome};
+use nvlabel::health::commands::clear::{self, Outcome};
 use nvlabel::health::config::{HealthConfig, HealthSettings};
-use nvlabel::health::record::{Record, ANNOTATION};
-use nvlabel::health::rules::Fault;
-use nvlabel::health::sticky::{Status, Tracker, Verdict, CLEARED_BY_ADMIN};
+use nvlabel::health::judging::sticky::Tracker;
+use nvlabel::health::values::fault::Fault;
+use nvlabel::health::values::record::{Record, ANNOTATION};
+use nvlabel::health::values::verdict::{Status, Verdict, CLEARED_BY_ADMIN};
 use serde_json::{json, Value};
 
 const NODE: &str = "/api/v1/nodes/gpu-1";

@@ -10,7 +10,7 @@ pub mod arg_groups;
 pub mod file;
 pub mod flag;
 pub mod flags;
-pub mod health;
+pub mod health_checks;
 pub mod modes;
 pub mod resolve;
 mod rooms;

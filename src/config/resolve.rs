@@ -191,7 +191,7 @@ fn unset() -> Settings {
         snapshot: None,
         log_format: crate::logging::LogFormat::Text,
         notes: Vec::new(),
-        health: super::health::HealthSettings::default(),
+        health: super::health_checks::HealthSettings::default(),
     }
 }
 

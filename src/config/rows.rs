@@ -12,7 +12,7 @@
 
 use super::arg_groups::DEFAULT_OUTPUT_FILE;
 use super::flag::Flag as F;
-use super::health::{self, TaintEffect};
+use super::health_checks::{self as health, TaintEffect};
 use super::row::{boolean, choice, duration, non_empty, number, put, Empty, Mode, Row, Run};
 use crate::duration::parse_interval;
 use crate::labels::{AllocationMode, MigStrategy};

@@ -9,7 +9,7 @@ use crate::common;
 use common::mock_api::{expect, mock, status};
 use http::{Method, Response};
 use kube::client::Body;
-use nvlabel::config::health::TaintEffect;
+use nvlabel::config::health_checks::TaintEffect;
 use nvlabel::health::metrics::HealthMetrics;
 use nvlabel::health::writing::taint_api::RuleApi;
 use nvlabel::health::writing::taints::{DeviceTaints, Spec};

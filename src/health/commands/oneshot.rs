@@ -25,7 +25,10 @@ pub fn check(config: &HealthConfig) -> (i32, String) {
 }
 
 /// The report for a reading (pure, for tests).
-pub fn report(rules: &Rules, reading: Result<Reading, nvml_reads::ReadError>) -> (i32, String) {
+pub fn report(
+    rules: &Rules,
+    reading: Result<Reading, crate::health::values::reading::ReadError>,
+) -> (i32, String) {
     let mut tracker = Tracker::new("");
     let reading = match reading {
         Ok(r) => r,

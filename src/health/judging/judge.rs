@@ -1,15 +1,16 @@
-//! Health's readers: what reads the GPUs and judges them. A pass's reading (or an NVML event)
-//! goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence clears faults in
-//! place ([`Healing`]), a person's clear on the Node (seen through its watch) drops the faults
-//! it cleared ([`AdminClears`], first, so what is new comes alone), an Xid that is no fault alone
-//! is counted against its `--health-xid-thresholds` ([`Counter`]), and it comes out as a
-//! [`Report`]; the metrics of what was read are kept here too. Nothing here writes to the API: the
-//! [`crate::health::writing`] take the report, and the record is read back from the Node by them and
+//! The judge: readings and events in, a [`Report`] out, with no I/O of its own. A pass's reading
+//! (or an NVML event) goes through the [`Rules`] into the sticky [`Tracker`], a reading's evidence
+//! clears faults in place ([`Healing`]), a person's clear the Node shows (read by the reading side
+//! and handed in, [`NodeSaid`]) drops the faults it cleared ([`AdminClears`], first, so what is
+//! new comes alone), an Xid that is no fault alone is counted against its
+//! `--health-xid-thresholds` ([`Counter`]); the metrics of what was read are kept here too. The
+//! time of each look and event is handed in (health's one clock, [`crate::health::now`]). The
+//! [`crate::health::writing`] take the report, and the record they read back from the Node is
 //! handed in ([`Judge::recover`]).
 
 use crate::health::config::HealthConfig;
 use crate::health::judging::action::Rule;
-use crate::health::judging::admin::AdminClears;
+use crate::health::judging::admin::{AdminClears, Shown};
 use crate::health::judging::outcome::{AfterXid, DriverSaid, Judged, NoFault};
 use crate::health::judging::recovery::Healing;
 use crate::health::judging::rules::Rules;
@@ -17,22 +18,13 @@ use crate::health::judging::signals::{Began, Signals};
 use crate::health::judging::sticky::Tracker;
 use crate::health::judging::thresholds::Counter;
 use crate::health::metrics::HealthMetrics;
-use crate::health::now;
-use crate::health::reading::boot::boot_id;
-use crate::health::reading::expected::Expected;
-use crate::health::reading::nvml_reads::ReadError;
-use crate::health::reading::reader::Reader;
 use crate::health::values::fault::{Action, Fault, Found};
-use crate::health::values::reading::Unreadable;
-use crate::health::values::reading::{Event, Reading};
+use crate::health::values::reading::{Event, ReadError, Reading, Unreadable};
 use crate::health::values::report::{AdminCleared, Report, Warning};
 use crate::health::values::verdict::{Entry, Existing};
-use crate::health::HealthError;
-use crate::kubeapi::object_watch::ObjectWatch;
-use crate::probe::Session;
-use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The target of this file's log lines: the module it was before health had rooms, so no
 /// line an operator reads or filters on changed with the move.
@@ -40,7 +32,6 @@ const LOG: &str = "nvlabel::health::judge";
 
 /// Health's readings and what it made of them, between passes.
 pub struct Judge {
-    reader: Reader,
     metrics: Arc<HealthMetrics>,
     /// Each GPU's UUID by index, as NVML last told it.
     uuids: BTreeMap<u32, String>,
@@ -50,8 +41,6 @@ pub struct Judge {
     last: Option<Reading>,
     /// Faults from events that came before the record could be read.
     pending: Vec<Found>,
-    /// The Node's expected-count label.
-    expected: Expected,
     /// The expected count in force at the last judging (the label's, else the flag's).
     expected_now: Option<u32>,
     /// Slowdown and PCIe replay episodes.
@@ -62,8 +51,17 @@ pub struct Judge {
     healing: Healing,
     /// The recent Xids that `--health-xid-thresholds` counts.
     repeats: Counter,
-    /// A person's clears on the Node, and the one obeyed last.
+    /// The clear by hand obeyed last.
     admin: AdminClears,
+}
+
+/// What the Node said when a look is judged, as the reading side read it from the Node watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSaid {
+    /// The expected GPU count in force: the Node's label where it holds a count, else the flag's.
+    pub expected: Option<u32>,
+    /// What the Node shows of the condition (a clear by hand, or not).
+    pub clear: Shown,
 }
 
 /// What one look at the GPUs saw, before it is judged.
@@ -74,8 +72,19 @@ pub struct Look {
     stall: Option<String>,
     /// The warning episodes that began (reported whether or not the record is known).
     warnings: Vec<Warning>,
-    /// The Xid (GPU, Xid) this look was taken after, for the driver's recovery action.
-    after: Option<(u32, u64)>,
+    /// The Xid this look was taken after, for the driver's recovery action.
+    after: Option<XidSeen>,
+    /// When it was taken, on health's one clock.
+    at: Instant,
+}
+
+/// An Xid on one GPU, after which a look was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidSeen {
+    /// The GPU's index.
+    pub index: u32,
+    /// The Xid.
+    pub xid: u64,
 }
 
 impl Look {
@@ -86,7 +95,7 @@ impl Look {
 
     /// This look as taken after `xid`: a recovery action its GPU's driver asks for names it.
     pub fn after(self, xid: &AfterXid) -> Look {
-        Look { after: Some((xid.index, xid.xid)), ..self }
+        Look { after: Some(XidSeen { index: xid.index, xid: xid.xid }), ..self }
     }
 
     /// What the driver said of GPU `index`'s recovery action in this look.
@@ -96,35 +105,32 @@ impl Look {
 }
 
 impl Judge {
-    /// A judge reading NVML through `session` where `config` says, counting in `metrics`; with
-    /// `node`, this Node's watch, the expected GPU count comes from its label and a person's
-    /// clear of the condition is obeyed.
-    pub fn new(
-        config: &HealthConfig,
-        session: Session,
-        metrics: Arc<HealthMetrics>,
-        node: Option<ObjectWatch<Node>>,
-    ) -> Result<Judge, HealthError> {
-        Ok(Judge {
-            reader: Reader::new(session)?,
+    /// A judge by what `config` says (the expected count of the flag until the Node is read),
+    /// counting in `metrics`.
+    pub fn new(config: &HealthConfig, metrics: Arc<HealthMetrics>) -> Judge {
+        Judge {
             metrics,
             uuids: BTreeMap::new(),
             tracker: None,
             last: None,
             pending: Vec::new(),
-            admin: AdminClears::new(node.clone(), &config.settings.condition_type),
-            expected: Expected::new(node),
+            admin: AdminClears::default(),
             expected_now: config.settings.judging.expected_gpus,
             signals: Signals::default(),
             unreadable: Unreadable::default(),
             healing: Healing::default(),
             repeats: Counter::default(),
-        })
+        }
     }
 
-    /// Reads NVML once: the reading's metrics, the warnings that began, and what hangs.
-    pub async fn look(&mut self, config: &HealthConfig) -> Look {
-        let reading = self.reader.read(config).await;
+    /// Takes in one reading (`None` while it hangs) taken `at`, with what hangs in NVML
+    /// (`stall`): the reading's metrics, the warnings that began, and the look to judge.
+    pub fn look(
+        &mut self,
+        reading: Option<Result<Reading, ReadError>>,
+        stall: Option<String>,
+        at: Instant,
+    ) -> Look {
         let mut warnings = Vec::new();
         if let Some(Ok(r)) = &reading {
             self.metrics.readings.inc();
@@ -134,28 +140,17 @@ impl Judge {
                 }
                 self.metrics.observe(g, self.uuid(g.index));
             }
-            let began = self.signals.observe(r, now());
+            let began = self.signals.observe(r, at);
             warnings = began.into_iter().map(|b| self.warning(b)).collect();
             self.unreadable.note(r);
         }
-        let stall = self.reader.stall(&self.metrics, config.settings.nvml_timeout);
-        Look { reading, stall, warnings, after: None }
+        Look { reading, stall, warnings, after: None, at }
     }
 
-    /// How long until a hung NVML call may start or end (see [`Reader::stall_in`]).
-    pub fn stall_in(&self, config: &HealthConfig) -> std::time::Duration {
-        self.reader.stall_in(config.settings.nvml_timeout)
-    }
-
-    /// Looks whether an NVML call started or stopped hanging, between readings: the report of
-    /// the condition then (`Unknown` when the timeout passes, not at the next reading), or
-    /// `None` where nothing changed or the record is not known yet.
-    pub fn recheck_stall(&mut self, config: &HealthConfig) -> Option<Report> {
-        let was = self.reader.stalled();
-        let stall = self.reader.stall(&self.metrics, config.settings.nvml_timeout);
-        if stall.is_some() == was {
-            return None;
-        }
+    /// An NVML call started (`stall` names it) or stopped hanging, between readings: the report
+    /// of the condition then (`Unknown` when the timeout passes, not at the next reading), or
+    /// `None` while the record is not known yet.
+    pub fn stall_changed(&mut self, stall: Option<String>) -> Option<Report> {
         self.tracker.as_mut()?.unresponsive(stall);
         Some(self.report(Vec::new(), Vec::new()))
     }
@@ -172,18 +167,6 @@ impl Judge {
         self.metrics.warning(w.index, w.uuid.as_deref(), w.signal.reason());
         tracing::warn!(target: LOG, reason = w.signal.reason(), message = %w.text(), "GPU warning");
         w
-    }
-
-    /// This boot's id, from `--boot-id-file`; `None` (said) where it cannot be read: nothing is
-    /// judged then, so a recorded fault is never overwritten by a guess.
-    pub fn boot_id(&self, config: &HealthConfig) -> Option<String> {
-        match boot_id(&config.settings.boot_id_file) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                tracing::error!(target: LOG, error = %e, "GPU health is not published without the boot id");
-                None
-            }
-        }
     }
 
     /// Whether the record has been read back from the Node.
@@ -213,10 +196,11 @@ impl Judge {
         }
     }
 
-    /// Judges a look by the rules `config` sets, into the record: the report of where it stands.
-    pub fn judge(&mut self, look: Look, config: &HealthConfig) -> Report {
-        let expected = self.expected.count(config.settings.judging.expected_gpus);
-        let admin = self.obey();
+    /// Judges a look by the rules `config` sets, with what the Node `said`, into the record: the
+    /// report of where it stands.
+    pub fn judge(&mut self, look: Look, said: NodeSaid, config: &HealthConfig) -> Report {
+        let NodeSaid { expected, clear } = said;
+        let admin = self.obey(clear);
         let Some(tracker) = self.tracker.as_mut() else { return look.unjudged() };
         if expected != self.expected_now {
             let count = |c: Option<u32>| c.map_or_else(|| "none".to_string(), |c| c.to_string());
@@ -236,8 +220,8 @@ impl Judge {
                 tracker.nvml(Ok(r.gpus.len()));
                 found.extend(rules.faults(r, self.last.as_ref()).into_iter().map(|(gpu, mut fault)| {
                     // The Xid after which the driver asks: its recovery action names it.
-                    if let (Fault::Recovery { xid, .. }, Some((index, after))) = (&mut fault, look.after) {
-                        *xid = (gpu == Some(index)).then_some(after);
+                    if let (Fault::Recovery { xid, .. }, Some(after)) = (&mut fault, look.after) {
+                        *xid = (gpu == Some(after.index)).then_some(after.xid);
                     }
                     (gpu, fault)
                 }));
@@ -245,11 +229,11 @@ impl Judge {
             Some(Err(e)) => tracker.nvml(Err(e.to_string())),
             None => {}
         }
-        let new_faults = self.record(&found);
+        let new_faults = self.record(&found, look.at);
         let mut recovered = Vec::new();
         if let (Some(Ok(r)), Some(tracker)) = (&look.reading, self.tracker.as_mut()) {
             let hold = config.settings.recovery_hold;
-            recovered = self.healing.observe(tracker, r, self.expected_now, hold, now());
+            recovered = self.healing.observe(tracker, r, self.expected_now, hold, look.at);
             for gone in &recovered {
                 let f = &gone.entry.recorded;
                 self.metrics.fault_turn(false, f.gpu, f.uuid.as_deref(), f.fault.reason());
@@ -265,8 +249,9 @@ impl Judge {
 
     /// What an NVML event is by the rules `config` sets (an Xid counted either way): a fault
     /// alone or as the repeat that reaches its `--health-xid-thresholds`; no fault, with the rule
-    /// that says so and its threshold's count; or an Xid its GPU's driver decides.
-    pub fn event_fault(&mut self, event: &Event, config: &HealthConfig) -> Judged {
+    /// that says so and its threshold's count; or an Xid its GPU's driver decides. `at` is when
+    /// it came, on health's one clock.
+    pub fn event_fault(&mut self, event: &Event, config: &HealthConfig, at: Instant) -> Judged {
         if let Event::Xid { index, xid, .. } = *event {
             self.metrics.xid(index, self.uuid(index), xid);
         }
@@ -279,7 +264,7 @@ impl Judge {
         let Event::Xid { index, xid, .. } = *event else {
             return Judged::NotAFault(NoFault { rule, tally: None });
         };
-        let tally = self.repeats.tally(&config.settings.judging.xid_thresholds, index, xid);
+        let tally = self.repeats.tally(&config.settings.judging.xid_thresholds, index, xid, at);
         if let Some(t) = tally.filter(|t| t.reached()) {
             // An Xid that keeps coming back on one GPU is past one workload's bug: a reset is the
             // least that tells whether the GPU is the cause (and what recovery in place clears).
@@ -298,19 +283,20 @@ impl Judge {
         self.pending.push(found);
     }
 
-    /// An event's fault into the record: the report of where it stands.
-    pub fn found(&mut self, found: Found) -> Report {
-        let admin = self.obey();
-        let new_faults = self.record(&[found]);
+    /// An event's fault, come `at`, into the record, with what the Node shows of the condition
+    /// (`clear`): the report of where it stands.
+    pub fn found(&mut self, found: Found, clear: Shown, at: Instant) -> Report {
+        let admin = self.obey(clear);
+        let new_faults = self.record(&[found], at);
         Report { admin, ..self.report(new_faults, Vec::new()) }
     }
 
     /// Obeys a clear by hand the Node shows and the judge has not obeyed yet: drops the faults
     /// it cleared. Done before anything new is recorded, so that a new fault is reported alone
     /// and a fault whose cause is still read comes back with this reading, as a new one.
-    fn obey(&mut self) -> Option<AdminCleared> {
+    fn obey(&mut self, shown: Shown) -> Option<AdminCleared> {
         let tracker = self.tracker.as_mut()?;
-        let clear = self.admin.unobeyed()?;
+        let clear = self.admin.take(shown)?;
         let faults = tracker.keep_only(&clear.kept);
         for f in &faults {
             tracing::info!(target: LOG, fault = %f.text, "GPU fault cleared by hand");
@@ -324,11 +310,10 @@ impl Judge {
         self.tracker.as_ref().map(Tracker::faulty_uuids)
     }
 
-    /// Adds faults to the record; returns the new ones.
-    fn record(&mut self, found: &[Found]) -> Vec<Entry> {
+    /// Adds faults found `now` to the record; returns the new ones.
+    fn record(&mut self, found: &[Found], now: Instant) -> Vec<Entry> {
         let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
         let mut new = Vec::new();
-        let now = now();
         for f in found {
             let (gpu, _) = f;
             let uuid = gpu.and_then(|i| self.uuids.get(&i)).map(String::as_str);

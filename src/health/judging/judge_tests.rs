@@ -4,15 +4,14 @@ use crate::health::values::fault::Action;
 use crate::health::values::reading::{GpuReading, Remapped};
 use crate::health::values::record::Record;
 use crate::health::values::verdict::Status;
-use std::sync::Mutex;
+use std::time::Instant;
 
-/// A judge that knows its (empty) record, on a Node that shows what `node` holds.
-fn judge(node: &Arc<Mutex<Shown>>) -> Judge {
+/// A judge that knows its (empty) record: no thread, no session, no Node; what the Node shows is
+/// handed in with each look and event.
+fn judge() -> Judge {
     let config = HealthConfig::for_tests(Default::default());
     let metrics = Arc::new(HealthMetrics::default());
-    let mut j = Judge::new(&config, Session::new(), metrics, None).unwrap();
-    let node = node.clone();
-    j.admin = AdminClears::looking(move || node.lock().unwrap().clone());
+    let mut j = Judge::new(&config, metrics);
     j.recover("boot", None);
     j.uuids = [(0, "GPU-0".to_string()), (1, "GPU-1".to_string())].into();
     j
@@ -27,7 +26,7 @@ fn look(pending: bool) -> Look {
         ..GpuReading::default()
     };
     let reading = Reading { gpus: vec![gpu(0, false), gpu(1, pending)], pci_gpus: Some(2) };
-    Look { reading: Some(Ok(reading)), stall: None, warnings: Vec::new(), after: None }
+    Look { reading: Some(Ok(reading)), stall: None, warnings: Vec::new(), after: None, at: Instant::now() }
 }
 
 fn xid(gpu: u32, xid: u64) -> Found {
@@ -49,57 +48,62 @@ fn recorded(r: &Report) -> Vec<String> {
     faults.into_iter().map(|f| format!("{}: {}", f.gpu.unwrap(), f.fault.describe())).collect()
 }
 
+/// What a Node showing `clear` says, with no expected count.
+fn said(clear: &Shown) -> NodeSaid {
+    NodeSaid { expected: None, clear: clear.clone() }
+}
+
 fn clear(marker: &str, record: Option<String>) -> Shown {
     Shown::Clear { marker: marker.into(), record }
 }
 
-#[tokio::test]
-async fn a_clear_is_obeyed_once_and_a_new_fault_comes_alone() {
-    let node = Arc::new(Mutex::new(Shown::Nothing));
-    let mut j = judge(&node);
+#[test]
+fn a_clear_is_obeyed_once_and_a_new_fault_comes_alone() {
+    let mut node = Shown::Nothing;
+    let mut j = judge();
     assert_eq!(
-        named(&j.judge(look(true), &HealthConfig::for_tests(Default::default())).new_faults),
+        named(&j.judge(look(true), said(&node), &HealthConfig::for_tests(Default::default())).new_faults),
         ["1: row remapping pending"]
     );
-    assert_eq!(named(&j.found(xid(0, 79)).new_faults), ["0: Xid 79"]);
+    assert_eq!(named(&j.found(xid(0, 79), node.clone(), Instant::now()).new_faults), ["0: Xid 79"]);
 
-    *node.lock().unwrap() = clear("cleared by hand", None);
-    let r = j.found(xid(1, 48));
+    node = clear("cleared by hand", None);
+    let r = j.found(xid(1, 48), node.clone(), Instant::now());
     assert_eq!(named(&r.admin.clone().unwrap().faults), ["0: Xid 79", "1: row remapping pending"]);
     assert_eq!(named(&r.new_faults), ["1: Xid 48"], "the new fault alone");
     assert_eq!(recorded(&r), ["1: Xid 48"]);
 
     // The Node still shows that clear (the daemon's write not seen yet): obeyed already, so the
     // fault written since stays; a cause still read comes back, as a new fault.
-    let r = j.judge(look(true), &HealthConfig::for_tests(Default::default()));
+    let r = j.judge(look(true), said(&node), &HealthConfig::for_tests(Default::default()));
     assert_eq!(r.admin, None);
     assert_eq!(named(&r.new_faults), ["1: row remapping pending"]);
     assert_eq!(recorded(&r), ["1: Xid 48", "1: row remapping pending"]);
 
     // A removed condition (a prune) is no clear.
-    *node.lock().unwrap() = Shown::Nothing;
-    let r = j.found(xid(0, 79));
+    node = Shown::Nothing;
+    let r = j.found(xid(0, 79), node.clone(), Instant::now());
     assert_eq!((r.admin.clone(), recorded(&r).len()), (None, 3));
 
     // Once the Node showed the daemon's own condition, the same words are a new clear.
-    *node.lock().unwrap() = Shown::Other;
-    assert_eq!(j.found(xid(0, 79)).admin, None);
-    *node.lock().unwrap() = clear("cleared by hand", None);
-    let r = j.judge(look(false), &HealthConfig::for_tests(Default::default()));
+    node = Shown::Other;
+    assert_eq!(j.found(xid(0, 79), node.clone(), Instant::now()).admin, None);
+    node = clear("cleared by hand", None);
+    let r = j.judge(look(false), said(&node), &HealthConfig::for_tests(Default::default()));
     assert_eq!(r.admin.unwrap().faults.len(), 3);
     assert_eq!((r.new_faults.len(), r.verdict.unwrap().status), (0, Status::True));
 }
 
-#[tokio::test]
-async fn a_clear_of_one_gpu_drops_only_what_its_record_no_longer_lists() {
-    let node = Arc::new(Mutex::new(Shown::Nothing));
-    let mut j = judge(&node);
-    j.found(xid(0, 79));
-    let before = j.found(xid(1, 48)).verdict.unwrap().record.unwrap();
+#[test]
+fn a_clear_of_one_gpu_drops_only_what_its_record_no_longer_lists() {
+    let mut node = Shown::Nothing;
+    let mut j = judge();
+    j.found(xid(0, 79), node.clone(), Instant::now());
+    let before = j.found(xid(1, 48), node.clone(), Instant::now()).verdict.unwrap().record.unwrap();
     let kept: Vec<_> = before.faults.into_iter().filter(|f| f.gpu == Some(1)).collect();
     let record = Record::new("boot", kept.into_iter()).to_annotation();
-    *node.lock().unwrap() = clear("GPU 0 cleared by hand", Some(record));
-    let r = j.judge(look(false), &HealthConfig::for_tests(Default::default()));
+    node = clear("GPU 0 cleared by hand", Some(record));
+    let r = j.judge(look(false), said(&node), &HealthConfig::for_tests(Default::default()));
     assert_eq!(named(&r.admin.clone().unwrap().faults), ["0: Xid 79"]);
     assert_eq!((r.new_faults.len(), recorded(&r)), (0, vec!["1: Xid 48".to_string()]));
     assert_eq!(j.faulty().unwrap().into_keys().collect::<Vec<_>>(), ["GPU-1"], "GPU 0's taints go");
@@ -123,13 +127,13 @@ fn driver_look(action: u64) -> Look {
     look
 }
 
-#[tokio::test(start_paused = true)]
-async fn every_event_is_judged_with_the_rule_that_decided() {
+#[test]
+fn every_event_is_judged_with_the_rule_that_decided() {
     use crate::health::judging::outcome::Judged;
-    let node = Arc::new(Mutex::new(Shown::Nothing));
-    let mut j = judge(&node);
+    let node = Shown::Nothing;
+    let mut j = judge();
     let config = listing();
-    j.judge(driver_look(0), &config);
+    j.judge(driver_look(0), said(&node), &config);
     let xid = |index, xid| Event::Xid { index, xid, mig: None };
     let why = |judged: Judged| match judged {
         Judged::NotAFault(no) => (no.name(), no.to_string()),
@@ -137,11 +141,11 @@ async fn every_event_is_judged_with_the_rule_that_decided() {
     };
     // GPU 1's driver does not answer: the catalog and the operator decide.
     assert_eq!(
-        why(j.event_fault(&xid(1, 31), &config)),
+        why(j.event_fault(&xid(1, 31), &config, Instant::now())),
         ("xid-catalog", "NVIDIA's Xid catalog says RESTART_APP".into())
     );
     assert_eq!(
-        why(j.event_fault(&xid(1, 79), &config)),
+        why(j.event_fault(&xid(1, 79), &config, Instant::now())),
         ("--health-ignore-xids", "--health-ignore-xids lists it".into())
     );
     let below = |n| {
@@ -149,32 +153,45 @@ async fn every_event_is_judged_with_the_rule_that_decided() {
             "NVIDIA's Xid catalog says IGNORE; below its --health-xid-thresholds count: {n} of 3 within 1m"
         )
     };
-    assert_eq!(why(j.event_fault(&xid(1, 43), &config)), ("--health-xid-thresholds", below(1)));
-    assert_eq!(why(j.event_fault(&xid(1, 43), &config)), ("--health-xid-thresholds", below(2)));
-    let Judged::Fault((Some(1), fault)) = j.event_fault(&xid(1, 43), &config) else { panic!("the third") };
+    assert_eq!(
+        why(j.event_fault(&xid(1, 43), &config, Instant::now())),
+        ("--health-xid-thresholds", below(1))
+    );
+    assert_eq!(
+        why(j.event_fault(&xid(1, 43), &config, Instant::now())),
+        ("--health-xid-thresholds", below(2))
+    );
+    let Judged::Fault((Some(1), fault)) = j.event_fault(&xid(1, 43), &config, Instant::now()) else {
+        panic!("the third")
+    };
     assert_eq!(fault.describe(), "Xid 43 3 times in 1m");
-    assert!(matches!(j.event_fault(&xid(1, 48), &config), Judged::Fault(_)), "the catalog's reset");
+    assert!(
+        matches!(j.event_fault(&xid(1, 48), &config, Instant::now()), Judged::Fault(_)),
+        "the catalog's reset"
+    );
     // GPU 0's driver answers: it decides, the threshold still counting.
-    match j.event_fault(&xid(0, 43), &config) {
+    match j.event_fault(&xid(0, 43), &config, Instant::now()) {
         Judged::DriverDecides(after) => {
             assert_eq!((after.index, after.xid, after.tally.map(|t| t.seen)), (0, 43, Some(1)))
         }
         other => panic!("{other:?}"),
     }
-    let Judged::DriverDecides(after) = j.event_fault(&xid(0, 109), &config) else { panic!("the driver's") };
+    let Judged::DriverDecides(after) = j.event_fault(&xid(0, 109), &config, Instant::now()) else {
+        panic!("the driver's")
+    };
     assert_eq!(after.tally, None);
 }
 
-#[tokio::test]
-async fn a_recovery_action_read_after_an_xid_names_it() {
-    let node = Arc::new(Mutex::new(Shown::Nothing));
-    let mut j = judge(&node);
+#[test]
+fn a_recovery_action_read_after_an_xid_names_it() {
+    let node = Shown::Nothing;
+    let mut j = judge();
     let config = listing();
-    j.judge(driver_look(0), &config);
+    j.judge(driver_look(0), said(&node), &config);
     let after = crate::health::judging::outcome::AfterXid { index: 0, xid: 109, tally: None };
     let look = driver_look(1).after(&after);
     assert_eq!(look.driver_said(0), crate::health::judging::outcome::DriverSaid::Asks(Action::ResetGpu));
-    let r = j.judge(look, &config);
+    let r = j.judge(look, said(&node), &config);
     assert_eq!(
         r.new_faults.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
         ["GPU 0 (GPU-0): GpuRecoveryActionRequired, the driver asks for a recovery action after Xid 109, action: reset the GPU"]
@@ -182,7 +199,7 @@ async fn a_recovery_action_read_after_an_xid_names_it() {
     let record = r.verdict.unwrap().record.unwrap().to_annotation();
     assert!(record.contains(r#""driverAction":"ResetGpu","xid":109"#), "{record}");
     // The next pass reads the same action, and the fault stays the Xid's.
-    let r = j.judge(driver_look(1), &config);
+    let r = j.judge(driver_look(1), said(&node), &config);
     assert!(r.new_faults.is_empty());
     assert!(r.verdict.unwrap().message.contains("after Xid 109"));
 }

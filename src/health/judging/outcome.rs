@@ -6,9 +6,9 @@
 
 use crate::health::judging::action::Rule;
 use crate::health::judging::thresholds::Tally;
-use crate::health::reading::nvml_reads::ReadError;
 use crate::health::values::fault::Action;
 use crate::health::values::fault::Found;
+use crate::health::values::reading::ReadError;
 use crate::health::values::reading::{Event, Reading};
 
 /// The target of this file's log lines: the module it was before health had rooms, so no

@@ -1,12 +1,13 @@
 //! Xids that are no fault once and one when they repeat (`--health-xid-thresholds
 //! XID:COUNT/WINDOW[,...]`): the operator's thresholds as values, and the count of each GPU's
-//! recent Xids that reaches them. Counted on tokio's clock, so tests can move time; each GPU's
+//! recent Xids that reaches them. Counted at the times handed in (health's one clock, so tests
+//! can move time); each GPU's
 //! count of an Xid keeps at most COUNT times. The fault a threshold makes is an Xid fault
 //! ([`crate::health::values::fault::Fault::Xid`] with its threshold in `repeated`), so it clears as one does.
 
 use crate::health::values::fault::{duration_text, Threshold, Thresholds};
 use std::collections::{BTreeMap, VecDeque};
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// What a good value looks like, for error messages.
 const FORM: &str = "use XID:COUNT/WINDOW items such as 43:3/1m,13:5/10m";
@@ -76,13 +77,18 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// Counts Xid `xid` on GPU `index` now, by `thresholds` (the ones in force: a reload may
-    /// change them); returns the threshold it reaches, if this one does. The count starts again
-    /// after, so the next fault of the same kind needs COUNT more.
-    pub fn count(&mut self, thresholds: &Thresholds, index: u32, xid: u64) -> Option<Threshold> {
+    /// Counts Xid `xid` on GPU `index`, come `now`, by `thresholds` (the ones in force: a reload
+    /// may change them); returns the threshold it reaches, if this one does. The count starts
+    /// again after, so the next fault of the same kind needs COUNT more.
+    pub fn count(
+        &mut self,
+        thresholds: &Thresholds,
+        index: u32,
+        xid: u64,
+        now: Instant,
+    ) -> Option<Threshold> {
         self.seen.retain(|(_, x), _| thresholds.contains_key(x));
         let threshold = *thresholds.get(&xid)?;
-        let now = Instant::now();
         let times = self.seen.entry((index, xid)).or_default();
         times.push_back(now);
         while times.front().is_some_and(|t| now.duration_since(*t) > threshold.window) {
@@ -98,9 +104,9 @@ impl Counter {
 
     /// Counts as [`Counter::count`] does, and says where the count stands: the `seen`-th of
     /// COUNT (reached at COUNT); `None` for an Xid without a threshold.
-    pub fn tally(&mut self, thresholds: &Thresholds, index: u32, xid: u64) -> Option<Tally> {
+    pub fn tally(&mut self, thresholds: &Thresholds, index: u32, xid: u64, now: Instant) -> Option<Tally> {
         let threshold = *thresholds.get(&xid)?;
-        let seen = match self.count(thresholds, index, xid) {
+        let seen = match self.count(thresholds, index, xid, now) {
             Some(reached) => reached.count,
             None => self.seen.get(&(index, xid)).map_or(0, |t| t.len() as u32),
         };

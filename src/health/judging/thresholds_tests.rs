@@ -61,21 +61,21 @@ async fn the_count_th_xid_within_the_window_reaches_it() {
     let thresholds: Thresholds = [(43, t(3, 60))].into();
     let mut c = Counter::default();
     let step = Duration::from_secs(25);
-    assert_eq!(c.count(&thresholds, 0, 43), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
     tokio::time::advance(step).await;
-    assert_eq!(c.count(&thresholds, 0, 43), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
     // Another GPU's and another Xid's do not count.
-    assert_eq!(c.count(&thresholds, 1, 43), None);
-    assert_eq!(c.count(&thresholds, 1, 43), None);
-    assert_eq!(c.count(&thresholds, 0, 13), None);
+    assert_eq!(c.count(&thresholds, 1, 43, crate::health::now()), None);
+    assert_eq!(c.count(&thresholds, 1, 43, crate::health::now()), None);
+    assert_eq!(c.count(&thresholds, 0, 13, crate::health::now()), None);
     tokio::time::advance(step).await;
-    assert_eq!(c.count(&thresholds, 0, 43), Some(t(3, 60)), "the third in 50 s");
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), Some(t(3, 60)), "the third in 50 s");
     // The count starts again.
-    assert_eq!(c.count(&thresholds, 0, 43), None);
-    assert_eq!(c.count(&thresholds, 0, 43), None);
-    assert_eq!(c.count(&thresholds, 0, 43), Some(t(3, 60)));
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), Some(t(3, 60)));
     // GPU 1's third, within its own minute.
-    assert_eq!(c.count(&thresholds, 1, 43), Some(t(3, 60)));
+    assert_eq!(c.count(&thresholds, 1, 43, crate::health::now()), Some(t(3, 60)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -83,16 +83,16 @@ async fn xids_spread_wider_than_the_window_never_reach_it() {
     let thresholds: Thresholds = [(43, t(3, 60))].into();
     let mut c = Counter::default();
     for _ in 0..10 {
-        assert_eq!(c.count(&thresholds, 0, 43), None);
+        assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
         tokio::time::advance(Duration::from_secs(31)).await;
     }
     // Exactly the window apart still counts (within it, ends included).
     tokio::time::advance(Duration::from_secs(60)).await;
-    assert_eq!(c.count(&thresholds, 0, 43), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
     tokio::time::advance(Duration::from_secs(30)).await;
-    assert_eq!(c.count(&thresholds, 0, 43), None);
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), None);
     tokio::time::advance(Duration::from_secs(30)).await;
-    assert_eq!(c.count(&thresholds, 0, 43), Some(t(3, 60)));
+    assert_eq!(c.count(&thresholds, 0, 43, crate::health::now()), Some(t(3, 60)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -100,20 +100,20 @@ async fn memory_is_bounded_and_a_reload_forgets_what_it_no_longer_counts() {
     let mut c = Counter::default();
     let many: Thresholds = [(43, t(1000, 3600))].into();
     for _ in 0..999 {
-        assert_eq!(c.count(&many, 0, 43), None);
+        assert_eq!(c.count(&many, 0, 43, crate::health::now()), None);
     }
     assert_eq!(c.seen[&(0, 43)].len(), 999);
     // A reload lowers the count: the last ones count against it at once.
     let few: Thresholds = [(43, t(3, 3600))].into();
-    assert_eq!(c.count(&few, 0, 43), Some(t(3, 3600)));
+    assert_eq!(c.count(&few, 0, 43, crate::health::now()), Some(t(3, 3600)));
     assert!(c.seen.is_empty());
     for _ in 0..2 {
-        c.count(&few, 0, 43);
+        c.count(&few, 0, 43, crate::health::now());
     }
     // Xid 43 no longer counted: its times go.
-    assert_eq!(c.count(&[(13, t(2, 60))].into(), 0, 13), None);
+    assert_eq!(c.count(&[(13, t(2, 60))].into(), 0, 13, crate::health::now()), None);
     assert_eq!(c.seen.keys().copied().collect::<Vec<_>>(), [(0, 13)]);
-    assert_eq!(c.count(&Thresholds::new(), 0, 43), None);
+    assert_eq!(c.count(&Thresholds::new(), 0, 43, crate::health::now()), None);
     assert!(c.seen.is_empty());
 }
 
@@ -121,8 +121,9 @@ async fn memory_is_bounded_and_a_reload_forgets_what_it_no_longer_counts() {
 async fn a_tally_says_where_the_count_stands() {
     let thresholds: Thresholds = [(43, t(3, 60))].into();
     let mut c = Counter::default();
-    let seen =
-        |c: &mut Counter, index, xid| c.tally(&thresholds, index, xid).map(|t| (t.to_string(), t.reached()));
+    let seen = |c: &mut Counter, index, xid| {
+        c.tally(&thresholds, index, xid, crate::health::now()).map(|t| (t.to_string(), t.reached()))
+    };
     assert_eq!(seen(&mut c, 0, 43), Some(("1 of 3 within 1m".into(), false)));
     assert_eq!(seen(&mut c, 1, 43), Some(("1 of 3 within 1m".into(), false)), "GPU 1 counts its own");
     assert_eq!(seen(&mut c, 0, 43), Some(("2 of 3 within 1m".into(), false)));

@@ -4,7 +4,7 @@
 //! In the daemon both use its one NVML session; `nvlabel health` opens one of its own.
 
 use crate::health::reading::raw_events::{handle_key, EventSet, RawEvent};
-use crate::health::values::reading::{Event, GpuReading, Reading, Remapped};
+use crate::health::values::reading::{Event, GpuReading, ReadError, Reading, Remapped};
 use crate::kubeapi::backoff::FullJitter;
 use crate::probe::{calls, ProbeOptions, Session};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
@@ -27,25 +27,6 @@ const LOG: &str = "nvlabel::health::nvml";
 const MAX_LINKS: u32 = 18;
 /// How long one wait blocks before the thread looks at the session and the stop flag again.
 const WAIT_MS: u32 = 500;
-
-/// Why NVML could not report the node's health at all.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// NVML could not be initialised (no driver, or it would not start).
-    #[error(transparent)]
-    Session(#[from] crate::probe::ProbeError),
-    /// An NVML call every reading needs failed.
-    #[error("{function}: {source}")]
-    Call {
-        /// The NVML function.
-        function: &'static str,
-        /// NVML's answer.
-        source: NvmlError,
-    },
-    /// The thread that reads NVML gave no answer.
-    #[error("the health reading failed: {0}")]
-    Worker(#[from] crate::worker::WorkerError),
-}
 
 /// Reads the node's health once through `session`. `Err` when NVML cannot answer at all.
 pub fn read(session: &Session, opts: &ProbeOptions) -> Result<Reading, ReadError> {

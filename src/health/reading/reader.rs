@@ -4,8 +4,9 @@
 
 use crate::health::config::HealthConfig;
 use crate::health::metrics::HealthMetrics;
-use crate::health::reading::nvml_reads::{self, ReadError};
+use crate::health::reading::nvml_reads;
 use crate::health::reading::watchdog::Watchdog;
+use crate::health::values::reading::ReadError;
 use crate::health::values::reading::Reading;
 use crate::health::HealthError;
 use crate::probe::Session;

@@ -2,6 +2,25 @@
 //! passes, as plain values the rules judge ([`crate::health::judging::rules`]) and the signals watch
 //! ([`crate::health::judging::signals`]).
 
+/// Why NVML could not report the node's health at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// NVML could not be initialised (no driver, or it would not start).
+    #[error(transparent)]
+    Session(#[from] crate::probe::ProbeError),
+    /// An NVML call every reading needs failed.
+    #[error("{function}: {source}")]
+    Call {
+        /// The NVML function.
+        function: &'static str,
+        /// NVML's answer.
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// The thread that reads NVML gave no answer.
+    #[error("the health reading failed: {0}")]
+    Worker(#[from] crate::worker::WorkerError),
+}
+
 /// One GPU's health values as NVML reported them this pass; `None` where it could not say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GpuReading {

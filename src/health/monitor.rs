@@ -16,6 +16,7 @@ use crate::health::reading::boot::boot_id;
 use crate::health::reading::node_said::NodeReader;
 use crate::health::reading::reader::Reader;
 use crate::health::values::reading::Event;
+use crate::health::values::record::BootId;
 use crate::health::values::report::{Cleared, Report};
 use crate::health::writing::taints::DeviceTaints;
 use crate::health::writing::{Recall, Writers};
@@ -212,7 +213,7 @@ impl Monitor {
 impl Monitor {
     /// This boot's id, from `--boot-id-file`; `None` (said) where it cannot be read: nothing is
     /// judged then, so a recorded fault is never overwritten by a guess.
-    fn boot_id(&self) -> Option<String> {
+    fn boot_id(&self) -> Option<BootId> {
         match boot_id(&self.config.settings.boot_id_file) {
             Ok(b) => Some(b),
             Err(e) => {

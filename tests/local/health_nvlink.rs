@@ -39,8 +39,8 @@ fn an_active_nvlink_that_goes_down_is_a_fault_naming_the_gpu_and_link() {
     let after = nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     let found = rules.faults(&after, Some(&before));
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].0, Some(2), "the GPU whose link went down: {found:?}");
-    assert!(matches!(found[0].1, Fault::NvlinkInactive { link: 1 }), "{found:?}");
+    assert_eq!(found[0].gpu, Some(2), "the GPU whose link went down: {found:?}");
+    assert!(matches!(found[0].fault, Fault::NvlinkInactive { link: 1 }), "{found:?}");
     // Compared with itself, the new reading shows no link going down.
     assert!(rules.faults(&after, Some(&after)).is_empty());
 }

@@ -244,7 +244,7 @@ pub fn decide(
     // The faults that stay, worded and recorded as the daemon does.
     let stay = Record::new(&record.boot_id, kept.into_iter()).to_annotation();
     let on_node = Existing { record: Some(stay), ..existing.clone() };
-    let v = Tracker::recover(&record.boot_id, &on_node).0.verdict();
+    let v = Tracker::recover(record.boot_id.as_str(), &on_node).0.verdict();
     let verdict =
         Verdict { reason: CLEARED_BY_ADMIN.into(), message: format!("{by_hand}; {}", v.message), ..v };
     Ok(Decision::Write { verdict, cleared })

@@ -29,16 +29,15 @@ pub fn report(
     rules: &Rules,
     reading: Result<Reading, crate::health::values::reading::ReadError>,
 ) -> (i32, String) {
-    let mut tracker = Tracker::new("");
+    let mut tracker = Tracker::without_boot();
     let reading = match reading {
         Ok(r) => r,
         Err(e) => return (UNKNOWN, format!("GPU health unknown: NVML cannot report it: {e}\n")),
     };
     tracker.nvml(Ok(reading.gpus.len()));
     for f in rules.faults(&reading, None) {
-        let (gpu, _) = &f;
         let uuid =
-            gpu.and_then(|i| reading.gpus.iter().find(|g| g.index == i)).and_then(|g| g.uuid.as_deref());
+            f.gpu.and_then(|i| reading.gpus.iter().find(|g| g.index == i)).and_then(|g| g.uuid.as_deref());
         tracker.record(&f, uuid, |_| 0);
     }
     let faulty = tracker.faulty_gpus();

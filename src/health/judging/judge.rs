@@ -20,6 +20,7 @@ use crate::health::judging::thresholds::Counter;
 use crate::health::metrics::HealthMetrics;
 use crate::health::values::fault::{Action, Fault, Found};
 use crate::health::values::reading::{Event, ReadError, Reading, Unreadable};
+use crate::health::values::record::BootId;
 use crate::health::values::report::{AdminCleared, Report, Warning};
 use crate::health::values::verdict::{Entry, Existing};
 use std::collections::BTreeMap;
@@ -176,10 +177,10 @@ impl Judge {
 
     /// Takes up the record as the Node had it (`None`: no condition yet) in the boot `boot`;
     /// returns the faults of an earlier boot this clears.
-    pub fn recover(&mut self, boot: &str, existing: Option<&Existing>) -> Vec<String> {
+    pub fn recover(&mut self, boot: &BootId, existing: Option<&Existing>) -> Vec<String> {
         let (t, cleared) = match existing {
-            Some(c) => Tracker::recover(boot, c),
-            None => (Tracker::new(boot), Vec::new()),
+            Some(c) => Tracker::recover(boot.clone(), c),
+            None => (Tracker::new(boot.clone()), Vec::new()),
         };
         if t.faulty() {
             tracing::info!(target: LOG, faults = %t.verdict().message, "GPU faults recorded earlier in this boot stay");
@@ -189,9 +190,9 @@ impl Judge {
     }
 
     /// Clears the record where the node is in a new boot `boot`; returns the faults it cleared.
-    pub fn rebooted(&mut self, boot: &str) -> Vec<String> {
+    pub fn rebooted(&mut self, boot: &BootId) -> Vec<String> {
         match &mut self.tracker {
-            Some(t) if t.boot_id() != boot => t.new_boot(boot),
+            Some(t) if t.boot_id() != Some(boot) => t.new_boot(boot.clone()),
             _ => Vec::new(),
         }
     }
@@ -218,12 +219,12 @@ impl Judge {
         match &look.reading {
             Some(Ok(r)) => {
                 tracker.nvml(Ok(r.gpus.len()));
-                found.extend(rules.faults(r, self.last.as_ref()).into_iter().map(|(gpu, mut fault)| {
+                found.extend(rules.faults(r, self.last.as_ref()).into_iter().map(|mut f| {
                     // The Xid after which the driver asks: its recovery action names it.
-                    if let (Fault::Recovery { xid, .. }, Some(after)) = (&mut fault, look.after) {
-                        *xid = (gpu == Some(after.index)).then_some(after.xid);
+                    if let (Fault::Recovery { xid, .. }, Some(after)) = (&mut f.fault, look.after) {
+                        *xid = (f.gpu == Some(after.index)).then_some(after.xid);
                     }
-                    (gpu, fault)
+                    f
                 }));
             }
             Some(Err(e)) => tracker.nvml(Err(e.to_string())),
@@ -270,7 +271,7 @@ impl Judge {
             // least that tells whether the GPU is the cause (and what recovery in place clears).
             let action = Some(Action::ResetGpu);
             let fault = Fault::Xid { xid, mig: None, action, repeated: Some(t.threshold) };
-            return Judged::Fault((Some(index), fault));
+            return Judged::Fault(Found { gpu: Some(index), fault });
         }
         match rule {
             Rule::Driver => Judged::DriverDecides(AfterXid { index, xid, tally }),
@@ -315,8 +316,7 @@ impl Judge {
         let Some(tracker) = self.tracker.as_mut() else { return Vec::new() };
         let mut new = Vec::new();
         for f in found {
-            let (gpu, _) = f;
-            let uuid = gpu.and_then(|i| self.uuids.get(&i)).map(String::as_str);
+            let uuid = f.gpu.and_then(|i| self.uuids.get(&i)).map(String::as_str);
             if let Some(entry) = tracker.record(f, uuid, |key| self.healing.recurrences(key, now)) {
                 let r = &entry.recorded;
                 if r.recurrences.is_some() {

@@ -12,7 +12,7 @@ fn judge() -> Judge {
     let config = HealthConfig::for_tests(Default::default());
     let metrics = Arc::new(HealthMetrics::default());
     let mut j = Judge::new(&config, metrics);
-    j.recover("boot", None);
+    j.recover(&"boot".into(), None);
     j.uuids = [(0, "GPU-0".to_string()), (1, "GPU-1".to_string())].into();
     j
 }
@@ -30,7 +30,10 @@ fn look(pending: bool) -> Look {
 }
 
 fn xid(gpu: u32, xid: u64) -> Found {
-    (Some(gpu), Fault::Xid { xid, mig: None, action: Some(Action::Reboot), repeated: None })
+    Found {
+        gpu: Some(gpu),
+        fault: Fault::Xid { xid, mig: None, action: Some(Action::Reboot), repeated: None },
+    }
 }
 
 /// Each fault of a list as `GPU: reason`.
@@ -161,7 +164,8 @@ fn every_event_is_judged_with_the_rule_that_decided() {
         why(j.event_fault(&xid(1, 43), &config, Instant::now())),
         ("--health-xid-thresholds", below(2))
     );
-    let Judged::Fault((Some(1), fault)) = j.event_fault(&xid(1, 43), &config, Instant::now()) else {
+    let Judged::Fault(Found { gpu: Some(1), fault }) = j.event_fault(&xid(1, 43), &config, Instant::now())
+    else {
         panic!("the third")
     };
     assert_eq!(fault.describe(), "Xid 43 3 times in 1m");

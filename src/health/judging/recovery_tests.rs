@@ -1,5 +1,5 @@
 use super::*;
-use crate::health::values::fault::Action;
+use crate::health::values::fault::{Action, Found};
 use crate::health::values::reading::{GpuReading, Remapped};
 
 /// A reading of one GPU, index 0, every health value read and nothing wrong.
@@ -15,7 +15,7 @@ fn healthy() -> Reading {
     Reading { gpus: vec![gpu], pci_gpus: Some(1) }
 }
 
-fn tracker_with(faults: &[(Option<u32>, Fault)]) -> Tracker {
+fn tracker_with(faults: &[Found]) -> Tracker {
     let mut t = Tracker::new("boot");
     for f in faults {
         t.record(f, Some("GPU-a"), |_| 0);
@@ -86,8 +86,8 @@ fn a_fault_clears_only_after_reading_gone_for_the_whole_hold() {
     let start = Instant::now();
     let at = |s: u64| start + Duration::from_secs(s);
     let hold = Duration::from_secs(120);
-    let pending = (Some(0), Fault::RemappedRowsPending);
-    let mut t = tracker_with(&[pending.clone(), (Some(0), Fault::Inforom)]);
+    let pending = Found { gpu: Some(0), fault: Fault::RemappedRowsPending };
+    let mut t = tracker_with(&[pending.clone(), Found { gpu: Some(0), fault: Fault::Inforom }]);
     let mut h = Healing::default();
     let mut still = healthy();
     still.gpus[0].remapped = Some(Remapped { pending: true, ..Remapped::default() });
@@ -109,7 +109,10 @@ fn a_fault_clears_only_after_reading_gone_for_the_whole_hold() {
 fn a_fault_back_within_the_hour_says_so_and_asks_for_more() {
     let start = Instant::now();
     let at = |s: u64| start + Duration::from_secs(s);
-    let xid = (Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::ResetGpu), repeated: None });
+    let xid = Found {
+        gpu: Some(0),
+        fault: Fault::Xid { xid: 79, mig: None, action: Some(Action::ResetGpu), repeated: None },
+    };
     let mut t = tracker_with(std::slice::from_ref(&xid));
     let mut h = Healing::default();
     assert_eq!(h.observe(&mut t, &healthy(), None, Duration::ZERO, at(0)).len(), 1);

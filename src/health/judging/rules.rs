@@ -43,7 +43,7 @@ impl<'a> Rules<'a> {
     pub fn faults(&self, reading: &Reading, previous: Option<&Reading>) -> Vec<Found> {
         let mut out = Vec::new();
         for gpu in &reading.gpus {
-            let mut add = |f: Fault| out.push((Some(gpu.index), f));
+            let mut add = |f: Fault| out.push(Found { gpu: Some(gpu.index), fault: f });
             if gpu.lost {
                 add(Fault::Lost);
                 continue;
@@ -81,10 +81,10 @@ impl<'a> Rules<'a> {
         }
         let nvml = reading.gpus.len() as u32;
         if let Some(pci) = reading.pci_gpus.filter(|pci| nvml < *pci) {
-            out.push((None, Fault::Missing { nvml, pci }));
+            out.push(Found { gpu: None, fault: Fault::Missing { nvml, pci } });
         }
         if let Some(expected) = self.expected.filter(|e| nvml < *e) {
-            out.push((None, Fault::BelowExpected { nvml, expected }));
+            out.push(Found { gpu: None, fault: Fault::BelowExpected { nvml, expected } });
         }
         out
     }
@@ -107,10 +107,13 @@ impl<'a> Rules<'a> {
                     return Err(Rule::Driver);
                 }
                 let a = crate::health::judging::action::xid_verdict(xid, ignored, fatal)?;
-                Ok((Some(index), Fault::Xid { xid, mig, action: Some(a), repeated: None }))
+                Ok(Found {
+                    gpu: Some(index),
+                    fault: Fault::Xid { xid, mig, action: Some(a), repeated: None },
+                })
             }
-            Event::DoubleBitEcc { index } => Ok((Some(index), Fault::DoubleBitEcc)),
-            Event::Lost { index } => Ok((Some(index), Fault::Lost)),
+            Event::DoubleBitEcc { index } => Ok(Found { gpu: Some(index), fault: Fault::DoubleBitEcc }),
+            Event::Lost { index } => Ok(Found { gpu: Some(index), fault: Fault::Lost }),
         }
     }
 }

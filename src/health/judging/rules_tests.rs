@@ -45,7 +45,11 @@ fn each_pass_detector_reports_its_fault() {
     for (change, fault) in cases {
         let mut now = before.clone();
         change(&mut now.gpus[1]);
-        assert_eq!(rules.faults(&now, Some(&before)), vec![(Some(1), fault.clone())], "{fault:?}");
+        assert_eq!(
+            rules.faults(&now, Some(&before)),
+            vec![Found { gpu: Some(1), fault: fault.clone() }],
+            "{fault:?}"
+        );
     }
 }
 
@@ -62,7 +66,10 @@ fn a_link_that_was_never_active_is_not_a_fault() {
 fn fewer_nvml_gpus_than_on_the_pci_bus_is_a_node_fault() {
     let mut r = reading(vec![healthy(0)]);
     r.pci_gpus = Some(2);
-    assert_eq!(Rules::default().faults(&r, None), vec![(None, Fault::Missing { nvml: 1, pci: 2 })]);
+    assert_eq!(
+        Rules::default().faults(&r, None),
+        vec![Found { gpu: None, fault: Fault::Missing { nvml: 1, pci: 2 } }]
+    );
     r.pci_gpus = None;
     assert_eq!(Rules::default().faults(&r, None), vec![]);
 }
@@ -81,11 +88,14 @@ fn xids_follow_nvidias_catalog_unless_the_operator_lists_them() {
         let found = rules.event_fault(&Event::Xid { index: 2, xid, mig: Some((1, 0)) }, None);
         assert_eq!(
             found,
-            Some((Some(2), Fault::Xid { xid, mig: Some((1, 0)), action: Some(action), repeated: None })),
+            Some(Found {
+                gpu: Some(2),
+                fault: Fault::Xid { xid, mig: Some((1, 0)), action: Some(action), repeated: None }
+            }),
             "{xid}"
         );
     }
-    let unknown = rules.event_fault(&Event::Xid { index: 0, xid: 4_000, mig: None }, None).unwrap().1;
+    let unknown = rules.event_fault(&Event::Xid { index: 0, xid: 4_000, mig: None }, None).unwrap().fault;
     assert_eq!(unknown.action(), Action::Investigate);
     let listed = Judging {
         ignored_xids: [79].into_iter().collect(),
@@ -107,8 +117,11 @@ fn where_the_driver_answers_its_recovery_action_it_decides_after_an_xid() {
     // 31 is an application's in the catalog; the driver asking for a reset makes it a fault.
     r.gpus[0].recovery_action = Some(1);
     let faults = rules.faults(&r, None);
-    assert_eq!(faults, vec![(Some(0), Fault::Recovery { action: Action::ResetGpu, xid: None })]);
-    assert_eq!(faults[0].1.action().text(), "reset the GPU");
+    assert_eq!(
+        faults,
+        vec![Found { gpu: Some(0), fault: Fault::Recovery { action: Action::ResetGpu, xid: None } }]
+    );
+    assert_eq!(faults[0].fault.action().text(), "reset the GPU");
     // The operator's lists still win.
     let fatal_31 = fatal(&[31]);
     let listed = Rules::new(&fatal_31);
@@ -120,9 +133,12 @@ fn ecc_and_lost_events_are_faults() {
     let rules = Rules::default();
     assert_eq!(
         rules.event_fault(&Event::DoubleBitEcc { index: 3 }, None),
-        Some((Some(3), Fault::DoubleBitEcc))
+        Some(Found { gpu: Some(3), fault: Fault::DoubleBitEcc })
     );
-    assert_eq!(rules.event_fault(&Event::Lost { index: 1 }, None), Some((Some(1), Fault::Lost)));
+    assert_eq!(
+        rules.event_fault(&Event::Lost { index: 1 }, None),
+        Some(Found { gpu: Some(1), fault: Fault::Lost })
+    );
 }
 
 #[test]
@@ -163,7 +179,7 @@ fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
     let before = reading(vec![healthy(0), healthy(1)]);
     let mut wrong = Vec::new();
     let mut check = |what: &str, mut got: Vec<Found>, want: Vec<Found>| {
-        got.retain(|(_, f)| Some(f.reason()) != dropped);
+        got.retain(|found| Some(found.fault.reason()) != dropped);
         if got != want {
             wrong.push(format!("{what}: {got:?}"));
         }
@@ -173,56 +189,71 @@ fn misses_without(rules: &Rules, dropped: Option<&str>) -> Vec<String> {
         change(&mut now);
         rules.faults(&now, Some(&before))
     };
-    check("lost", pass(&|r| r.gpus[1].lost = true), vec![(Some(1), Fault::Lost)]);
-    check("missing", pass(&|r| r.pci_gpus = Some(3)), vec![(None, Fault::Missing { nvml: 2, pci: 3 })]);
+    check("lost", pass(&|r| r.gpus[1].lost = true), vec![Found { gpu: Some(1), fault: Fault::Lost }]);
+    check(
+        "missing",
+        pass(&|r| r.pci_gpus = Some(3)),
+        vec![Found { gpu: None, fault: Fault::Missing { nvml: 2, pci: 3 } }],
+    );
     let expecting = |n: u32| Rules { expected: Some(n), ..*rules };
     let both = reading(vec![healthy(0), healthy(1)]);
     check("expected 2 of 2", expecting(2).faults(&both, None), vec![]);
     check(
         "expected 3 of 2",
         expecting(3).faults(&both, None),
-        vec![(None, Fault::BelowExpected { nvml: 2, expected: 3 })],
+        vec![Found { gpu: None, fault: Fault::BelowExpected { nvml: 2, expected: 3 } }],
     );
     check(
         "ecc",
         pass(&|r| r.gpus[0].uncorrected_volatile = Some(1)),
-        vec![(Some(0), Fault::UncorrectedEcc { count: 1 })],
+        vec![Found { gpu: Some(0), fault: Fault::UncorrectedEcc { count: 1 } }],
     );
     check(
         "failure",
         pass(&|r| r.gpus[0].remapped.as_mut().unwrap().failure = true),
-        vec![(Some(0), Fault::RemappedRowsFailure)],
+        vec![Found { gpu: Some(0), fault: Fault::RemappedRowsFailure }],
     );
     check(
         "pending",
         pass(&|r| r.gpus[0].remapped.as_mut().unwrap().pending = true),
-        vec![(Some(0), Fault::RemappedRowsPending)],
+        vec![Found { gpu: Some(0), fault: Fault::RemappedRowsPending }],
     );
     check(
         "retired",
         pass(&|r| r.gpus[0].retired_pages_pending = Some(true)),
-        vec![(Some(0), Fault::RetiredPagesPending)],
+        vec![Found { gpu: Some(0), fault: Fault::RetiredPagesPending }],
     );
     check(
         "nvlink",
         pass(&|r| r.gpus[0].nvlink_active = Some(vec![false, true])),
-        vec![(Some(0), Fault::NvlinkInactive { link: 0 })],
+        vec![Found { gpu: Some(0), fault: Fault::NvlinkInactive { link: 0 } }],
     );
-    check("inforom", pass(&|r| r.gpus[1].inforom_corrupted = true), vec![(Some(1), Fault::Inforom)]);
+    check(
+        "inforom",
+        pass(&|r| r.gpus[1].inforom_corrupted = true),
+        vec![Found { gpu: Some(1), fault: Fault::Inforom }],
+    );
     check(
         "recovery",
         pass(&|r| r.gpus[0].recovery_action = Some(2)),
-        vec![(Some(0), Fault::Recovery { action: Action::Reboot, xid: None })],
+        vec![Found { gpu: Some(0), fault: Fault::Recovery { action: Action::Reboot, xid: None } }],
     );
     let event = |e: Event| rules.event_fault(&e, None).into_iter().collect::<Vec<_>>();
     check(
         "xid",
         event(Event::Xid { index: 0, xid: 79, mig: None }),
-        vec![(Some(0), Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot), repeated: None })],
+        vec![Found {
+            gpu: Some(0),
+            fault: Fault::Xid { xid: 79, mig: None, action: Some(Action::Reboot), repeated: None },
+        }],
     );
     check("xid 13", event(Event::Xid { index: 0, xid: 13, mig: None }), vec![]);
-    check("dbe", event(Event::DoubleBitEcc { index: 1 }), vec![(Some(1), Fault::DoubleBitEcc)]);
-    check("lost event", event(Event::Lost { index: 1 }), vec![(Some(1), Fault::Lost)]);
+    check(
+        "dbe",
+        event(Event::DoubleBitEcc { index: 1 }),
+        vec![Found { gpu: Some(1), fault: Fault::DoubleBitEcc }],
+    );
+    check("lost event", event(Event::Lost { index: 1 }), vec![Found { gpu: Some(1), fault: Fault::Lost }]);
     wrong
 }
 
@@ -237,7 +268,7 @@ fn mutation_check_turning_off_any_detector_fails_a_case() {
     let fatal_13 = fatal(&[13]);
     assert_eq!(
         misses(&Rules::new(&fatal_13)),
-        vec!["xid 13: [(Some(0), Xid { xid: 13, mig: None, action: Some(CheckWorkload), repeated: None })]"
+        vec!["xid 13: [Found { gpu: Some(0), fault: Xid { xid: 13, mig: None, action: Some(CheckWorkload), repeated: None } }]"
             .to_string()]
     );
 }
@@ -248,7 +279,7 @@ fn an_xid_that_is_a_fault_only_by_the_operators_choice_never_recommends_a_reset(
     let listed = fatal(&[13, 31, 94]);
     let rules = Rules::new(&listed);
     for xid in [13, 31, 94] {
-        let (_, fault) =
+        let Found { fault, .. } =
             rules.event_fault(&Event::Xid { index: 0, xid, mig: None }, None).expect("a fault now");
         assert_eq!(fault.action(), Action::CheckWorkload, "Xid {xid}");
     }

@@ -4,7 +4,7 @@
 
 use crate::health::values::fault::{Fault, Found};
 use crate::health::values::old_message::{self, BOOT_MARK};
-use crate::health::values::record::{Record, RecordedFault};
+use crate::health::values::record::{BootId, Record, RecordedFault};
 use crate::health::values::verdict::{
     Entry, Existing, Key, Status, Verdict, HEALTHY, UNAVAILABLE, UNRESPONSIVE,
 };
@@ -20,7 +20,8 @@ const MAX_LISTED: usize = 64;
 /// The sticky record of this boot's faults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracker {
-    boot_id: String,
+    /// The boot the faults are of; `None` for a one-shot look, which records nothing for later.
+    boot_id: Option<BootId>,
     entries: BTreeMap<Key, Entry>,
     /// NVML's error while it cannot answer.
     unavailable: Option<String>,
@@ -31,9 +32,18 @@ pub struct Tracker {
 
 impl Tracker {
     /// No faults known, on the boot `boot_id`.
-    pub fn new(boot_id: &str) -> Tracker {
-        let entries = BTreeMap::new();
-        Tracker { boot_id: boot_id.into(), entries, unavailable: None, unresponsive: None, gpus: 0 }
+    pub fn new(boot_id: impl Into<BootId>) -> Tracker {
+        Tracker::on(Some(boot_id.into()))
+    }
+
+    /// No faults known, on no boot: a one-shot look (`nvlabel health`), whose verdict names none
+    /// and keeps no record.
+    pub fn without_boot() -> Tracker {
+        Tracker::on(None)
+    }
+
+    fn on(boot_id: Option<BootId>) -> Tracker {
+        Tracker { boot_id, entries: BTreeMap::new(), unavailable: None, unresponsive: None, gpus: 0 }
     }
 
     /// The faults recorded earlier in this boot, from the condition on the Node. Only a `False`
@@ -42,8 +52,10 @@ impl Tracker {
     /// cannot read) from the message's old form. Anything else starts clean. Also returns the
     /// faults of an earlier boot this clears (the node rebooted while nvlabel was not running),
     /// as the message worded them.
-    pub fn recover(boot_id: &str, existing: &Existing) -> (Tracker, Vec<String>) {
-        let mut t = Tracker::new(boot_id);
+    pub fn recover(boot: impl Into<BootId>, existing: &Existing) -> (Tracker, Vec<String>) {
+        let boot = boot.into();
+        let boot_id = boot.as_str();
+        let mut t = Tracker::new(boot.clone());
         if existing.status != Status::False {
             return (t, Vec::new());
         }
@@ -69,14 +81,14 @@ impl Tracker {
         (t, Vec::new())
     }
 
-    /// The boot the record belongs to.
-    pub fn boot_id(&self) -> &str {
-        &self.boot_id
+    /// The boot the record belongs to (`None` for a one-shot look).
+    pub fn boot_id(&self) -> Option<&BootId> {
+        self.boot_id.as_ref()
     }
 
     /// A new boot: every fault is forgotten. Returns those that were known, as worded.
-    pub fn new_boot(&mut self, boot_id: &str) -> Vec<String> {
-        self.boot_id = boot_id.into();
+    pub fn new_boot(&mut self, boot_id: impl Into<BootId>) -> Vec<String> {
+        self.boot_id = Some(boot_id.into());
         std::mem::take(&mut self.entries).into_values().map(|e| e.text).collect()
     }
 
@@ -110,7 +122,7 @@ impl Tracker {
         uuid: Option<&str>,
         recurrences: impl Fn(&Key) -> u32,
     ) -> Option<Entry> {
-        let (gpu, fault) = found;
+        let Found { gpu, fault } = found;
         let mut recorded = RecordedFault {
             gpu: *gpu,
             uuid: uuid.map(String::from),
@@ -164,7 +176,7 @@ impl Tracker {
 
     /// The GPUs with a recorded fault.
     pub fn faulty_gpus(&self) -> std::collections::BTreeSet<u32> {
-        self.entries.keys().map(|(gpu, _, _)| *gpu).filter(|g| *g != u32::MAX).collect()
+        self.entries.keys().map(|k| k.gpu).filter(|g| *g != u32::MAX).collect()
     }
 
     /// Each faulty GPU's UUID with the reason of its worst fault (what its device taints say);
@@ -198,8 +210,13 @@ impl Tracker {
             return Verdict {
                 status: Status::False,
                 reason: worst.recorded.fault.reason().into(),
-                message: format!("{}{BOOT_MARK}{}]", listed.join("; "), self.boot_id),
-                record: Some(Record::new(&self.boot_id, self.entries.values().map(|e| e.recorded.clone()))),
+                message: match &self.boot_id {
+                    Some(boot) => format!("{}{BOOT_MARK}{boot}]", listed.join("; ")),
+                    None => listed.join("; "),
+                },
+                record: self.boot_id.as_ref().map(|boot| {
+                    Record::new(boot.as_str(), self.entries.values().map(|e| e.recorded.clone()))
+                }),
             };
         }
         if let Some(stall) = &self.unresponsive {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::health::values::fault::Fault;
-use crate::health::values::record::Record;
+use crate::health::values::record::{BootId, Record};
 
 #[test]
 fn healthy_unknown_and_faulty_verdicts() {
@@ -20,12 +20,14 @@ fn healthy_unknown_and_faulty_verdicts() {
     assert_eq!(t.verdict().reason, UNAVAILABLE);
     assert!(t
         .record(
-            &(Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+            &Found { gpu: Some(1), fault: Fault::Xid { xid: 79, mig: None, action: None, repeated: None } },
             Some("GPU-b"),
             |_| 0
         )
         .is_some());
-    assert!(t.record(&(Some(0), Fault::RetiredPagesPending), Some("GPU-a"), |_| 0).is_some());
+    assert!(t
+        .record(&Found { gpu: Some(0), fault: Fault::RetiredPagesPending }, Some("GPU-a"), |_| 0)
+        .is_some());
     let v = t.verdict();
     assert_eq!(v.status, Status::False, "a known fault outranks NVML being unavailable");
     assert_eq!(v.reason, "XidCriticalError");
@@ -39,12 +41,12 @@ fn healthy_unknown_and_faulty_verdicts() {
 #[test]
 fn faults_are_sticky_and_listed_once() {
     let mut t = Tracker::new("b");
-    let xid = (Some(0), Fault::Xid { xid: 48, mig: None, action: None, repeated: None });
+    let xid = Found { gpu: Some(0), fault: Fault::Xid { xid: 48, mig: None, action: None, repeated: None } };
     assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_some());
     assert!(t.record(&xid, Some("GPU-a"), |_| 0).is_none(), "seen again: not new");
     assert!(t
         .record(
-            &(Some(0), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+            &Found { gpu: Some(0), fault: Fault::Xid { xid: 79, mig: None, action: None, repeated: None } },
             Some("GPU-a"),
             |_| 0
         )
@@ -67,13 +69,16 @@ fn on_node(v: &Verdict) -> Existing {
 #[test]
 fn a_restart_recovers_the_faults_of_this_boot_only() {
     let mut t = Tracker::new("boot-a");
-    t.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0);
+    t.record(&Found { gpu: Some(2), fault: Fault::RemappedRowsFailure }, Some("GPU-c"), |_| 0);
     t.record(
-        &(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None }),
+        &Found {
+            gpu: Some(0),
+            fault: Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None },
+        },
         None,
         |_| 0,
     );
-    t.record(&(None, Fault::Missing { nvml: 3, pci: 4 }), None, |_| 0);
+    t.record(&Found { gpu: None, fault: Fault::Missing { nvml: 3, pci: 4 } }, None, |_| 0);
     let v = t.verdict();
     let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
     assert_eq!(back.verdict(), v);
@@ -82,12 +87,17 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
     let mut again = back.clone();
     assert!(again
         .record(
-            &(Some(0), Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None }),
+            &Found {
+                gpu: Some(0),
+                fault: Fault::Xid { xid: 94, mig: Some((1, 0)), action: None, repeated: None }
+            },
             None,
             |_| 0
         )
         .is_none());
-    assert!(again.record(&(Some(2), Fault::RemappedRowsFailure), Some("GPU-c"), |_| 0).is_none());
+    assert!(again
+        .record(&Found { gpu: Some(2), fault: Fault::RemappedRowsFailure }, Some("GPU-c"), |_| 0)
+        .is_none());
     let (other, cleared) = Tracker::recover("boot-b", &on_node(&v));
     assert!(!other.faulty(), "another boot");
     assert_eq!(cleared, back.clone().new_boot("boot-b"), "the earlier boot's faults are named as cleared");
@@ -106,11 +116,11 @@ fn a_restart_recovers_the_faults_of_this_boot_only() {
 fn a_new_wording_of_the_message_forgets_no_fault() {
     let mut t = Tracker::new("boot-a");
     t.record(
-        &(Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+        &Found { gpu: Some(1), fault: Fault::Xid { xid: 79, mig: None, action: None, repeated: None } },
         Some("GPU-b"),
         |_| 0,
     );
-    t.record(&(Some(0), Fault::NvlinkInactive { link: 3 }), Some("GPU-a"), |_| 0);
+    t.record(&Found { gpu: Some(0), fault: Fault::NvlinkInactive { link: 3 } }, Some("GPU-a"), |_| 0);
     let v = t.verdict();
     // Written by a version that words the message differently (or in another language).
     let reworded = Existing { message: "Zwei GPUs haben Fehler; siehe die Annotation".into(), ..on_node(&v) };
@@ -139,10 +149,10 @@ fn an_earlier_nvlabels_message_is_read_once_then_the_record_is_written() {
     let record = v.record.clone().expect("the faults are recorded");
     assert_eq!(record.boot_id, "boot-a");
     assert_eq!(
-        record.faults.iter().map(|f| (f.gpu, f.fault.clone())).collect::<Vec<_>>(),
+        record.faults.iter().map(|f| Found { gpu: f.gpu, fault: f.fault.clone() }).collect::<Vec<_>>(),
         vec![
-            (Some(0), Fault::RetiredPagesPending),
-            (Some(1), Fault::Xid { xid: 79, mig: None, action: None, repeated: None })
+            Found { gpu: Some(0), fault: Fault::RetiredPagesPending },
+            Found { gpu: Some(1), fault: Fault::Xid { xid: 79, mig: None, action: None, repeated: None } }
         ]
     );
     assert_ne!(old.published(), v, "the record is missing on the Node: the next write adds it");
@@ -173,7 +183,7 @@ fn a_restart_keeps_every_fault_kind_byte_for_byte() {
     for (gpu, fault) in kinds.into_iter().enumerate() {
         let gpu =
             (!matches!(fault, Fault::Missing { .. } | Fault::BelowExpected { .. })).then_some(gpu as u32);
-        t.record(&(gpu, fault), gpu.map(|g| format!("GPU-{g}")).as_deref(), |_| 0);
+        t.record(&Found { gpu, fault }, gpu.map(|g| format!("GPU-{g}")).as_deref(), |_| 0);
     }
     let v = t.verdict();
     let (back, cleared) = Tracker::recover("boot-a", &on_node(&v));
@@ -184,10 +194,10 @@ fn a_restart_keeps_every_fault_kind_byte_for_byte() {
 #[test]
 fn a_new_boot_clears_everything() {
     let mut t = Tracker::new("a");
-    t.record(&(Some(0), Fault::Lost), None, |_| 0);
+    t.record(&Found { gpu: Some(0), fault: Fault::Lost }, None, |_| 0);
     assert_eq!(t.new_boot("b"), ["GPU 0: GpuLost, GPU is lost, action: reboot the node"]);
     assert!(!t.faulty());
-    assert_eq!(t.boot_id(), "b");
+    assert_eq!(t.boot_id().map(BootId::as_str), Some("b"));
     assert!(t.new_boot("c").is_empty());
 }
 
@@ -202,7 +212,7 @@ fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
         v.message,
         "NVML does not answer: a call of the labelling pass has not returned since 2026-01-02T03:04:05Z"
     );
-    t.record(&(Some(1), Fault::Inforom), None, |_| 0);
+    t.record(&Found { gpu: Some(1), fault: Fault::Inforom }, None, |_| 0);
     assert_eq!(t.verdict().status, Status::False, "a known fault says more than a hung call");
     t.new_boot("b");
     t.unresponsive(None);
@@ -212,8 +222,8 @@ fn a_hung_call_is_unknown_below_any_fault_and_ends_when_it_returns() {
 #[test]
 fn forgetting_one_reason_keeps_the_others() {
     let mut t = Tracker::new("a");
-    t.record(&(None, Fault::BelowExpected { nvml: 7, expected: 8 }), None, |_| 0);
-    t.record(&(Some(0), Fault::Lost), None, |_| 0);
+    t.record(&Found { gpu: None, fault: Fault::BelowExpected { nvml: 7, expected: 8 } }, None, |_| 0);
+    t.record(&Found { gpu: Some(0), fault: Fault::Lost }, None, |_| 0);
     let below = |f: &Fault| matches!(f, Fault::BelowExpected { .. });
     assert!(t.forget(below));
     assert!(!t.forget(below));
@@ -224,7 +234,7 @@ fn forgetting_one_reason_keeps_the_others() {
 fn a_recovery_action_keeps_the_xid_that_started_it() {
     use crate::health::values::fault::Action;
     let mut t = Tracker::new("b");
-    let after = |xid| (Some(0), Fault::Recovery { action: Action::ResetGpu, xid });
+    let after = |xid| Found { gpu: Some(0), fault: Fault::Recovery { action: Action::ResetGpu, xid } };
     let entry = t.record(&after(Some(109)), Some("GPU-a"), |_| 0).expect("new");
     assert_eq!(
         entry.text,

@@ -1,5 +1,6 @@
 //! The node's boot id: a new one clears the faults recorded in the last boot.
 
+use crate::health::values::record::BootId;
 use std::path::{Path, PathBuf};
 
 /// Why the boot id is unknown.
@@ -23,7 +24,7 @@ pub enum BootIdError {
 
 /// Reads the node's boot id (a UUID line), within [`crate::limits::BOOT_ID_FILE`] and only from
 /// a regular file, so a FIFO named by `--boot-id-file` cannot stall health.
-pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
+pub fn boot_id(path: &Path) -> Result<BootId, BootIdError> {
     let err = |source| BootIdError::Read { path: path.into(), source };
     let bytes = crate::limits::read(path, crate::limits::BOOT_ID_FILE).map_err(err)?;
     let text = String::from_utf8_lossy(&bytes);
@@ -31,7 +32,7 @@ pub fn boot_id(path: &Path) -> Result<String, BootIdError> {
     if id.is_empty() {
         return Err(BootIdError::Empty { path: path.into() });
     }
-    Ok(id.to_string())
+    Ok(BootId::from(id))
 }
 
 #[cfg(test)]
@@ -43,7 +44,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("boot_id");
         std::fs::write(&p, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
-        assert_eq!(boot_id(&p).unwrap(), "6f1e0c0a-1111-2222-3333-444455556666");
+        assert_eq!(boot_id(&p).unwrap().as_str(), "6f1e0c0a-1111-2222-3333-444455556666");
         std::fs::write(&p, "").unwrap();
         assert!(boot_id(&p).unwrap_err().to_string().contains("boot_id: the file is empty"));
         let e = boot_id(&dir.path().join("missing")).unwrap_err().to_string();

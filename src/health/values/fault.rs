@@ -1,6 +1,6 @@
 //! What a fault is, as both sides name it: one GPU's (or the node's) fault, what to do about
 //! it, and the threshold a repeating Xid reached. Plain values that serialize as the Node's
-//! fault record stores them; what counts as a fault is the judge's ([`super::super::judging`]).
+//! fault record stores them; what counts as a fault is the judge's ([`crate::health::judging`]).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -194,8 +194,14 @@ impl Fault {
     }
 }
 
-/// A fault of a GPU (by index), or of the node (`None`: GPUs missing).
-pub type Found = (Option<u32>, Fault);
+/// A fault found: of a GPU, or of the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The GPU's index; `None` for the node's own (GPUs missing or fewer than expected).
+    pub gpu: Option<u32>,
+    /// The fault.
+    pub fault: Fault,
+}
 
 /// What to do about a fault, least drastic first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

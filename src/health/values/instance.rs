@@ -1,7 +1,7 @@
 //! One deployment of nvlabel among several (a Helm release): `--instance NAME`, its
 //! ServiceAccount in `--namespace`, and the field manager its health is written under
 //! (`nvlabel/<namespace>/<name>`), so two releases side by side each remove only their own.
-//! What a release's retirement is, and how a daemon reads it, is [`super::super::writing::retirement`].
+//! What a release's retirement is, and how a daemon reads it, is [`crate::health::writing::retirement`].
 
 use crate::kubeapi::FIELD_MANAGER;
 

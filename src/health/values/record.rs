@@ -15,6 +15,29 @@
 use crate::health::values::fault::{Action, Fault};
 use serde::{Deserialize, Serialize};
 
+/// One boot of the node, by the kernel's boot id (`--boot-id-file`): faults are kept per boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootId(String);
+
+impl BootId {
+    /// The id as the kernel wrote it (and the record and the message name it).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for BootId {
+    fn from(id: &str) -> BootId {
+        BootId(id.to_string())
+    }
+}
+
+impl std::fmt::Display for BootId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The Node annotation that holds the record.
 pub const ANNOTATION: &str = "nvidia.com/gpu-health-record";
 /// The record's schema version; a reader refuses any it does not know (a new schema gets a new

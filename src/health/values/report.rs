@@ -1,5 +1,5 @@
-//! What health's readers hand its writers: a plain value, as node-problem-detector's problem
-//! monitors hand theirs a status. The [`crate::health::judging::judge`] makes it from NVML's readings and events,
+//! What the judge hands the writers: a plain value, as node-problem-detector's problem monitors
+//! hand its exporters a status. The [`crate::health::judging::judge`] makes it from NVML's readings and events,
 //! the rules and the sticky record; the [`crate::health::writing`] each write their part of it (the
 //! condition and its record, device taints, Events) and never read NVML.
 
@@ -34,7 +34,7 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cleared {
     /// The boot the node is in now.
-    pub boot_id: String,
+    pub boot_id: crate::health::values::record::BootId,
     /// The faults cleared, as they were worded.
     pub faults: Vec<String>,
 }

@@ -97,8 +97,17 @@ pub const UNRESPONSIVE: &str = "NvmlUnresponsive";
 /// nvlabel's daemon never writes it.
 pub const CLEARED_BY_ADMIN: &str = "ClearedByAdmin";
 
-/// Orders entries by GPU, then worst fault first; `disc` tells two Xids (or links) apart.
-pub type Key = (u32, usize, String);
+/// Orders entries by GPU, then worst fault first, and tells two faults of one kind apart (the
+/// fields in that order: the derived order is the record's).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    /// The GPU's index; the node's own faults (`u32::MAX`) last.
+    pub gpu: u32,
+    /// The fault's rank ([`Fault::rank`]: lower is worse).
+    pub rank: usize,
+    /// What tells two Xids (or two links) of one GPU apart; empty for the other kinds.
+    pub disc: String,
+}
 
 /// One fault: as the record keeps it, and as the message lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +146,6 @@ impl Entry {
             Fault::Xid { .. } | Fault::NvlinkInactive { .. } => fault.describe(),
             _ => String::new(),
         };
-        (self.recorded.gpu.unwrap_or(u32::MAX), self.rank, disc)
+        Key { gpu: self.recorded.gpu.unwrap_or(u32::MAX), rank: self.rank, disc }
     }
 }

@@ -46,7 +46,7 @@ impl Writer for EventWriter {
                 tracing::info!(target: LOG, boot_id = %boot, cleared = %faults, "the node rebooted: recorded GPU faults are cleared");
                 let note =
                     format!("The node rebooted (boot id {boot}); earlier GPU faults are cleared: {faults}");
-                self.send(EventType::Normal, "GpusRecovered", boot, &note, uid).await;
+                self.send(EventType::Normal, "GpusRecovered", boot.as_str(), &note, uid).await;
             }
             if let Some(admin) = report.admin.as_ref().filter(|a| !a.faults.is_empty()) {
                 let faults: Vec<&str> = admin.faults.iter().map(|e| e.text.as_str()).collect();

@@ -1,7 +1,9 @@
-//! Health's writers: what takes the judge's [`Report`] to the API, as node-problem-detector's
-//! exporters take its problem monitors' status. The Node condition with its fault record comes
-//! first ([`condition`]; it is also where the record is read back at start, and again after a
-//! clear by hand the judge obeyed), then each other
+//! Health's writers, every API write of health's: what takes the judge's [`Report`] to the API,
+//! as node-problem-detector's exporters take its problem monitors' status, each engine beside its
+//! writer ([`condition`] and [`condition_writer`], [`taints`] and [`taint_writer`], [`events`]
+//! and [`event_writer`]). Nothing here reads NVML or judges. The Node condition with its fault
+//! record comes first ([`condition_writer`]; it is also where the record is read back at start,
+//! and again after a clear by hand the judge obeyed), then each other
 //! [`Writer`] in the order [`Writers::new`] lists them: the DRA device taints, then the Events
 //! (after the condition, so a slow Event API does not hold it back). Once this instance is found
 //! being uninstalled ([`crate::health::writing::retirement`]) nothing more is written.

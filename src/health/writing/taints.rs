@@ -11,7 +11,7 @@
 //! boot, or its faults cleared in place or by hand). The requests are [`crate::health::writing::taint_api`]'s: where no version serves DeviceTaintRule, one
 //! warning says so and discovery is asked again at most every ten minutes; the Node condition
 //! works either way. After a failed pass no request goes before health's backoff
-//! (`backoff.rs`'s `AFTER_FAILURE`) allows.
+//! (`after_failure.rs`' `AFTER_FAILURE`) allows.
 
 use crate::health::config::TaintEffect;
 use crate::health::metrics::HealthMetrics;

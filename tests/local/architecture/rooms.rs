@@ -1,6 +1,7 @@
 //! The rules on names and rooms: no two files of `src/` share a name unless they do the same job
 //! for their rooms, and health's rooms keep apart (the judging from what reads and what writes,
-//! the writers from both), each breach named by its file and the path it uses.
+//! the writers from both) and health reads the time through one seam, each breach named by its
+//! file and the path it uses.
 
 use super::imports::Crate;
 use super::{nvlabel, src, uses};
@@ -133,4 +134,32 @@ fn healths_rooms_keep_apart() {
     }
     let tokio = krate.files.values().any(|f| f.parsed.foreign.iter().any(|p| under(p, "tokio::time")));
     assert!(tokio, "other crates' paths were read (tokio::time is named in health/)");
+}
+
+/// Health reads the time through one seam, `health/mod.rs`'s `now()` and `timestamp()`: no other
+/// file of it asks a clock (`Instant::now`, `SystemTime::now`, `Timestamp::now`), so a test that
+/// moves tokio's time moves every wait, window and hold of health's.
+#[test]
+fn health_reads_the_time_through_one_seam() {
+    let clocks = ["Instant", "SystemTime", "Timestamp"];
+    let mut asking = Vec::new();
+    let mut seam = Vec::new();
+    for (module, file) in &nvlabel().files {
+        if !under(module, "health") {
+            continue;
+        }
+        for path in &file.parsed.foreign {
+            let n = path.len();
+            if n >= 2 && path[n - 1] == "now" && clocks.contains(&path[n - 2].as_str()) {
+                let at = format!("{} uses {}", file.rel, path.join("::"));
+                if file.rel == "health/mod.rs" {
+                    seam.push(at)
+                } else {
+                    asking.push(at)
+                }
+            }
+        }
+    }
+    assert!(!seam.is_empty(), "health/mod.rs's clock was found");
+    assert!(asking.is_empty(), "health asks a clock outside its seam: {asking:#?}");
 }

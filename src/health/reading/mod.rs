@@ -1,5 +1,5 @@
 //! What comes in: NVML's readings and events ([`nvml_reads`], with the raw event calls in
-//! [`raw_events`]), each reading on its worker thread with the hung-call watch ([`reader`],
+//! `raw_events.rs`), each reading on its worker thread with the hung-call watch ([`reader`],
 //! [`watchdog`]), the node's boot id ([`boot`]) and what the Node says through its watch (the
 //! expected GPU count, [`expected`], and a clear by hand, [`node_said`]). Nothing here judges: the values go to
 //! [`super::judging`] as [`super::values`] define them.

@@ -3,9 +3,9 @@
 //! happens, and the resident memory the session and the thread add. Prints a table for
 //! benches/RESULTS.md. `cargo build --release --workspace && cargo bench --bench health`.
 
-use nvlabel::health::nvml;
-use nvlabel::health::rules::Rules;
-use nvlabel::health::sticky::Tracker;
+use nvlabel::health::judging::rules::Rules;
+use nvlabel::health::judging::sticky::Tracker;
+use nvlabel::health::reading::nvml_reads;
 use nvlabel::probe::{ProbeOptions, Session};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -71,12 +71,12 @@ fn main() {
     };
     let rss_before = rss_kib();
     let session = Session::new();
-    let first = nvml::read(&session, &opts).unwrap();
+    let first = nvml_reads::read(&session, &opts).unwrap();
     assert_eq!(first.gpus.len(), 8);
     let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let stop = Arc::new(AtomicBool::new(false));
     let (s, o, flag) = (session.clone(), opts.clone(), stop.clone());
-    let events = std::thread::spawn(move || nvml::listen_events(s, o, tx, flag));
+    let events = std::thread::spawn(move || nvml_reads::listen_events(s, o, tx, flag));
     std::thread::sleep(Duration::from_secs(1));
     let rss_after = rss_kib();
 
@@ -91,7 +91,7 @@ fn main() {
     let c0 = cpu();
     let mut last = None;
     for _ in 0..PASSES {
-        let r = nvml::read(&session, &opts).unwrap();
+        let r = nvml_reads::read(&session, &opts).unwrap();
         for f in rules.faults(&r, last.as_ref()) {
             tracker.record(&f, None, |_| 0);
         }

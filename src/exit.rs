@@ -13,7 +13,7 @@
 //! out. A leaf: every room's errors implement it, and it knows none of them.
 //!
 //! A configuration that turns bad on a reload never ends the process: it is a rejected reload.
-//! `nvlabel health` exits with node-problem-detector's statuses instead (`health/oneshot.rs`).
+//! `nvlabel health` exits with node-problem-detector's statuses instead (`health/commands/oneshot.rs`).
 
 /// The status of a bad configuration (the same as a usage error's).
 pub const BAD_CONFIGURATION: i32 = 2;

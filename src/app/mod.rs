@@ -3,7 +3,7 @@
 //! the daemon, a one-shot pass or the subcommand. `main` only wires the runtime, the logs and the
 //! exit code around [`run`], as controller-rs's `main` does.
 
-pub mod signals;
+pub mod os_signals;
 pub mod startup;
 
 use crate::config::modes::NoEffectError;
@@ -11,8 +11,8 @@ use crate::config::{Cli, CommandKind, ConfigSource, ConfigState, ReloadError, Se
 use crate::daemon::service::Service;
 use crate::daemon::DaemonError;
 use crate::exit::Classify;
-use crate::health::clear::ClearError;
-use crate::health::prune::PruneError;
+use crate::health::commands::clear::ClearError;
+use crate::health::commands::prune::PruneError;
 use crate::pass::PassError;
 use crate::probe::Session;
 use crate::publish::{PublishError, SetupError};
@@ -121,12 +121,13 @@ pub async fn run(command: Option<CommandKind>, cli: Cli, env: HashMap<String, St
     if command == Some(CommandKind::Prune) && prune.health_only {
         // No writer is set up: the labels stay.
         let s = &config.loaded().settings;
-        crate::health::prune::health_only(&s.health_config(), prune.all_nodes, startup::connect(s)).await?;
+        crate::health::commands::prune::health_only(&s.health_config(), prune.all_nodes, startup::connect(s))
+            .await?;
         return Ok(0);
     }
     let daemon = command.is_none() && !config.loaded().settings.oneshot;
     // Signals first: a SIGTERM from here on is a clean stop, never the default kill.
-    let control = if daemon { Some(signals::install().map_err(Stop::Signals)?) } else { None };
+    let control = if daemon { Some(os_signals::install().map_err(Stop::Signals)?) } else { None };
     let Startup { config, client, rejected_reloads } = startup::prepare(command, config).await?;
     let settings = config.loaded().settings.clone();
     match (command, control) {
@@ -140,15 +141,19 @@ pub async fn run(command: Option<CommandKind>, cli: Cli, env: HashMap<String, St
             print!("{}", crate::pass::hook(&config.loaded().pass_config())?)
         }
         (Some(CommandKind::Health), _) => {
-            let (code, report) = crate::health::oneshot::check(&settings.health_config());
+            let (code, report) = crate::health::commands::oneshot::check(&settings.health_config());
             print!("{report}");
             return Ok(code);
         }
         (Some(CommandKind::HealthClear), _) => {
             print!(
                 "{}",
-                crate::health::clear::clear(&settings.health_config(), &gpus, startup::connect(&settings))
-                    .await?
+                crate::health::commands::clear::clear(
+                    &settings.health_config(),
+                    &gpus,
+                    startup::connect(&settings)
+                )
+                .await?
             );
         }
         (Some(CommandKind::Prune), _) => prune_published(&settings, client.as_ref()).await?,
@@ -169,7 +174,7 @@ pub async fn run(command: Option<CommandKind>, cli: Cli, env: HashMap<String, St
 async fn prune_published(settings: &Settings, client: Option<&kube::Client>) -> Result<(), Stop> {
     let target = settings.target()?;
     target.build_to_prune(client).await?.prune().await?;
-    crate::health::prune::prune(&settings.health_config(), client).await?;
+    crate::health::commands::prune::prune(&settings.health_config(), client).await?;
     // Said even where there was nothing to remove, so a prune never ends in silence.
     tracing::info!(writer = target.writer_name(), "prune done: nothing nvlabel published there is left");
     Ok(())

@@ -4,14 +4,14 @@
 //! no effect are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand
 //! only the groups it uses.
 
-use super::health::{
+use super::health_checks::{
     condition_type, expected_gpus, nvml_timeout, recovery_hold, xids, TaintEffect, DEFAULT_BOOT_ID_FILE,
     DEFAULT_CONDITION_TYPE, DEFAULT_NVML_TIMEOUT,
 };
-use super::value::{expiry, go, interval, parsed_by, shown, strategy, Maybe};
+use super::value_parsers::{expiry, go, interval, parsed_by, shown, strategy, Maybe};
 use crate::duration::Interval;
 use crate::health::config::DEFAULT_RECOVERY_HOLD;
-use crate::health::thresholds::Thresholds;
+use crate::health::values::fault::Thresholds;
 use crate::labels::{AllocationMode, MigStrategy};
 use crate::logging::LogFormat;
 use crate::probe::Strategy;
@@ -82,7 +82,7 @@ pub struct HealthArgs {
     pub health_fatal_xids: Option<BTreeSet<u64>>,
     /// Comma-separated XID:COUNT/WINDOW: an Xid that is no fault alone is one when it comes
     /// COUNT times on one GPU within WINDOW (43:3/1m) [default: none]
-    #[arg(long, value_parser = parsed_by(crate::health::thresholds::parse))]
+    #[arg(long, value_parser = parsed_by(crate::health::judging::thresholds::parse))]
     pub health_xid_thresholds: Option<Thresholds>,
     /// GPUs this node should have: fewer through NVML is a fault (the node's
     /// nvidia.com/gpu.expected-count label, where set, wins) [default: none]
@@ -187,7 +187,7 @@ pub struct ApiArgs {
     /// This deployment's ServiceAccount (in --namespace), where several share a cluster: health
     /// is written under a field manager of its own, and `nvlabel prune --health-only --instance`
     /// removes exactly what its daemons wrote (they write nothing after) [default: none]
-    #[arg(long, value_parser = parsed_by(crate::health::instance::name))]
+    #[arg(long, value_parser = parsed_by(crate::health::values::instance::name))]
     pub instance: Option<Maybe<String>>,
 }
 

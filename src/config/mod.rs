@@ -12,7 +12,7 @@ pub mod file;
 pub mod flag;
 pub mod flag_docs;
 pub mod flags;
-pub mod health;
+pub mod health_checks;
 pub mod modes;
 pub mod resolve;
 mod rooms;
@@ -23,7 +23,7 @@ pub mod settings;
 pub mod source;
 pub mod template;
 pub mod usage;
-pub mod value;
+pub mod value_parsers;
 
 pub use file::{ConfigError, ConfigFile, FileFlags};
 pub use flag::Flag;

@@ -9,7 +9,7 @@ use super::flags::{default_of, Cli};
 use super::row::{Empty, Row};
 use super::rows::row;
 use super::settings::{FileLayer, Settings};
-use super::value::Reason;
+use super::value_parsers::Reason;
 use crate::exit::Classify;
 use std::path::PathBuf;
 
@@ -218,7 +218,7 @@ fn unset() -> Settings {
         snapshot: None,
         log_format: crate::logging::LogFormat::Text,
         notes: Vec::new(),
-        health: super::health::HealthSettings::default(),
+        health: super::health_checks::HealthSettings::default(),
     }
 }
 

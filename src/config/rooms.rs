@@ -22,10 +22,10 @@ impl Settings {
             settings: h.clone(),
             node: self.node_name.clone(),
             pod: self.pod_name.clone(),
-            instance: h
-                .instance
-                .clone()
-                .map(|name| crate::health::instance::Instance { namespace: self.namespace.clone(), name }),
+            instance: h.instance.clone().map(|name| crate::health::values::instance::Instance {
+                namespace: self.namespace.clone(),
+                name,
+            }),
             taints_devices: self.allocation_mode != crate::labels::AllocationMode::DevicePlugin,
             probe: self.probe_options(),
             every: match self.sleep_interval {
@@ -162,7 +162,7 @@ mod tests {
                     ignored_xids: [13, 79].into(),
                     fatal_xids: [31].into(),
                     expected_gpus: Some(8),
-                    xid_thresholds: crate::health::thresholds::parse("43:3/1m").unwrap(),
+                    xid_thresholds: crate::health::judging::thresholds::parse("43:3/1m").unwrap(),
                 },
                 boot_id_file: "/b".into(),
                 instance: Some("vfio-nvlabel".into()),
@@ -172,7 +172,7 @@ mod tests {
             },
             node: Some("n1".into()),
             pod: Some("p1".into()),
-            instance: Some(crate::health::instance::Instance {
+            instance: Some(crate::health::values::instance::Instance {
                 namespace: "gpu".into(),
                 name: "vfio-nvlabel".into(),
             }),

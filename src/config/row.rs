@@ -185,7 +185,7 @@ pub fn boolean(text: &str) -> Result<bool, String> {
     parse_bool(text)
 }
 
-pub use super::value::{choice, duration};
+pub use super::value_parsers::{choice, duration};
 
 /// A number.
 pub fn number<T: std::str::FromStr>(text: &str) -> Result<T, String>

@@ -13,9 +13,9 @@
 //! (their `--help` says so); only nvlabel's own modes refuse them.
 
 use super::flag::Flag as F;
-use super::health::{self, TaintEffect};
+use super::health_checks::{self as health, TaintEffect};
 use super::row::{boolean, choice, duration, non_empty, number, put, Empty, Mode, Row, Run};
-use super::value;
+use super::value_parsers as value;
 use crate::duration::parse_interval;
 use crate::labels::{AllocationMode, MigStrategy};
 use crate::publish::{Format, Sink, Target};
@@ -228,7 +228,7 @@ pub fn row(flag: F) -> Row {
             .when(XIDS_UNREAD, xids_unread),
         F::HealthXidThresholds => r(flag, &["NVLABEL_HEALTH_XID_THRESHOLDS"])
             .file("healthXidThresholds", |f| f.health_xid_thresholds.clone())
-            .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::thresholds::parse(&f.value)))
+            .set(|s, f| put(&mut s.health.judging.xid_thresholds, crate::health::judging::thresholds::parse(&f.value)))
             .never_in(&[(Mode::Health, "in `nvlabel health`, which looks once and counts no Xid events")])
             .when("without --health in a daemon", |r| !health_daemon(r)),
         F::HealthExpectedGpus => r(flag, &["NVLABEL_HEALTH_EXPECTED_GPUS"])
@@ -270,7 +270,7 @@ pub fn row(flag: F) -> Row {
             ])
             .when("without --health in a daemon", |r| !health_daemon(r)),
         F::Instance => r(flag, &["NVLABEL_INSTANCE"])
-            .set(|s, f| put(&mut s.health.instance, crate::health::instance::name(&f.value)))
+            .set(|s, f| put(&mut s.health.instance, crate::health::values::instance::name(&f.value)))
             .never_in(&[
                 (Mode::Oneshot, NOT_AN_INSTANCES),
                 (Mode::Probe, NOT_AN_INSTANCES),

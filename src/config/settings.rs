@@ -70,7 +70,7 @@ pub struct Settings {
     /// Notes for the log about how values were read (bare-number durations).
     pub notes: Vec<String>,
     /// `--health` and its options.
-    pub health: super::health::HealthSettings,
+    pub health: super::health_checks::HealthSettings,
 }
 
 /// The flags section of a config file and where it came from.

@@ -64,7 +64,7 @@ pub struct Judging {
     /// `--health-expected-gpus`: the GPUs the node should have (the node label wins).
     pub expected_gpus: Option<u32>,
     /// `--health-xid-thresholds`: Xids that are a fault when they repeat on one GPU.
-    pub xid_thresholds: super::thresholds::Thresholds,
+    pub xid_thresholds: crate::health::values::fault::Thresholds,
 }
 
 /// The default condition type.
@@ -111,7 +111,7 @@ impl Default for HealthSettings {
         HealthSettings {
             enabled: false,
             condition_type: DEFAULT_CONDITION_TYPE.into(),
-            // No listed Xids (the catalog decides, `crate::health::action`), no expected count.
+            // No listed Xids (the catalog decides, `crate::health::judging::action`), no expected count.
             judging: Judging::default(),
             boot_id_file: DEFAULT_BOOT_ID_FILE.into(),
             instance: None,
@@ -132,7 +132,7 @@ pub struct HealthConfig {
     /// `--pod-name`: the instance named in Events (`nvlabel-<node>` without one).
     pub pod: Option<String>,
     /// `--instance`: the deployment whose health this is, where several share a cluster.
-    pub instance: Option<super::instance::Instance>,
+    pub instance: Option<crate::health::values::instance::Instance>,
     /// Whether faulty GPUs' devices are tainted (`--allocation-mode` `dra` or `auto`).
     pub taints_devices: bool,
     /// Where NVML and sysfs are read.

@@ -12,7 +12,7 @@
 //! `nvlabel_gpu_fault_recoveries_total`, `nvlabel_gpu_fault_recurrences_total`,
 //! `nvlabel_gpu_health_condition_overwrites_total` and `nvlabel_nvml_call_stalled` are ours.
 
-use super::rules::GpuReading;
+use crate::health::values::reading::GpuReading;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

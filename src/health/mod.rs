@@ -1,48 +1,36 @@
 //! GPU health as a Node condition (`--health`): Xid and ECC events, row remapping, retired
-//! pages, lost and missing GPUs, inactive NVLinks. Readers apart from writers, as in
-//! node-problem-detector: the [`judge`] reads NVML ([`reader`]) and judges it ([`rules`] says
-//! what a fault is, [`thresholds`] counts the Xids that are one when they repeat, [`sticky`]
-//! keeps faults until the node reboots, [`recovery`] sees them end in place or a person clears
-//! them by hand, [`admin`], with [`clear`]) into a [`report`]; the
-//! [`writers`] write that report (the condition with its [`record`], device taints, Events);
-//! the [`monitor`] joins the two, and the [`task`] drives it in the daemon.
+//! pages, lost and missing GPUs, inactive NVLinks. In rooms, as node-problem-detector keeps its
+//! problem monitors apart from its exporters: what comes in ([`reading`]: NVML's readings and
+//! events, the hung-call watch, the boot id, what the Node says), the judging ([`judging`]: pure
+//! decisions, readings and events in, a report out), the values both read and what health leaves
+//! on the Node ([`values`]: the fault, the verdict, the record, the report), every API write
+//! ([`writing`]: the condition and its record, device taints, Events) and the one-shot commands
+//! ([`commands`]: `nvlabel health`, `clear`, `prune`). The [`monitor`] holds a reader, a judge
+//! and the writers side by side, and the [`task`] drives it in the daemon. The judging room uses
+//! neither the reading nor the writing room; the writing room uses neither the reading nor the
+//! judging room (`tests/local/architecture.rs` holds both).
 
-pub mod action;
-pub mod admin;
-mod api_failures;
-mod backoff;
-pub mod boot;
-pub mod clear;
+pub mod commands;
 pub mod config;
-pub mod events;
-pub mod expected;
-pub mod instance;
-pub mod judge;
+pub mod judging;
 pub mod metrics;
 pub mod monitor;
-pub mod nvml;
-mod old_message;
-pub mod oneshot;
-pub mod outcome;
-pub mod prune;
-pub mod publish;
-mod raw_events;
-pub mod reader;
 pub mod reading;
-pub mod record;
-pub mod recovery;
-pub mod report;
-pub mod rules;
-pub mod signals;
-pub mod sticky;
-pub mod taint_api;
-pub mod taint_names;
-pub mod taint_spec;
-pub mod taints;
 pub mod task;
-pub mod thresholds;
-pub mod watchdog;
-pub mod writers;
+pub mod values;
+pub mod writing;
+
+/// Now on health's one clock: tokio's (the virtual one under test), as a std instant. Every wait,
+/// window and hold of health is measured on it, so a test that moves tokio's time moves them all.
+pub fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Now on the wall clock, to the second's fraction, for what health writes with a time on it
+/// (the condition's transition, an Event, a retirement mark): the one place health reads it.
+pub fn timestamp() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
 
 /// Why health could not start.
 #[derive(Debug, thiserror::Error)]

@@ -1,18 +1,25 @@
-//! Health's monitor: its readers and its writers, kept apart and joined here. The [`Judge`]
-//! reads the GPUs and judges them into a [`Report`]; the [`Writers`] write each report (the
-//! condition and its record, device taints, Events). Both read the one [`HealthConfig`] held
-//! here, the very struct the last reload handed over. The task that drives the monitor (its
-//! timer, the event thread, reloads, shutdown) is [`super::task`].
+//! Health's monitor: a reader, a judge and the writers side by side, joined here. The [`Reader`]
+//! reads the GPUs (and the [`NodeReader`] what the Node says), the [`Judge`] judges what they
+//! read into a [`Report`], and the [`Writers`] write each report (the condition and its record,
+//! device taints, Events). All read the one [`HealthConfig`] held here, the very struct the last
+//! reload handed over, and the time of each look and event is health's one clock
+//! ([`crate::health::now`]). The task that drives the monitor (its
+//! timer, the event thread, reloads, shutdown) is [`crate::health::task`].
 
-use super::config::HealthConfig;
-use super::judge::{Judge, Look};
-use super::metrics::HealthMetrics;
-use super::outcome::Judged;
-use super::report::{Cleared, Report};
-use super::rules::Event;
-use super::taints::DeviceTaints;
-use super::writers::{Recall, Writers};
 use super::HealthError;
+use crate::health::config::HealthConfig;
+use crate::health::judging::judge::{Judge, Look};
+use crate::health::judging::outcome::Judged;
+use crate::health::metrics::HealthMetrics;
+use crate::health::now;
+use crate::health::reading::boot::boot_id;
+use crate::health::reading::node_said::NodeReader;
+use crate::health::reading::reader::Reader;
+use crate::health::values::reading::Event;
+use crate::health::values::record::BootId;
+use crate::health::values::report::{Cleared, Report};
+use crate::health::writing::taints::DeviceTaints;
+use crate::health::writing::{Recall, Writers};
 use crate::kubeapi::object_watch::ObjectWatch;
 use crate::kubeapi::slices::SliceWatch;
 use crate::probe::{ProbeOptions, Session};
@@ -23,8 +30,14 @@ use std::sync::Arc;
 pub struct Monitor {
     /// What both sides work by.
     config: Arc<HealthConfig>,
-    /// Reads and judges.
+    /// Reads NVML.
+    reader: Reader,
+    /// Reads what the Node says.
+    node: NodeReader,
+    /// Judges what is read.
     judge: Judge,
+    /// What is counted, the reader's hung calls among it.
+    metrics: Arc<HealthMetrics>,
     /// Writes what the judge reports.
     writers: Writers,
 }
@@ -43,7 +56,10 @@ impl Monitor {
     ) -> Result<Monitor, HealthError> {
         let name = config.node.clone().ok_or(HealthError::NoApi)?;
         Ok(Monitor {
-            judge: Judge::new(config, session, metrics.clone(), node.clone())?,
+            reader: Reader::new(session)?,
+            node: NodeReader::new(node.clone(), &config.settings.condition_type),
+            judge: Judge::new(config, metrics.clone()),
+            metrics: metrics.clone(),
             writers: Writers::new(config, &name, client, node, metrics, taints),
             config: Arc::new(config.clone()),
         })
@@ -76,8 +92,15 @@ impl Monitor {
 
     /// One health pass: read NVML, judge it into the record, write what changed.
     pub async fn pass(&mut self) {
-        let look = self.judge.look(&self.config).await;
+        let look = self.look().await;
         self.judge_look(look).await;
+    }
+
+    /// Reads NVML once, and what hangs there: the look to judge.
+    async fn look(&mut self) -> Look {
+        let reading = self.reader.read(&self.config).await;
+        let stall = self.reader.stall(&self.metrics, self.config.settings.nvml_timeout);
+        self.judge.look(reading, stall, now())
     }
 
     /// Judges a look into the record and writes what changed; returns whether it was judged
@@ -85,7 +108,10 @@ impl Monitor {
     async fn judge_look(&mut self, look: Look) -> bool {
         let judged = self.recall().await;
         let report = match judged {
-            true => self.judge.judge(look, &self.config),
+            true => {
+                let said = self.node.said(self.config.settings.judging.expected_gpus);
+                self.judge.judge(look, said, &self.config)
+            }
             false => look.unjudged(),
         };
         self.writers.export(&report, &self.config).await;
@@ -95,13 +121,13 @@ impl Monitor {
     /// One NVML event, judged and its judgement said: a fault (new, or known already), no fault
     /// and the rule that says so, or what the driver's recovery action, read at once, decided.
     pub async fn event(&mut self, event: Event) {
-        let found = match self.judge.event_fault(&event, &self.config) {
+        let found = match self.judge.event_fault(&event, &self.config, now()) {
             Judged::Fault(found) => found,
             Judged::NotAFault(why) => return why.log(&event),
             Judged::DriverDecides(xid) => {
                 // The driver sets its recovery action with the Xid: read it now, not next pass.
                 tracing::info!(%event, "Xid: the driver's recovery action decides; reading it now");
-                let look = self.judge.look(&self.config).await.after(&xid);
+                let look = self.look().await.after(&xid);
                 let said = look.driver_said(xid.index);
                 let judged = self.judge_look(look).await;
                 return said.log(&event, &xid, judged);
@@ -112,7 +138,7 @@ impl Monitor {
             tracing::warn!(%event, "GPU fault seen before the Node could be read; kept for the next pass");
             return self.judge.keep(found);
         }
-        let report = self.judge.found(found);
+        let report = self.judge.found(found, self.node.clear(), now());
         if report.new_faults.is_empty() {
             tracing::info!(%event, "GPU event that is a fault recorded already");
         }
@@ -128,12 +154,17 @@ impl Monitor {
 
     /// How long until a hung NVML call may start or end.
     pub fn stall_in(&self) -> std::time::Duration {
-        self.judge.stall_in(&self.config)
+        self.reader.stall_in(self.config.settings.nvml_timeout)
     }
 
     /// Whether an NVML call started or stopped hanging: the condition written as it is then.
     pub async fn recheck_stall(&mut self) {
-        if let Some(report) = self.judge.recheck_stall(&self.config) {
+        let was = self.reader.stalled();
+        let stall = self.reader.stall(&self.metrics, self.config.settings.nvml_timeout);
+        if stall.is_some() == was {
+            return;
+        }
+        if let Some(report) = self.judge.stall_changed(stall) {
             self.writers.export(&report, &self.config).await;
         }
     }
@@ -161,7 +192,7 @@ impl Monitor {
     /// while the boot id or the Node cannot be read: nothing is judged then, so a recorded fault
     /// is never overwritten by a guess.
     async fn recall(&mut self) -> bool {
-        let Some(boot) = self.judge.boot_id(&self.config) else { return false };
+        let Some(boot) = self.boot_id() else { return false };
         let cleared = match self.judge.knows_record() {
             true => self.judge.rebooted(&boot),
             false => match self.writers.recall().await {
@@ -176,5 +207,20 @@ impl Monitor {
             self.writers.export(&report, &self.config).await;
         }
         true
+    }
+}
+
+impl Monitor {
+    /// This boot's id, from `--boot-id-file`; `None` (said) where it cannot be read: nothing is
+    /// judged then, so a recorded fault is never overwritten by a guess.
+    fn boot_id(&self) -> Option<BootId> {
+        match boot_id(&self.config.settings.boot_id_file) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                // Said under the judge's target, where the line was before the rooms.
+                tracing::error!(target: "nvlabel::health::judge", error = %e, "GPU health is not published without the boot id");
+                None
+            }
+        }
     }
 }

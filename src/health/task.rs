@@ -3,11 +3,11 @@
 //! and a stop that ends the event thread too. Started and stopped by the daemon's owner, never on
 //! its own.
 
-use super::config::HealthConfig;
-use super::metrics::HealthMetrics;
-use super::monitor::Monitor;
-use super::nvml;
-use super::taints::DeviceTaints;
+use crate::health::config::HealthConfig;
+use crate::health::metrics::HealthMetrics;
+use crate::health::monitor::Monitor;
+use crate::health::reading::nvml_reads;
+use crate::health::writing::taints::DeviceTaints;
 use crate::kubeapi::slices::{SliceState, SliceWatch};
 use crate::probe::Session;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +30,7 @@ struct EventThread {
 /// GPU health, ready to run.
 pub struct HealthTask {
     monitor: Monitor,
-    events: mpsc::Receiver<super::rules::Event>,
+    events: mpsc::Receiver<crate::health::values::reading::Event>,
     thread: EventThread,
     metrics: Arc<HealthMetrics>,
     /// The slices' changes, where devices are tainted.
@@ -92,7 +92,7 @@ pub fn start(
         .name("nvml-events".into())
         .spawn(move || {
             let _ended = ended_tx;
-            nvml::listen_events(session, opts, tx, flag);
+            nvml_reads::listen_events(session, opts, tx, flag);
         })
         .map_err(|e| HealthError::Thread("nvml-events", e))?;
     Ok(Some(HealthTask {

@@ -3,7 +3,7 @@
 //! sysfs for GPUs bound to `vfio-pci` ([`vfio`], named from [`pci_ids`]); `implementation()` is
 //! the one place a [`Source`] becomes its implementation, and the [`session`] chooses it once.
 //! The labels and the writers read only the snapshot; the one other NVML reader is health
-//! (`health/nvml.rs`, `health/raw_events.rs`), through the same [`session`].
+//! (`health/reading/nvml_reads.rs`, `health/reading/raw_events.rs`), through the same [`session`].
 //!
 //! Failure policy, per device: a call GFD treats as fatal (name, compute capability, MIG mode,
 //! MIG enumeration, fabric info) and the memory query exclude that GPU from this pass; PCI info
@@ -22,7 +22,7 @@ pub mod profile;
 mod raw;
 mod raw_topology;
 pub mod session;
-pub mod source;
+pub mod strategy;
 pub mod sysfs;
 mod tegra;
 mod topology;
@@ -31,7 +31,7 @@ pub mod vfio;
 pub use crate::snapshot::Source;
 pub use raw::clocks_event_reasons;
 pub use session::Session;
-pub use source::Strategy;
+pub use strategy::Strategy;
 
 use crate::exit::Classify;
 use crate::snapshot::{Issue, Snapshot};
@@ -266,7 +266,7 @@ pub fn probe(session: &Session, opts: &ProbeOptions) -> Result<Snapshot, ProbeEr
 }
 
 /// Whether this is an integrated-GPU node without NVML (JetPack 5), told without a driver.
-pub use source::cuda_without_nvml;
+pub use strategy::cuda_without_nvml;
 
 /// The facts that do not need NVML: machine type and the vGPU scan (kept in `session`).
 pub fn probe_files(session: &Session, opts: &ProbeOptions) -> Snapshot {

@@ -1,6 +1,6 @@
 //! The NVML calls nvml-wrapper does not wrap (GPU/compute instances, profile info, fabric info),
 //! made through its raw bindings, and keeping the library loaded. One of the crate's few `unsafe`
-//! modules (with `raw_topology.rs`, `cuda.rs` and `health/raw_events.rs`; `source.rs` has one
+//! modules (with `raw_topology.rs`, `cuda.rs` and `health/reading/raw_events.rs`; `strategy.rs` has one
 //! `dlopen`): each call passes handles that NVML itself returned and out-pointers to zeroed
 //! structs of the bindings' own (nvml.h) layout. Every block says why it is sound
 //! (`clippy::undocumented_unsafe_blocks` is denied).

@@ -16,7 +16,7 @@
 use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
 use super::pci_ids::{PciIds, PciIdsError};
-use super::source::{self, Settled, Strategy};
+use super::strategy::{self, Settled, Strategy};
 use super::{DeviceSource, ProbeError, ProbeOptions, Source};
 use crate::snapshot::VgpuDevice;
 use nvml_wrapper::error::NvmlError;
@@ -212,7 +212,7 @@ impl Session {
                 return chosen.clone();
             }
         }
-        let (source, wsl, keep) = match source::settled(opts) {
+        let (source, wsl, keep) = match strategy::settled(opts) {
             Settled::Source { source, wsl } => (source, wsl, true),
             Settled::NoNvml => (Source::Nvml, false, false),
             Settled::AskNvml => match self.nvml(opts) {
@@ -342,7 +342,7 @@ fn integrated(nvml: &Nvml) -> bool {
     let count = nvml.device_count().unwrap_or(0);
     (0..count).any(|i| {
         let name = nvml.device_by_index(i).and_then(|d| d.name());
-        name.is_ok_and(|n| source::is_integrated_name(&n))
+        name.is_ok_and(|n| strategy::is_integrated_name(&n))
     })
 }
 

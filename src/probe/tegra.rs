@@ -5,7 +5,7 @@
 
 use super::calls::nvml as mark;
 use super::cuda::{Cuda, CudaError};
-use super::{source, DeviceSource, ProbeError, ProbeOptions, Session};
+use super::{strategy, DeviceSource, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Gpu, Issue, Snapshot, Source};
 use nvml_wrapper::Nvml;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,7 +45,7 @@ impl CudaSource {
         }
         match session.nvml(opts) {
             Ok(nvml) => Some(nvml),
-            Err(ProbeError::NoDriver { detail }) if !source::loadable(&opts.library) => {
+            Err(ProbeError::NoDriver { detail }) if !strategy::loadable(&opts.library) => {
                 tracing::debug!(%detail, "no NVML beside CUDA; the driver version labels read unknown");
                 self.nvml_absent.store(true, Ordering::Relaxed);
                 None

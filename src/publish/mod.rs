@@ -3,7 +3,7 @@
 //! allocatable); one file per writer. A writer publishes only what changed and never removes what
 //! it published when the process stops; `prune` removes it on request.
 
-mod file;
+mod feature_file;
 pub mod node;
 pub mod nodefeature;
 pub mod nodefeature_object;
@@ -43,8 +43,8 @@ impl Format {
     }
 }
 
-pub use file::prune as prune_file;
-pub use file::{FeatureFile, PruneFileError, MARKER};
+pub use feature_file::prune as prune_file;
+pub use feature_file::{FeatureFile, PruneFileError, MARKER};
 pub use node::NodeLabels;
 pub use nodefeature::NodeFeature;
 pub use stdout::Stdout;

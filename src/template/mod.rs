@@ -91,7 +91,7 @@ pub fn of_snapshot(snapshot: &Snapshot, config: &LabelConfig) -> Template {
 }
 
 #[cfg(test)]
-mod tests;
+mod template_tests;
 
 /// What the pool pins besides its GPUs: the driver and the machine type, each where given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -338,7 +338,8 @@ async fn with_health_the_token_sets_its_own_condition_and_nothing_else() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // As the daemon writes it: under its instance's field manager (the hook removes that).
-        let instance = nvlabel::health::instance::Instance { namespace: ns.clone(), name: sa_name.clone() };
+        let instance =
+            nvlabel::health::values::instance::Instance { namespace: ns.clone(), name: sa_name.clone() };
         let ssa = PatchParams::apply(&instance.manager()).force();
         nodes
             .patch_status(&node_name, &ssa, &Patch::Apply(condition(&node_name, "GPUsOK")))

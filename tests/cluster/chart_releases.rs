@@ -139,7 +139,7 @@ async fn two_releases_side_by_side_and_one_uninstalled_leaves_the_other_whole() 
     health_daemon::event_line(b_dir.path(), "0 xid 79");
     until("release two's recorded fault", b_dir.path(), || async {
         health(&admin, b_node).await.is_some_and(|(s, _)| s == "False")
-            && annotations(&admin, b_node).await.contains_key(nvlabel::health::record::ANNOTATION)
+            && annotations(&admin, b_node).await.contains_key(nvlabel::health::values::record::ANNOTATION)
     })
     .await;
 
@@ -155,9 +155,9 @@ async fn two_releases_side_by_side_and_one_uninstalled_leaves_the_other_whole() 
     let hook = String::from_utf8_lossy(&prune.stderr);
     assert!(prune.status.success() && hook.contains("GPU health's traces removed from every node"), "{hook}");
     assert_eq!(health(&admin, a_node).await, None, "release one's condition goes");
-    assert!(!annotations(&admin, a_node).await.contains_key(nvlabel::health::record::ANNOTATION));
+    assert!(!annotations(&admin, a_node).await.contains_key(nvlabel::health::values::record::ANNOTATION));
     assert_eq!(health(&admin, b_node).await.map(|(s, _)| s), Some("False".into()), "release two's health");
-    assert!(annotations(&admin, b_node).await.contains_key(nvlabel::health::record::ANNOTATION));
+    assert!(annotations(&admin, b_node).await.contains_key(nvlabel::health::values::record::ANNOTATION));
 
     // Release one's daemon still runs (its pod goes only with the DaemonSet): a new fault is
     // not written back, and neither is anything after a restart.
@@ -173,7 +173,7 @@ async fn two_releases_side_by_side_and_one_uninstalled_leaves_the_other_whole() 
     })
     .await;
     assert_eq!(health(&admin, a_node).await, None);
-    assert!(!annotations(&admin, a_node).await.contains_key(nvlabel::health::record::ANNOTATION));
+    assert!(!annotations(&admin, a_node).await.contains_key(nvlabel::health::values::record::ANNOTATION));
 
     // helm uninstall of release one, its hook run as a cluster runs it.
     let hook = uninstall_running_hooks(&helm, server, &admin, "fleet-one", ns).await;
@@ -184,7 +184,7 @@ async fn two_releases_side_by_side_and_one_uninstalled_leaves_the_other_whole() 
     let kept = Api::<Namespace>::all(admin.clone()).get(ns).await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none(), "the shared namespace stays");
     assert_eq!(health(&admin, b_node).await.map(|(s, _)| s), Some("False".into()), "release two's health");
-    assert!(annotations(&admin, b_node).await.contains_key(nvlabel::health::record::ANNOTATION));
+    assert!(annotations(&admin, b_node).await.contains_key(nvlabel::health::values::record::ANNOTATION));
     let two = leftovers(&admin, "fleet-two", ns).await;
     assert!(two.iter().any(|o| o.starts_with("DaemonSet ")), "release two's DaemonSet: {two:?}");
     assert!(two.iter().any(|o| o.starts_with("ValidatingAdmissionPolicy ")), "{two:?}");

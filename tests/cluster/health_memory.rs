@@ -13,7 +13,7 @@ use common::health_daemon::*;
 use common::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use nvlabel::health::record::ANNOTATION;
+use nvlabel::health::values::record::ANNOTATION;
 use std::time::{Duration, Instant};
 
 const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";

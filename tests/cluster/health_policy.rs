@@ -7,7 +7,7 @@ use crate::common;
 use common::apiserver::{self, refused};
 use common::health_cluster::{condition, get_condition, nodes_of, setup};
 use kube::api::{Patch, PatchParams};
-use nvlabel::health::record::ANNOTATION;
+use nvlabel::health::values::record::ANNOTATION;
 use serde_json::json;
 
 #[tokio::test]

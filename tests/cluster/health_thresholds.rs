@@ -8,7 +8,7 @@ use crate::common;
 
 use common::apiserver;
 use common::health_daemon::*;
-use nvlabel::health::rules::{Action, Fault};
+use nvlabel::health::values::fault::{Action, Fault};
 use std::time::Duration;
 
 const UUID0: &str = "GPU-a1b2c3d4-0000-4000-8000-000000000000";

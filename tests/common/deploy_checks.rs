@@ -338,11 +338,11 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         needed.extend(calls(nvlabel::kubeapi::node_view::API_CALLS, ns));
     }
     if settings.health.enabled {
-        use nvlabel::health::events::EVENTS_NAMESPACE;
-        use nvlabel::health::publish::API_CALLS;
+        use nvlabel::health::writing::condition::API_CALLS;
+        use nvlabel::health::writing::events::EVENTS_NAMESPACE;
         needed.extend(calls(API_CALLS, EVENTS_NAMESPACE));
         if settings.health.instance.is_some() {
-            needed.extend(calls(nvlabel::health::instance::DAEMON_CALLS, ns));
+            needed.extend(calls(nvlabel::health::writing::retirement::DAEMON_CALLS, ns));
         }
     }
     if settings.slices_wanted() {
@@ -351,7 +351,7 @@ pub fn needed_calls(r: &Rendered) -> BTreeSet<Grant> {
         needed.extend(calls(&used, ns));
     }
     if settings.health.enabled && settings.allocation_mode != nvlabel::labels::AllocationMode::DevicePlugin {
-        needed.extend(calls(nvlabel::health::taints::API_CALLS, ns));
+        needed.extend(calls(nvlabel::health::writing::taints::API_CALLS, ns));
     }
     needed
 }

@@ -5,7 +5,7 @@
 use super::health_cluster::{get_condition, nodes_of};
 use super::*;
 use kube::Client;
-use nvlabel::health::record::{Record, ANNOTATION};
+use nvlabel::health::values::record::{Record, ANNOTATION};
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};

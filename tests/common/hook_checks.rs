@@ -68,10 +68,10 @@ pub fn check_uninstall_hook(label: &str, r: &Rendered) {
             .expect("the bound role");
         granted.extend(grants(ns.as_deref().unwrap_or("cluster"), rules));
     }
-    let mut needed = calls(nvlabel::health::prune::API_CALLS, namespace);
-    needed.extend(calls(nvlabel::health::instance::PRUNE_CALLS, namespace));
+    let mut needed = calls(nvlabel::health::commands::prune::API_CALLS, namespace);
+    needed.extend(calls(nvlabel::health::writing::retirement::PRUNE_CALLS, namespace));
     if settings.allocation_mode != nvlabel::labels::AllocationMode::DevicePlugin {
-        needed.extend(calls(nvlabel::health::taints::PRUNE_CALLS, namespace));
+        needed.extend(calls(nvlabel::health::writing::taints::PRUNE_CALLS, namespace));
     }
     assert_eq!(granted, needed, "{label}: the uninstall hook's grants");
 }

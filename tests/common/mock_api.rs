@@ -109,9 +109,9 @@ pub fn assert_declared(method: &Method, uri: &http::Uri) {
         .chain(nvlabel::publish::nodefeature::PRUNE_API_CALLS)
         .chain(nvlabel::publish::nodefeature::WATCH_API_CALLS)
         .chain(nvlabel::publish::node::WATCH_API_CALLS)
-        .chain(nvlabel::health::publish::API_CALLS)
+        .chain(nvlabel::health::writing::condition::API_CALLS)
         .chain(nvlabel::kubeapi::slices::API_CALLS)
-        .chain(nvlabel::health::taints::API_CALLS)
+        .chain(nvlabel::health::writing::taints::API_CALLS)
         .map(|c| (c.namespaced, c.group.to_string(), c.resource.to_string(), c.verb.to_string()));
     assert!(
         declared.into_iter().any(|d| d == observed),

@@ -58,7 +58,7 @@ pub fn check_policy(label: &str, r: &Rendered) {
         assert_eq!(var.expression, format!("'{condition_type}'"), "{label}: the policy follows the flag");
         // The one annotation it lets change is the one the code writes its fault record to.
         let var = vars.iter().find(|v| v.name == "recordKey").expect("a recordKey variable");
-        let key = nvlabel::health::record::ANNOTATION;
+        let key = nvlabel::health::values::record::ANNOTATION;
         assert_eq!(var.expression, format!("'{key}'"), "{label}: the policy lets the record through");
     } else {
         assert!(health.is_empty(), "{label} cannot write node status at all");
@@ -68,7 +68,7 @@ pub fn check_policy(label: &str, r: &Rendered) {
     if patches("devicetaintrules") {
         assert_eq!(taints.len(), 1, "{label}: one device-taint policy");
         let validations = scoped(taints[0]);
-        let key = nvlabel::health::taints::KEY;
+        let key = nvlabel::health::writing::taints::KEY;
         assert!(validations.iter().any(|v| v.contains(&format!("'{key}'"))), "{label}: the code's taint key");
         assert!(validations.iter().any(|v| v.contains("deviceSelector.?pool")), "{label}: the pool");
     } else {

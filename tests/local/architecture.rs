@@ -10,6 +10,8 @@
 mod imports;
 #[path = "architecture/imports_tests.rs"]
 mod imports_tests;
+#[path = "architecture/rooms.rs"]
+mod rooms;
 #[path = "architecture/syntax.rs"]
 mod syntax;
 
@@ -145,7 +147,9 @@ fn edges_known_to_exist_are_found() {
         assert!(uses(&top, from).contains(to), "{from} -> {to} was not found: {top:?}");
     }
     let config = nvlabel().graph(&["config".to_string()]);
-    for (from, to) in [("source", "settings"), ("resolve", "rows"), ("rows", "health"), ("usage", "flags")] {
+    for (from, to) in
+        [("source", "settings"), ("resolve", "rows"), ("rows", "health_checks"), ("usage", "flags")]
+    {
         assert!(uses(&config, from).contains(to), "config/{from} -> {to} was not found: {config:?}");
     }
     let probe = nvlabel().graph(&["probe".to_string()]);

@@ -13,7 +13,7 @@ use common::deploy_checks::{
 };
 use common::helm::{helm, template, MODES};
 use common::hook_checks::check_uninstall_hook;
-use nvlabel::config::health::HealthSettings;
+use nvlabel::config::health_checks::HealthSettings;
 use std::path::PathBuf;
 
 /// Renders and runs every deploy check; returns the typed objects for more checks.

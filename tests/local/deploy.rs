@@ -133,7 +133,7 @@ fn node_writers_are_fenced_by_the_admission_policy() {
             "nvidia.com/gpu-health",
             "DELETE",
             "oldObject",
-            nvlabel::health::taints::NODE_LABEL,
+            nvlabel::health::writing::taints::NODE_LABEL,
             "'nvlabel-' + r.spec.?deviceSelector.?device.orValue('') + '.' + r.spec.?deviceSelector.?pool.orValue('')",
         ];
         for fence in fences {
@@ -184,7 +184,7 @@ fn daemonsets_run_on_the_arches_the_image_is_built_for() {
 #[test]
 fn operator_health_grants_exactly_healths_calls_to_the_operators_service_account() {
     use common::deploy_checks::{calls, grants};
-    use nvlabel::health::events::EVENTS_NAMESPACE;
+    use nvlabel::health::writing::events::EVENTS_NAMESPACE;
     let r = typed("operator-health", &render(&deploy().join("operator-health")));
     assert!(
         r.pods.is_empty() && r.namespaces.is_empty() && r.config_maps.is_empty(),
@@ -199,7 +199,7 @@ fn operator_health_grants_exactly_healths_calls_to_the_operators_service_account
         granted.extend(grants(&ns.clone().unwrap_or_else(|| "cluster".into()), rules));
     }
     assert_eq!(r.rules.len(), r.bindings.len(), "every role is bound");
-    assert_eq!(granted, calls(nvlabel::health::publish::API_CALLS, EVENTS_NAMESPACE));
+    assert_eq!(granted, calls(nvlabel::health::writing::condition::API_CALLS, EVENTS_NAMESPACE));
     let user =
         "request.userInfo.username == 'system:serviceaccount:gpu-operator:nvidia-gpu-feature-discovery'";
     assert_eq!(r.policies.len(), 2, "the status patch and the Events, each fenced");

@@ -6,11 +6,12 @@ use crate::common;
 
 use common::mock_api::{expect, mock, no_more_requests, Handle};
 use http::Method;
-use nvlabel::health::events::{EventType, NodeEvents};
-use nvlabel::health::publish::NodeCondition;
-use nvlabel::health::record::{Record, ANNOTATION};
-use nvlabel::health::rules::Fault;
-use nvlabel::health::sticky::{Tracker, Verdict};
+use nvlabel::health::judging::sticky::Tracker;
+use nvlabel::health::values::fault::{Fault, Found};
+use nvlabel::health::values::record::{Record, ANNOTATION};
+use nvlabel::health::values::verdict::Verdict;
+use nvlabel::health::writing::condition::NodeCondition;
+use nvlabel::health::writing::events::{EventType, NodeEvents};
 use nvlabel::kubeapi::backoff::FullJitter;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -35,7 +36,7 @@ fn node(uid: &str) -> Value {
 fn faulty() -> Verdict {
     let mut t = Tracker::new("b");
     t.record(
-        &(Some(0), Fault::Xid { xid: 79, mig: None, action: None, repeated: None }),
+        &Found { gpu: Some(0), fault: Fault::Xid { xid: 79, mig: None, action: None, repeated: None } },
         Some("GPU-a"),
         |_| 0,
     );

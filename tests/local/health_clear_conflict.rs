@@ -8,11 +8,12 @@ use crate::common;
 
 use common::mock_api::{expect, mock, no_more_requests};
 use http::Method;
-use nvlabel::health::clear::{self, Outcome};
+use nvlabel::health::commands::clear::{self, Outcome};
 use nvlabel::health::config::{HealthConfig, HealthSettings};
-use nvlabel::health::record::{Record, ANNOTATION};
-use nvlabel::health::rules::Fault;
-use nvlabel::health::sticky::{Status, Tracker, Verdict, CLEARED_BY_ADMIN};
+use nvlabel::health::judging::sticky::Tracker;
+use nvlabel::health::values::fault::{Fault, Found};
+use nvlabel::health::values::record::{Record, ANNOTATION};
+use nvlabel::health::values::verdict::{Status, Verdict, CLEARED_BY_ADMIN};
 use serde_json::{json, Value};
 
 const NODE: &str = "/api/v1/nodes/gpu-1";
@@ -27,9 +28,9 @@ fn config() -> HealthConfig {
 fn faults(both: bool) -> Verdict {
     let mut t = Tracker::new("boot-1");
     let xid = Fault::Xid { xid: 79, mig: None, action: None, repeated: None };
-    t.record(&(Some(0), xid), Some("GPU-a"), |_| 0);
+    t.record(&Found { gpu: Some(0), fault: xid }, Some("GPU-a"), |_| 0);
     if both {
-        t.record(&(Some(1), Fault::RemappedRowsPending), Some("GPU-b"), |_| 0);
+        t.record(&Found { gpu: Some(1), fault: Fault::RemappedRowsPending }, Some("GPU-b"), |_| 0);
     }
     t.verdict()
 }

@@ -12,7 +12,7 @@ use http::{Method, Response, StatusCode};
 use kube::client::Body;
 use nvlabel::health::config::{HealthConfig, HealthSettings};
 use nvlabel::health::monitor::Monitor;
-use nvlabel::health::rules::Event;
+use nvlabel::health::values::reading::Event;
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use http::{Method, Response, StatusCode};
 use kube::client::Body;
 use nvlabel::health::config::{HealthConfig, HealthSettings};
 use nvlabel::health::monitor::Monitor;
-use nvlabel::health::rules::Event;
+use nvlabel::health::values::reading::Event;
 use nvlabel::probe::{ProbeOptions, Session};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -81,7 +81,7 @@ fn each_xid_says_what_was_decided_and_which_rule_decided_it() {
     std::fs::write(&boot_id_file, "6f1e0c0a-1111-2222-3333-444455556666\n").unwrap();
     let mut settings = HealthSettings { enabled: true, boot_id_file, ..Default::default() };
     settings.judging.ignored_xids = [79].into();
-    settings.judging.xid_thresholds = nvlabel::health::thresholds::parse("43:3/1m").unwrap();
+    settings.judging.xid_thresholds = nvlabel::health::judging::thresholds::parse("43:3/1m").unwrap();
     let config = HealthConfig {
         probe: ProbeOptions {
             library: common::fake_nvml(),

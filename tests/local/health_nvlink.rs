@@ -5,7 +5,9 @@
 
 use crate::common;
 
-use nvlabel::health::rules::{Fault, Rules};
+use nvlabel::health::values::fault::Fault;
+
+use nvlabel::health::judging::rules::Rules;
 use nvlabel::probe::{ProbeOptions, Session};
 use std::io::Write;
 
@@ -27,18 +29,18 @@ fn an_active_nvlink_that_goes_down_is_a_fault_naming_the_gpu_and_link() {
     };
     let session = Session::new();
     let rules = Rules::default();
-    let before = nvlabel::health::nvml::read(&session, &opts).unwrap();
+    let before = nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     assert!(rules.faults(&before, None).is_empty(), "every link is up: {before:?}");
-    let again = nvlabel::health::nvml::read(&session, &opts).unwrap();
+    let again = nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     assert!(rules.faults(&again, Some(&before)).is_empty(), "nothing changed, nothing found");
 
     writeln!(std::fs::OpenOptions::new().append(true).open(events).unwrap(), "2 set nvlink.1.active false")
         .unwrap();
-    let after = nvlabel::health::nvml::read(&session, &opts).unwrap();
+    let after = nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     let found = rules.faults(&after, Some(&before));
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].0, Some(2), "the GPU whose link went down: {found:?}");
-    assert!(matches!(found[0].1, Fault::NvlinkInactive { link: 1 }), "{found:?}");
+    assert_eq!(found[0].gpu, Some(2), "the GPU whose link went down: {found:?}");
+    assert!(matches!(found[0].fault, Fault::NvlinkInactive { link: 1 }), "{found:?}");
     // Compared with itself, the new reading shows no link going down.
     assert!(rules.faults(&after, Some(&after)).is_empty());
 }

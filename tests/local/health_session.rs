@@ -37,7 +37,7 @@ fn one_session_reused_reopened_after_the_driver_changed_and_found_when_it_appear
     let dir = tempfile::tempdir().unwrap();
     let opts = options(dir.path());
     let session = Session::new();
-    let read = || nvlabel::health::nvml::read(&session, &opts).map_err(|e| e.to_string());
+    let read = || nvlabel::health::reading::nvml_reads::read(&session, &opts).map_err(|e| e.to_string());
 
     // No driver yet: an error, and nothing remembered.
     let e = read().unwrap_err();
@@ -73,7 +73,7 @@ fn a_reading_makes_one_field_values_call_per_gpu_and_reads_the_warning_signals()
     let session = Session::new();
     const READS: u64 = 5;
     for _ in 0..READS {
-        let reading = nvlabel::health::nvml::read(&session, &opts).unwrap();
+        let reading = nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
         let gpu = &reading.gpus[0];
         assert_eq!((gpu.pcie_replays, gpu.clock_events, gpu.recovery_action), (Some(12), Some(0x1), None));
     }

@@ -96,7 +96,7 @@ async fn hung_cuinit(env: std::collections::BTreeMap<String, PathBuf>) {
     // Health's side opens NVML and reads it meanwhile: the state lock is not held by cuInit.
     let (s, o) = (session.clone(), opts.clone());
     let reading = within("health's reading", move || {
-        nvlabel::health::nvml::read(&s, &o).map(|r| r.gpus.len()).map_err(|e| e.to_string())
+        nvlabel::health::reading::nvml_reads::read(&s, &o).map(|r| r.gpus.len()).map_err(|e| e.to_string())
     });
     assert_eq!(reading, Ok(1), "health reads the Orin through NVML while cuInit hangs");
     // What the loop asks of the session answers too.

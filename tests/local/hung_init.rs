@@ -60,11 +60,11 @@ async fn hung_init(env: std::collections::BTreeMap<String, std::path::PathBuf>) 
     daemon.run_pass().await.unwrap();
     assert_eq!(metrics.nvml_inits.get(), 1);
     // Health's side reads through the same session.
-    nvlabel::health::nvml::read(&session, &opts).unwrap();
+    nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
 
     // The next init hangs; a call of the open session has the fake read the line.
     event(&events, &format!("- hang nvmlInit_v2 {}", HANG.as_secs()));
-    nvlabel::health::nvml::read(&session, &opts).unwrap();
+    nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     // A GPU appears on the bus: the labelling pass opens NVML again, and its init hangs.
     common::hot_plug(&sysfs, "0000:ff:00.0", true);
     let started = Instant::now();
@@ -82,7 +82,7 @@ async fn hung_init(env: std::collections::BTreeMap<String, std::path::PathBuf>) 
     let (s, o) = (session.clone(), opts.clone());
     let asked = Instant::now();
     let reading = within(OPEN_WAIT + Duration::from_secs(2), move || {
-        nvlabel::health::nvml::read(&s, &o).map(|_| ()).map_err(|e| e.to_string())
+        nvlabel::health::reading::nvml_reads::read(&s, &o).map(|_| ()).map_err(|e| e.to_string())
     });
     let error = reading.expect_err("no NVML while the other side's init hangs");
     assert!(error.contains("being initialised by the other side"), "{error}");
@@ -99,7 +99,7 @@ async fn hung_init(env: std::collections::BTreeMap<String, std::path::PathBuf>) 
     assert!(started.elapsed() >= HANG - Duration::from_secs(1), "the init did hang");
     assert_eq!(metrics.nvml_inits.get(), 2);
     assert!(std::fs::read_to_string(&out).unwrap().contains("nvidia.com/gpu.count=8\n"));
-    nvlabel::health::nvml::read(&session, &opts).unwrap();
+    nvlabel::health::reading::nvml_reads::read(&session, &opts).unwrap();
     daemon.run_pass().await.unwrap();
     assert_eq!(metrics.nvml_inits.get(), 2, "no init since");
 }

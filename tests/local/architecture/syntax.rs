@@ -21,6 +21,9 @@ pub struct Parsed {
     /// The first names of the other paths it names: other crates (`std`, `nvml_wrapper`), and
     /// local names (`Self::new`, an enum's `Handle::Gpu`).
     pub external: BTreeSet<String>,
+    /// Those other paths whole (`std::thread::spawn`, `tokio::time::Instant`), for the rules on
+    /// what a room may name of other crates.
+    pub foreign: BTreeSet<ModPath>,
     /// Its out-of-line `mod` declarations: name, `#[path]` if any, and whether only tests see it.
     pub mods: Vec<ModDecl>,
     /// (type, method) for every method its non-test inherent `impl` blocks define.
@@ -122,7 +125,10 @@ impl Collector<'_> {
     fn add(&mut self, segments: &[String]) {
         match self.absolute(segments) {
             Some(p) => _ = self.parsed.refs.insert(p),
-            None => _ = self.parsed.external.insert(segments[0].clone()),
+            None => {
+                self.parsed.external.insert(segments[0].clone());
+                self.parsed.foreign.insert(segments.to_vec());
+            }
         }
     }
 
@@ -155,6 +161,7 @@ impl Collector<'_> {
         }
         let Some(abs) = self.absolute(&full) else {
             self.parsed.external.insert(full[0].clone());
+            self.parsed.foreign.insert(full);
             return;
         };
         if top {

@@ -74,7 +74,7 @@ fn probed(config: &PassConfig, session: &Session) -> Result<(Snapshot, Option<So
         Ok(s) => Ok((s, None)),
         Err(e) if e.is_init() && !config.fail_on_init_error => {
             let mut snapshot = probe::probe_files(session, opts);
-            let driver = if e.source() == Source::Cuda { "CUDA" } else { "NVML" };
+            let driver = e.source().driver();
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
                 function: e.function().into(),

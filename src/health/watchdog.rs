@@ -1,6 +1,6 @@
 //! A driver that stops answering: NVML work (labelling's or health's own) that runs past
 //! `--health-nvml-timeout` makes the condition `Unknown`, with a message that names the hung NVML
-//! call (where the work marked it, [`crate::probe::calls::nvml`]), since when and what to do. It holds no growing wait, so the condition is written once while
+//! call (where the work marked it, [`crate::probe::calls::driver`]), since when and what to do. It holds no growing wait, so the condition is written once while
 //! the call hangs, not every pass.
 
 use super::metrics::HealthMetrics;

@@ -40,12 +40,11 @@ use std::sync::Arc;
 
 /// One device source: how a pass finds the GPUs. The session chooses one per session
 /// ([`Session::device_source`]); a new source is one more implementation and one arm of
-/// `implementation()`.
+/// `implementation()`. Its names are its [`Source`]'s: `as_str` (snapshot, metrics), `driver`
+/// (messages), and [`Strategy::of`] (the flag value, and how logs name it).
 pub trait DeviceSource: Send + Sync {
     /// Which source this is (what the snapshot, the daemon and the metrics are told).
     fn source(&self) -> Source;
-    /// How logs name it (GFD's "Using NVML manager" and its siblings).
-    fn name(&self) -> &'static str;
     /// Fills `snapshot`'s GPUs, driver versions and their issues through `session`.
     fn collect(
         &self,

@@ -1,7 +1,7 @@
 //! The NVML source: every fact is read once per pass, through the session's open NVML.
 
 // Re-exported for `ProbeError`'s messages in mod.rs, which name it `nvml::describe`.
-use super::calls::nvml as mark;
+use super::calls::driver as mark;
 pub(super) use super::nvml_error::describe;
 use super::{profile, raw, sysfs, topology, DeviceSource, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot, Source};
@@ -40,14 +40,6 @@ pub(super) struct NvmlSource {
 impl DeviceSource for NvmlSource {
     fn source(&self) -> Source {
         Source::Nvml
-    }
-
-    fn name(&self) -> &'static str {
-        if self.wsl {
-            "nvml (WSL)"
-        } else {
-            "nvml"
-        }
     }
 
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {

@@ -222,7 +222,14 @@ impl Session {
         };
         let chosen = super::implementation(source, wsl);
         if keep {
-            tracing::info!(backend = chosen.name(), strategy = opts.strategy.as_str(), "device source");
+            let backend = Strategy::of(source).as_str();
+            tracing::info!(
+                backend,
+                driver = source.driver(),
+                wsl,
+                strategy = opts.strategy.as_str(),
+                "device source"
+            );
             self.lock().chosen = Some((opts.strategy, chosen.clone()));
         }
         chosen

@@ -3,7 +3,7 @@
 //! version comes from NVML where NVML answers (JetPack 6 and later, Thor). Where NVML's library
 //! does not load (JetPack 5) it is looked for once while this source is the session's.
 
-use super::calls::nvml as mark;
+use super::calls::driver as mark;
 use super::cuda::{Cuda, CudaError};
 use super::{source, DeviceSource, ProbeError, ProbeOptions, Session};
 use crate::snapshot::{Gpu, Issue, Snapshot, Source};
@@ -22,10 +22,6 @@ pub(super) struct CudaSource {
 impl DeviceSource for CudaSource {
     fn source(&self) -> Source {
         Source::Cuda
-    }
-
-    fn name(&self) -> &'static str {
-        "tegra (CUDA)"
     }
 
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {

@@ -21,10 +21,6 @@ impl DeviceSource for VfioSource {
         Source::Vfio
     }
 
-    fn name(&self) -> &'static str {
-        "vfio"
-    }
-
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
         let ids = session.pci_ids(opts).map_err(ProbeError::PciIds)?;
         let (gpus, issues) = gpus(&opts.sysfs_root, &ids).map_err(ProbeError::Vfio)?;

@@ -10,14 +10,14 @@
 //! CUDA driver. No driver is started under the state lock that both sides (labelling, health)
 //! take: `nvmlInit` runs with an "opening" mark in the state instead, and a caller that finds
 //! the other side's open in progress waits for it at most [`OPEN_WAIT`], then goes without NVML
-//! ([`ProbeError::Opening`]); `cuInit` runs under a lock of its own, which only the CUDA source
+//! ([`NvmlSourceError::Opening`]); `cuInit` runs under a lock of its own, which only the CUDA source
 //! takes. So a hung init stalls only the side that called it.
 
 use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
 use super::pci_ids::{PciIds, PciIdsError};
 use super::source::{self, Settled, Strategy};
-use super::{DeviceSource, ProbeError, ProbeOptions, Source};
+use super::{DeviceSource, NvmlSourceError, ProbeError, ProbeOptions, Source};
 use crate::snapshot::VgpuDevice;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
@@ -113,7 +113,7 @@ impl Session {
     /// is read beside `nvmlInit` when it must be read at all. A failed open is not remembered: a
     /// driver that appears later is found by the next call. An open the other side has in
     /// progress is waited for up to [`OPEN_WAIT`], then this call fails
-    /// ([`ProbeError::Opening`]) rather than stall behind it.
+    /// ([`NvmlSourceError::Opening`]) rather than stall behind it.
     pub fn nvml(&self, opts: &ProbeOptions) -> Result<Arc<Nvml>, ProbeError> {
         let mut guard = self.lock();
         if guard.opening.is_some() {
@@ -123,7 +123,7 @@ impl Session {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             if let Some(since) = guard.opening {
-                return Err(ProbeError::Opening(Duration::from_secs(since.elapsed().as_secs())));
+                return Err(NvmlSourceError::Opening(Duration::from_secs(since.elapsed().as_secs())).into());
             }
         }
         let state = &mut *guard;
@@ -361,15 +361,15 @@ pub fn open(opts: &ProbeOptions) -> Result<Nvml, ProbeError> {
             // The loader's text starts with the path again.
             let text = e.to_string();
             let why = text.strip_prefix(&format!("{library}: ")).unwrap_or(&text);
-            ProbeError::NoDriver { detail: format!("cannot load {library}: {why}") }
+            NvmlSourceError::NoDriver { detail: format!("cannot load {library}: {why}") }
         }
         NvmlError::DriverNotLoaded => {
-            ProbeError::NoDriver { detail: format!("{library}: the driver is not loaded") }
+            NvmlSourceError::NoDriver { detail: format!("{library}: the driver is not loaded") }
         }
         NvmlError::FailedToLoadSymbol(e) => {
-            ProbeError::NoDriver { detail: format!("{library} is not NVML: {e}") }
+            NvmlSourceError::NoDriver { detail: format!("{library} is not NVML: {e}") }
         }
-        source => ProbeError::Init { library: library.clone(), source },
+        source => NvmlSourceError::Init { library: library.clone(), source },
     })?;
     super::raw::keep_loaded(&opts.library);
     Ok(nvml)

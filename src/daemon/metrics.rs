@@ -29,6 +29,15 @@ pub struct Resource {
     pub resource: String,
 }
 
+/// What a session has cost so far: driver opens and PCI config-space reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCosts {
+    /// Times NVML was opened.
+    pub opens: u64,
+    /// Config-space reads.
+    pub config_reads: u64,
+}
+
 /// A device source's function (or file) that failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 pub struct DriverFunction {
@@ -170,10 +179,10 @@ impl Metrics {
 
     /// Adds what `session` cost since `before` (its opens and config reads) to the counters;
     /// returns the new totals.
-    pub fn count_session(&self, session: &crate::probe::Session, before: (u64, u64)) -> (u64, u64) {
-        let now = (session.opens(), session.config_reads());
-        self.nvml_inits.inc_by(now.0.saturating_sub(before.0));
-        self.pci_config_reads.inc_by(now.1.saturating_sub(before.1));
+    pub fn count_session(&self, session: &crate::probe::Session, before: SessionCosts) -> SessionCosts {
+        let now = SessionCosts { opens: session.opens(), config_reads: session.config_reads() };
+        self.nvml_inits.inc_by(now.opens.saturating_sub(before.opens));
+        self.pci_config_reads.inc_by(now.config_reads.saturating_sub(before.config_reads));
         now
     }
 

@@ -99,7 +99,7 @@ pub struct Daemon {
     /// The sharing labels against the Node's allocatable resources.
     cross: CrossCheck,
     /// What the session had cost at the last count (for the metrics' counters).
-    costs: (u64, u64),
+    costs: metrics::SessionCosts,
     /// The allocation mode, and the slices that decide `auto`.
     allocation: allocation::Allocation,
     /// This Node, watched (for the writer, the config label and health's expected GPU count).
@@ -141,7 +141,7 @@ impl Daemon {
             troubles: Troubles::default(),
             failed_passes: Default::default(),
             cross: CrossCheck::default(),
-            costs: (0, 0),
+            costs: metrics::SessionCosts::default(),
             node_watch,
         })
     }

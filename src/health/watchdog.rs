@@ -4,7 +4,7 @@
 //! the call hangs, not every pass.
 
 use super::metrics::HealthMetrics;
-use crate::probe::Session;
+use crate::probe::{calls::Step, Session};
 use std::time::Duration;
 
 /// Whether a hung call was seen at the last pass (the deadline itself stays in the
@@ -25,8 +25,8 @@ impl Watchdog {
     pub fn check(&mut self, session: &Session, metrics: &HealthMetrics, timeout: Duration) -> Option<String> {
         let stall = session.oldest_call().filter(|o| o.waited >= timeout).map(|o| {
             let call = match o.step {
-                Some((function, Some(gpu))) => format!("{function} on GPU {gpu}, in the {},", o.what),
-                Some((function, None)) => format!("{function}, in the {},", o.what),
+                Some(Step { function, gpu: Some(g) }) => format!("{function} on GPU {g}, in the {},", o.what),
+                Some(Step { function, gpu: None }) => format!("{function}, in the {},", o.what),
                 None => format!("a call of the {}", o.what),
             };
             message(&call, humantime::format_rfc3339_seconds(o.since), timeout)

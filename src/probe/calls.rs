@@ -9,8 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The driver call a piece of work is in: its function (or a named group of calls) and the GPU.
-pub type Step = (&'static str, Option<u32>);
+/// The driver call a piece of work is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Its function (or a named group of calls).
+    pub function: &'static str,
+    /// The GPU it is about, if one.
+    pub gpu: Option<u32>,
+}
 
 /// Where a piece of work's current [`Step`] is kept.
 type Slot = Arc<Mutex<Option<Step>>>;
@@ -45,7 +51,7 @@ thread_local! {
 /// Runs `call`, the driver function `function` (NVML's or CUDA's) (or a group of calls so named) of GPU `gpu`, as
 /// the current step of this thread's work, so that a watchdog can name it while it hangs.
 pub fn driver<T>(function: &'static str, gpu: Option<u32>, call: impl FnOnce() -> T) -> T {
-    let outer = mark(Some((function, gpu)));
+    let outer = mark(Some(Step { function, gpu }));
     let out = call();
     mark(outer);
     out
@@ -92,11 +98,6 @@ impl Calls {
         InFlight { calls: self.clone(), id }
     }
 
-    /// The work in flight longest, and for how long.
-    pub fn longest(&self) -> Option<(&'static str, Duration)> {
-        self.oldest().map(|o| (o.what, o.waited))
-    }
-
     /// The work in flight longest: what, for how long, since when, and in which driver call.
     pub fn oldest(&self) -> Option<Oldest> {
         self.oldest_where(|_| true)
@@ -125,15 +126,15 @@ mod tests {
     #[test]
     fn work_counts_while_in_flight_and_the_oldest_is_named() {
         let calls = Calls::default();
-        assert_eq!(calls.longest(), None);
+        assert_eq!(calls.oldest(), None);
         let first = calls.enter("labelling pass");
         let second =
             std::thread::scope(|s| s.spawn(|| calls.clone().enter("health reading")).join().unwrap());
-        assert_eq!(calls.longest().map(|(w, _)| w), Some("labelling pass"));
+        assert_eq!(calls.oldest().map(|o| o.what), Some("labelling pass"));
         drop(first);
-        assert_eq!(calls.longest().map(|(w, _)| w), Some("health reading"));
+        assert_eq!(calls.oldest().map(|o| o.what), Some("health reading"));
         drop(second);
-        assert_eq!(calls.longest(), None);
+        assert_eq!(calls.oldest(), None);
     }
 
     #[test]
@@ -161,8 +162,8 @@ mod tests {
                 wait.wait();
             }
             let named = [
-                Some(("nvmlDeviceGetMemoryInfo_v2", Some(1))),
-                Some(("the MIG device reads", Some(1))),
+                Some(Step { function: "nvmlDeviceGetMemoryInfo_v2", gpu: Some(1) }),
+                Some(Step { function: "the MIG device reads", gpu: Some(1) }),
                 None,
             ];
             assert_eq!(seen, named, "the inner call, then the outer again, then none");

@@ -51,12 +51,24 @@ struct State {
     /// An NVML open in progress, since when (the state is not locked while it runs).
     opening: Option<Instant>,
     /// The device source, once chosen (again after [`Session::reset`]).
-    chosen: Option<(Strategy, Arc<dyn DeviceSource>)>,
+    chosen: Option<Chosen>,
     /// The pci.ids database vfio GPUs are named from, and the `--pci-ids` it was read for.
-    pci_ids: Option<(Option<PathBuf>, Arc<PciIds>)>,
+    pci_ids: Option<ReadIds>,
     bus: Option<PciBus>,
     /// Config-space reads of buses forgotten since (a new sysfs root, SIGHUP).
     earlier_reads: u64,
+}
+
+/// The device source chosen, and the strategy it was chosen for.
+struct Chosen {
+    strategy: Strategy,
+    source: Arc<dyn DeviceSource>,
+}
+
+/// The pci.ids database, and the `--pci-ids` it was read for.
+struct ReadIds {
+    file: Option<PathBuf>,
+    ids: Arc<PciIds>,
 }
 
 /// An initialised NVML and what it was opened against.
@@ -207,9 +219,9 @@ impl Session {
     /// reset or a new strategy). A resolution that needed NVML and could not start it is not
     /// kept, so a driver that appears later is looked at again.
     pub fn device_source(&self, opts: &ProbeOptions) -> Arc<dyn DeviceSource> {
-        if let Some((strategy, chosen)) = &self.lock().chosen {
-            if *strategy == opts.strategy {
-                return chosen.clone();
+        if let Some(chosen) = &self.lock().chosen {
+            if chosen.strategy == opts.strategy {
+                return chosen.source.clone();
             }
         }
         let (source, wsl, keep) = match source::settled(opts) {
@@ -230,7 +242,7 @@ impl Session {
                 strategy = opts.strategy.as_str(),
                 "device source"
             );
-            self.lock().chosen = Some((opts.strategy, chosen.clone()));
+            self.lock().chosen = Some(Chosen { strategy: opts.strategy, source: chosen.clone() });
         }
         chosen
     }
@@ -239,7 +251,7 @@ impl Session {
     /// every pass); again after a reset.
     pub fn pci_ids(&self, opts: &ProbeOptions) -> Result<Arc<PciIds>, PciIdsError> {
         let mut state = self.lock();
-        if let Some((_, ids)) = state.pci_ids.as_ref().filter(|(path, _)| *path == opts.pci_ids) {
+        if let Some(ReadIds { ids, .. }) = state.pci_ids.as_ref().filter(|read| read.file == opts.pci_ids) {
             return Ok(ids.clone());
         }
         let ids = Arc::new(PciIds::load(opts.pci_ids.as_deref(), &opts.pci_ids_search)?);
@@ -248,7 +260,7 @@ impl Session {
             pci_ids = %ids.source(),
             "vfio: GPUs are named from pci.ids; gpu.memory and gpu.compute.major/minor are not labelled (no driver answers for a GPU bound to vfio-pci, and a BAR aperture is not its memory)"
         );
-        state.pci_ids = Some((opts.pci_ids.clone(), ids.clone()));
+        state.pci_ids = Some(ReadIds { file: opts.pci_ids.clone(), ids: ids.clone() });
         Ok(ids)
     }
 
@@ -290,11 +302,6 @@ impl Session {
     /// labelling pass and health's reading; a wait for events is not work).
     pub fn enter(&self, what: &'static str) -> super::calls::InFlight {
         self.calls.enter(what)
-    }
-
-    /// The NVML work in flight longest, and for how long (a hung driver call shows here).
-    pub fn longest_call(&self) -> Option<(&'static str, std::time::Duration)> {
-        self.calls.longest()
     }
 
     /// The oldest work in flight called `what` ("labelling pass"), whatever the other side does.

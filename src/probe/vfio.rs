@@ -25,7 +25,7 @@ impl DeviceSource for VfioSource {
 
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
         let ids = session.pci_ids(opts).map_err(VfioSourceError::PciIds)?;
-        let (gpus, issues) = gpus(&opts.sysfs_root, &ids).map_err(VfioSourceError::Devices)?;
+        let Found { gpus, issues } = gpus(&opts.sysfs_root, &ids).map_err(VfioSourceError::Devices)?;
         snap.gpus = gpus;
         snap.issues = issues;
         Ok(())
@@ -128,9 +128,18 @@ enum FileError {
     },
 }
 
+/// What a scan found: the GPUs kept, and an issue for each device left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The GPUs bound to `vfio-pci`, indexed in bus-address order.
+    pub gpus: Vec<Gpu>,
+    /// Each device left out because a file failed.
+    pub issues: Vec<Issue>,
+}
+
 /// The GPUs under `<sysfs_root>/bus/pci/devices` bound to `vfio-pci`, indexed in bus-address
 /// order, named from `ids`; with an issue for each device left out because a file failed.
-pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<(Vec<Gpu>, Vec<Issue>), VfioError> {
+pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<Found, VfioError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let list_error = |source| VfioError::List { path: dir.display().to_string(), source };
     let mut addresses = std::fs::read_dir(&dir)
@@ -152,7 +161,7 @@ pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<(Vec<Gpu>, Vec<Issue>), V
             Err(issue) => issues.push(issue),
         }
     }
-    Ok((gpus, issues))
+    Ok(Found { gpus, issues })
 }
 
 /// go-nvlib's sort key: the address without `:` and `.`, read as one hex number (0 when it is

@@ -61,20 +61,26 @@ impl Classify for PassError {
 /// does not start, with `--fail-on-init-error=false`, yields the node-level facts only, as GFD's
 /// null manager does.
 pub fn snapshot(config: &PassConfig, session: &Session) -> Result<Snapshot, PassError> {
-    Ok(probed(config, session)?.0)
+    Ok(probed(config, session)?.snapshot)
+}
+
+/// What probing gave: the snapshot, and the device source that could not start, if one could not.
+struct Probed {
+    snapshot: Snapshot,
+    down: Option<Source>,
 }
 
 /// [`snapshot`], and the device source that could not start, if one could not.
-fn probed(config: &PassConfig, session: &Session) -> Result<(Snapshot, Option<Source>), PassError> {
+fn probed(config: &PassConfig, session: &Session) -> Result<Probed, PassError> {
     if let Some(path) = &config.snapshot {
-        return Ok((Snapshot::load(path)?, None));
+        return Ok(Probed { snapshot: Snapshot::load(path)?, down: None });
     }
     let opts = &config.probe;
     match probe::probe(session, opts) {
-        Ok(s) => Ok((s, None)),
+        Ok(snapshot) => Ok(Probed { snapshot, down: None }),
         Err(e) if e.is_init() && !config.fail_on_init_error => {
             let mut snapshot = probe::probe_files(session, opts);
-            let driver = if e.source() == Source::Cuda { "CUDA" } else { "NVML" };
+            let driver = e.source().driver();
             snapshot.issues.push(crate::snapshot::Issue {
                 device: None,
                 function: e.function().into(),
@@ -84,7 +90,7 @@ fn probed(config: &PassConfig, session: &Session) -> Result<(Snapshot, Option<So
                 ),
                 source: Some(e.source()),
             });
-            Ok((snapshot, Some(e.source())))
+            Ok(Probed { snapshot, down: Some(e.source()) })
         }
         Err(e) => Err(e.into()),
     }
@@ -129,11 +135,11 @@ impl Pass {
 
 /// One pass through `session`: the snapshot, then the labels.
 pub fn run(config: &PassConfig, session: &Session) -> Result<Pass, PassError> {
-    let (snap, down) = probed(config, session)?;
-    let outcome = label(&snap, &config.labels);
+    let Probed { snapshot, down } = probed(config, session)?;
+    let outcome = label(&snapshot, &config.labels);
     Ok(Pass {
         labels: outcome.labels,
-        issues: snap.issues,
+        issues: snapshot.issues,
         warnings: outcome.warnings,
         mps_on_mig: outcome.mps_on_mig,
         down,

@@ -63,12 +63,25 @@ impl Source {
         *self == Source::Nvml
     }
 
+    /// Every source (what a lookup by another of its names walks).
+    pub const ALL: [Source; 3] = [Source::Nvml, Source::Cuda, Source::Vfio];
+
     /// Its name in a snapshot file and as a metric's label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Nvml => "nvml",
             Source::Cuda => "cuda",
             Source::Vfio => "vfio",
+        }
+    }
+
+    /// What it asks for the GPUs, as messages name it ("Failed to initialize CUDA"); the
+    /// strategy that asks for it is `probe::Strategy::of`.
+    pub fn driver(self) -> &'static str {
+        match self {
+            Source::Nvml => "NVML",
+            Source::Cuda => "CUDA",
+            Source::Vfio => "vfio-pci",
         }
     }
 }

@@ -29,16 +29,25 @@ pub struct Resource {
     pub resource: String,
 }
 
+/// What a session has cost so far: driver opens and PCI config-space reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCosts {
+    /// Times NVML was opened.
+    pub opens: u64,
+    /// Config-space reads.
+    pub config_reads: u64,
+}
+
 /// A device source's function (or file) that failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
-pub struct NvmlFunction {
+pub struct DriverFunction {
     /// The function (or `nvmlInit`).
     pub function: String,
     /// The source it belongs to: a `source` label, left out for NVML.
     pub source: Source,
 }
 
-impl EncodeLabelSet for NvmlFunction {
+impl EncodeLabelSet for DriverFunction {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         ("function", self.function.as_str()).encode(encoder.encode_label())?;
         if self.source != Source::Nvml {
@@ -58,7 +67,7 @@ pub struct Metrics {
     /// Publishes that failed.
     pub publish_failures: Family<PublishFailure, Counter>,
     /// Device-source calls that failed, by function (and source, where not NVML).
-    pub nvml_errors: Family<NvmlFunction, Counter>,
+    pub driver_errors: Family<DriverFunction, Counter>,
     /// Config reloads rejected (invalid file, missing key).
     pub config_reload_failures: Counter,
     /// Labels in the last successful publish.
@@ -87,7 +96,7 @@ impl Default for Metrics {
             passes: Counter::default(),
             pass_duration: Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]),
             publish_failures: Family::default(),
-            nvml_errors: Family::default(),
+            driver_errors: Family::default(),
             config_reload_failures: Counter::default(),
             labels_published: Gauge::default(),
             last_success: Gauge::default(),
@@ -119,7 +128,7 @@ impl Metrics {
         registry.register(
             "nvlabel_nvml_errors",
             "Device-source calls that failed, by function (and source, where not NVML)",
-            self.nvml_errors.clone(),
+            self.driver_errors.clone(),
         );
         registry.register(
             "nvlabel_config_reload_failures",
@@ -170,10 +179,10 @@ impl Metrics {
 
     /// Adds what `session` cost since `before` (its opens and config reads) to the counters;
     /// returns the new totals.
-    pub fn count_session(&self, session: &crate::probe::Session, before: (u64, u64)) -> (u64, u64) {
-        let now = (session.opens(), session.config_reads());
-        self.nvml_inits.inc_by(now.0.saturating_sub(before.0));
-        self.pci_config_reads.inc_by(now.1.saturating_sub(before.1));
+    pub fn count_session(&self, session: &crate::probe::Session, before: SessionCosts) -> SessionCosts {
+        let now = SessionCosts { opens: session.opens(), config_reads: session.config_reads() };
+        self.nvml_inits.inc_by(now.opens.saturating_sub(before.opens));
+        self.pci_config_reads.inc_by(now.config_reads.saturating_sub(before.config_reads));
         now
     }
 
@@ -190,14 +199,14 @@ impl Metrics {
         let _ = self.sharing_mismatch.get_or_create(&Resource { resource: "nvidia.com/gpu".into() });
         for function in crate::probe::NVML_FUNCTIONS {
             let _ = self
-                .nvml_errors
-                .get_or_create(&NvmlFunction { function: (*function).into(), source: Source::Nvml });
+                .driver_errors
+                .get_or_create(&DriverFunction { function: (*function).into(), source: Source::Nvml });
         }
     }
 
     /// Counts a failed call (or file) `function` of the device `source`.
     pub fn source_failed(&self, source: Source, function: &str) {
-        self.nvml_errors.get_or_create(&NvmlFunction { function: function.into(), source }).inc();
+        self.driver_errors.get_or_create(&DriverFunction { function: function.into(), source }).inc();
     }
 
     /// Counts a failed publish of `writer` and marks the labeler not ready.

@@ -21,7 +21,7 @@ pub mod service;
 pub mod watch;
 
 pub use error::{DaemonError, ThreadError};
-pub use metrics::{Metrics, NvmlFunction, PublishFailure};
+pub use metrics::{DriverFunction, Metrics, PublishFailure};
 
 use crate::health::config::HealthConfig;
 use crate::kubeapi::node_view::NodeView;
@@ -99,7 +99,7 @@ pub struct Daemon {
     /// The sharing labels against the Node's allocatable resources.
     cross: CrossCheck,
     /// What the session had cost at the last count (for the metrics' counters).
-    costs: (u64, u64),
+    costs: metrics::SessionCosts,
     /// The allocation mode, and the slices that decide `auto`.
     allocation: allocation::Allocation,
     /// This Node, watched (for the writer, the config label and health's expected GPU count).
@@ -141,7 +141,7 @@ impl Daemon {
             troubles: Troubles::default(),
             failed_passes: Default::default(),
             cross: CrossCheck::default(),
-            costs: (0, 0),
+            costs: metrics::SessionCosts::default(),
             node_watch,
         })
     }
@@ -227,7 +227,7 @@ impl Daemon {
                     self.metrics.source_failed(p.source(), p.function());
                 }
                 self.metrics.liveness.record(false);
-                self.retry.nvml(true);
+                self.retry.driver(true);
                 self.retry.back_off(true);
                 return Ok(());
             }
@@ -239,8 +239,8 @@ impl Daemon {
         }
         self.troubles.update(pass.troubles());
         self.metrics.mps_on_mig.set(i64::from(pass.mps_on_mig));
-        let nvml_down = pass.down.is_some();
-        self.retry.nvml(nvml_down);
+        let driver_down = pass.down.is_some();
+        self.retry.driver(driver_down);
         let labels = pass.labels;
         let count = labels.len() as i64;
         let published = match self.config().target.clone() {
@@ -251,9 +251,9 @@ impl Daemon {
                 Err(crate::publish::FailureReason::Setup)
             }
         };
-        match (&published, nvml_down) {
+        match (&published, driver_down) {
             (Err(reason), false) => self.retry.publish_failed(*reason),
-            _ => self.retry.back_off(nvml_down || published.is_err()),
+            _ => self.retry.back_off(driver_down || published.is_err()),
         }
         if published.is_ok() {
             self.metrics.liveness.record(true);

@@ -12,12 +12,18 @@ use std::time::{Duration, Instant};
 /// How long one publish (with its retries) may take before it is abandoned.
 pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(60);
 
+/// A writer, and the target it was built for.
+struct Built {
+    target: Target,
+    writer: Box<dyn DaemonWriter>,
+}
+
 /// The writer and what it last published.
 pub struct Publisher {
     client: Option<kube::Client>,
     /// How the API writers decide what to send.
     watching: Watches,
-    writer: Option<(Target, Box<dyn DaemonWriter>)>,
+    writer: Option<Built>,
     /// The labels last published, for logging what changed, refreshes and repairs.
     published: Option<Labels>,
     drift: DriftGuard,
@@ -56,12 +62,12 @@ impl Publisher {
 
     /// The writer for `target`; rebuilt when a reload changed the target.
     pub async fn writer(&mut self, target: Target) -> Result<&mut Box<dyn DaemonWriter>, SetupError> {
-        if self.writer.as_ref().is_none_or(|(built_for, _)| *built_for != target) {
+        if self.writer.as_ref().is_none_or(|built| built.target != target) {
             let writer = target.build_daemon(self.client.as_ref(), &self.watching).await?;
             self.changes = writer.changes();
-            self.writer = Some((target, writer));
+            self.writer = Some(Built { target, writer });
         }
-        Ok(&mut self.writer.as_mut().expect("just built").1)
+        Ok(&mut self.writer.as_mut().expect("just built").writer)
     }
 
     /// Publishes `labels` to `target` within [`PUBLISH_DEADLINE`]; logs what changed.
@@ -125,7 +131,7 @@ impl Publisher {
         why: Attempt,
         metrics: &Metrics,
     ) -> Result<bool, FailureReason> {
-        let Some((_, writer)) = self.writer.as_mut() else { return Ok(false) };
+        let Some(Built { writer, .. }) = self.writer.as_mut() else { return Ok(false) };
         let name = writer.name();
         match publish_within(writer.as_mut(), labels).await {
             Ok(changed) => {
@@ -161,7 +167,7 @@ impl Publisher {
             self.repair_due = Some(now);
             return;
         }
-        let drifted = self.writer.as_ref().is_some_and(|(_, w)| w.drifted());
+        let drifted = self.writer.as_ref().is_some_and(|b| b.writer.drifted());
         if drifted && self.repair_due.is_none() {
             self.schedule_repair(now);
         }
@@ -203,7 +209,7 @@ impl Publisher {
             return self.retry_failed(labels, metrics).await;
         }
         let Some(labels) = self.published.clone() else { return Ok(()) };
-        let Some((_, writer)) = self.writer.as_mut() else { return Ok(()) };
+        let Some(Built { writer, .. }) = self.writer.as_mut() else { return Ok(()) };
         if !writer.drifted() {
             return Ok(());
         }
@@ -219,7 +225,7 @@ impl Publisher {
 
     /// Publishes `labels`, whose publish failed, now that the watched object changed.
     async fn retry_failed(&mut self, labels: Labels, metrics: &Metrics) -> Result<(), FailureReason> {
-        let Some((_, writer)) = self.writer.as_ref() else { return Ok(()) };
+        let Some(Built { writer, .. }) = self.writer.as_ref() else { return Ok(()) };
         let name = writer.name();
         let changed = self.attempt(&labels, Attempt::Publish, metrics).await?;
         self.wanted = None;
@@ -230,7 +236,7 @@ impl Publisher {
 
     /// How long until the writer wants its labels written again (the feature file's expiry).
     pub fn refresh_in(&self) -> Option<Duration> {
-        self.writer.as_ref().and_then(|(_, w)| w.refresh_in())
+        self.writer.as_ref().and_then(|b| b.writer.refresh_in())
     }
 
     /// Writes the last published labels again (an expiry that must move forward).
@@ -270,7 +276,7 @@ impl Publisher {
 
     /// The Node's allocatable resources as the writer last read them.
     pub fn node_allocatable(&self) -> Option<BTreeMap<String, String>> {
-        self.writer.as_ref().and_then(|(_, w)| w.node_allocatable())
+        self.writer.as_ref().and_then(|b| b.writer.node_allocatable())
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// The shortest time between passes.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Retries while NVML is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
+/// Retries while the device source is down or publishing fails: full jitter from 2 s, doubling to 5 minutes.
 const RETRY: FullJitter = FullJitter::new(Duration::from_secs(2), Duration::from_secs(300));
 
 /// Retries after the API refused a publish: a uniform wait in `[0, 8 s)`, every time (raised to
@@ -19,9 +19,9 @@ const REFUSED_RETRY: FullJitter = FullJitter::new(Duration::from_secs(8), Durati
 pub struct Retry {
     backoff: FullJitter,
     wait: Option<Duration>,
-    /// Whether the last pass found NVML down (a publish that goes through later does not end
+    /// Whether the last pass found the device source down.(a publish that goes through later does not end
     /// that pass's retry schedule).
-    nvml_down: bool,
+    driver_down: bool,
     /// Draws each wait within its window.
     draw: fn() -> f64,
 }
@@ -29,7 +29,7 @@ pub struct Retry {
 impl Retry {
     /// No retry pending; waits drawn with `draw` (a number in `[0, 1)`).
     pub fn new(draw: fn() -> f64) -> Retry {
-        Retry { backoff: RETRY, wait: None, nvml_down: false, draw }
+        Retry { backoff: RETRY, wait: None, driver_down: false, draw }
     }
 
     /// The wait before the next pass while retrying (`None`: the interval's).
@@ -37,12 +37,12 @@ impl Retry {
         self.wait
     }
 
-    /// Whether the last pass found NVML down.
-    pub fn nvml(&mut self, down: bool) {
-        self.nvml_down = down;
+    /// Whether the last pass found the device source down.
+    pub fn driver(&mut self, down: bool) {
+        self.driver_down = down;
     }
 
-    /// After a pass that could not do its whole job (NVML down, publish failed), the next one
+    /// After a pass that could not do its whole job (the device source down, publish failed), the next one
     /// waits a full-jitter backoff (from 2 s, doubling to 5 minutes, never under the 1 s floor)
     /// instead of the interval; a good pass goes back to the interval.
     pub fn back_off(&mut self, failed: bool) {
@@ -69,11 +69,11 @@ impl Retry {
     }
 
     /// A failed publish went through outside a pass (the watched object changed, so it was tried
-    /// at once): the pass's retry schedule ends with it, unless NVML failed too. Whether it ended.
+    /// at once): the pass's retry schedule ends with it, unless the device source failed too. Whether it ended.
     pub fn publish_recovered(&mut self) -> bool {
-        if !self.nvml_down {
+        if !self.driver_down {
             self.back_off(false);
         }
-        !self.nvml_down
+        !self.driver_down
     }
 }

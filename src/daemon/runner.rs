@@ -6,7 +6,7 @@
 
 use super::ThreadError;
 use crate::pass::{self, Pass, PassConfig, PassError};
-use crate::probe::Session;
+use crate::probe::{calls::Step, Session};
 use crate::worker::{Answer, Worker};
 use std::time::Duration;
 
@@ -67,10 +67,12 @@ fn unresponsive(session: &Session, limit: Duration) -> PassError {
 }
 
 /// What a pass in `step` waits on, in words: the driver call it is in, or none.
-fn waiting_on(step: Option<crate::probe::calls::Step>) -> String {
+fn waiting_on(step: Option<Step>) -> String {
     match step {
-        Some((function, Some(gpu))) => format!("it waits on {function} on GPU {gpu}: the driver may be hung"),
-        Some((function, None)) => format!("it waits on {function}: the driver may be hung"),
+        Some(Step { function, gpu: Some(gpu) }) => {
+            format!("it waits on {function} on GPU {gpu}: the driver may be hung")
+        }
+        Some(Step { function, gpu: None }) => format!("it waits on {function}: the driver may be hung"),
         None => {
             "it is in no driver call (reading sysfs or another file, say): a file system may be hung".into()
         }
@@ -79,12 +81,17 @@ fn waiting_on(step: Option<crate::probe::calls::Step>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::probe::calls::Step;
+
     #[test]
     fn a_stuck_pass_names_what_it_waits_on() {
         let e = crate::pass::PassError::Unresponsive {
             waited: std::time::Duration::from_secs(29),
             limit: std::time::Duration::from_secs(30),
-            waiting_on: super::waiting_on(Some(("nvmlDeviceGetMemoryInfo_v2", Some(0)))),
+            waiting_on: super::waiting_on(Some(Step {
+                function: "nvmlDeviceGetMemoryInfo_v2",
+                gpu: Some(0),
+            })),
         };
         assert_eq!(
             e.to_string(),
@@ -95,7 +102,7 @@ mod tests {
             "it is in no driver call (reading sysfs or another file, say): a file system may be hung"
         );
         assert_eq!(
-            super::waiting_on(Some(("nvmlInit_v2", None))),
+            super::waiting_on(Some(Step { function: "nvmlInit_v2", gpu: None })),
             "it waits on nvmlInit_v2: the driver may be hung"
         );
     }

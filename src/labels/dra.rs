@@ -5,10 +5,8 @@
 //! describes the physical GPUs, whatever MIG or a sharing config say, plus `gpu.present`, which
 //! the DRA driver's kubelet plugin is placed by where NFD's PCI labels are absent.
 
-use super::{clique, extended, key, machine, mig_capable, mode, resource, timestamp, topology};
-use super::{version, vgpu, LabelConfig, Labels, MigStrategy};
+use super::{key, resource, LabelConfig, Labels, MigStrategy};
 use crate::sharing::Sharing;
-use crate::snapshot::Snapshot;
 
 /// Which label set a pass computes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,37 +68,22 @@ impl From<Profile> for AllocationMode {
 /// Keys of the device-plugin profile that describe sharing or the MIG strategy, not the GPUs.
 const NOT_PHYSICAL: [&str; 2] = ["gpu.replicas", "gpu.sharing-strategy"];
 
-/// The DRA profile's labels, before the final validity check.
-pub fn labels(snapshot: &Snapshot, config: &LabelConfig, warnings: &mut Vec<String>) -> Labels {
-    if let Some(ignored) = ignored(config) {
-        warnings.push(format!(
-            "allocation mode dra ignores {ignored}: a DRA driver shares GPUs and MIG devices per claim, so the labels describe the physical GPUs"
-        ));
-    }
-    let mut l = timestamp::labels(config.timestamp);
-    let gpus = &snapshot.gpus;
-    if !gpus.is_empty() {
-        l.extend(machine::labels(&snapshot.machine_type, warnings));
-        l.extend(version::labels(snapshot, warnings));
-        l.extend(mig_capable::labels(gpus));
-        // No sharing and no MIG strategy: count, product and memory of the physical GPUs.
-        let mut physical = resource::full_gpu_labels(gpus, &Sharing::default(), warnings);
-        physical.retain(|k, _| !NOT_PHYSICAL.iter().any(|n| *k == key(n)));
-        l.extend(physical);
-        l.extend(mode::labels(gpus, warnings));
-        l.extend(clique::labels(gpus, warnings));
-        if config.extended {
-            l.extend(extended::labels(gpus, warnings));
-            l.extend(topology::labels(snapshot));
-        }
-        l.insert(key("gpu.present"), "true".into());
-    }
-    l.extend(vgpu::labels(snapshot.vgpu.as_deref(), warnings));
-    l
+/// The DRA profile's resource labels: no sharing and no MIG strategy, so count, product and
+/// memory of the physical GPUs (its place in the order is `labelers.rs`').
+pub fn physical(gpus: &[crate::snapshot::Gpu], warnings: &mut Vec<String>) -> Labels {
+    let mut physical = resource::full_gpu_labels(gpus, &Sharing::default(), warnings);
+    physical.retain(|k, _| !NOT_PHYSICAL.iter().any(|n| *k == key(n)));
+    physical
 }
 
-/// What of the device-plugin configuration the DRA profile leaves aside, if anything.
-fn ignored(config: &LabelConfig) -> Option<String> {
+/// `gpu.present`, which the DRA driver's kubelet plugin is placed by.
+pub fn present() -> Labels {
+    Labels::from([(key("gpu.present"), "true".into())])
+}
+
+/// The warning saying what of the device-plugin configuration the DRA profile leaves aside, if
+/// anything.
+pub fn ignored(config: &LabelConfig) -> Option<String> {
     let mut what = Vec::new();
     if config.sharing != Sharing::default() {
         what.push("the device-plugin config's sharing section".to_string());
@@ -108,7 +91,12 @@ fn ignored(config: &LabelConfig) -> Option<String> {
     if config.mig_strategy != MigStrategy::None {
         what.push(format!("--mig-strategy={}", config.mig_strategy.as_str()));
     }
-    (!what.is_empty()).then(|| what.join(" and "))
+    (!what.is_empty()).then(|| {
+        format!(
+            "allocation mode dra ignores {}: a DRA driver shares GPUs and MIG devices per claim, so the labels describe the physical GPUs",
+            what.join(" and ")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::*;
 use crate::labels::test_support::{full, indexed, m, mig_enabled, ts};
 use crate::labels::{compute, Labels};
+use crate::snapshot::Snapshot;
 
 fn config(mig_strategy: MigStrategy, sharing: Sharing, profile: Profile) -> LabelConfig {
     LabelConfig { mig_strategy, sharing, timestamp: Some(1_700_000_000), extended: false, profile }

@@ -1,10 +1,12 @@
 //! Snapshot + config → labels. Each labeler is a pure function in its own file; they are merged
-//! in GFD's order (a later labeler overwrites an earlier one's key), then every key and value is
+//! in GFD's order, the one list in `labelers.rs` that both profiles walk (a later labeler
+//! overwrites an earlier one's key), then every key and value is
 //! checked against the Kubernetes rules so nothing invalid is ever published.
 
 mod clique;
 pub mod dra;
 pub mod extended;
+mod labelers;
 mod machine;
 mod mig_capable;
 mod mig_strategy;
@@ -104,35 +106,27 @@ pub fn compute(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
 /// Every labeler's labels merged in GFD's order, before the final validity check.
 pub fn merge(snapshot: &Snapshot, config: &LabelConfig) -> Outcome {
     let mut out = Outcome::default();
-    if config.profile == Profile::Dra {
-        out.labels = dra::labels(snapshot, config, &mut out.warnings);
-        return out;
-    }
-    let mut merged = Labels::new();
-    merged.extend(timestamp::labels(config.timestamp));
-    // The device plugin refuses MPS on MIG-enabled GPUs: the labels must not promise sharing.
     let no_sharing = Sharing::default();
-    out.mps_on_mig = mps::on_mig(&snapshot.gpus, &config.sharing).is_some();
-    let sharing = if out.mps_on_mig { &no_sharing } else { &config.sharing };
-    let w = &mut out.warnings;
-    // GFD builds no device labels at all on a node without GPUs.
-    if !snapshot.gpus.is_empty() {
-        merged.extend(machine::labels(&snapshot.machine_type, w));
-        merged.extend(version::labels(snapshot, w));
-        merged.extend(mig_capable::labels(&snapshot.gpus));
-        merged.extend(mps::labels(&snapshot.gpus, &config.sharing, w));
-        merged.extend(resource::full_gpu_labels(&snapshot.gpus, sharing, w));
-        merged.extend(mig_strategy::labels(&snapshot.gpus, config.mig_strategy, sharing, w));
-        w.extend(config.sharing.matching_nothing(&resources(&snapshot.gpus, config.mig_strategy)));
-        merged.extend(mode::labels(&snapshot.gpus, w));
-        merged.extend(clique::labels(&snapshot.gpus, w));
-        if config.extended {
-            merged.extend(extended::labels(&snapshot.gpus, w));
-            merged.extend(topology::labels(snapshot));
+    let sharing = match config.profile {
+        Profile::Dra => {
+            out.warnings.extend(dra::ignored(config));
+            &no_sharing
         }
+        Profile::DevicePlugin => {
+            // The device plugin refuses MPS on MIG-enabled GPUs: the labels must not promise sharing.
+            out.mps_on_mig = mps::on_mig(&snapshot.gpus, &config.sharing).is_some();
+            if out.mps_on_mig {
+                &no_sharing
+            } else {
+                &config.sharing
+            }
+        }
+    };
+    let input = labelers::Input { snapshot, config, sharing };
+    for labeler in labelers::ORDER.into_iter().filter(|l| l.runs(&input)) {
+        let labels = labeler.labels(&input, &mut out.warnings);
+        out.labels.extend(labels);
     }
-    merged.extend(vgpu::labels(snapshot.vgpu.as_deref(), w));
-    out.labels = merged;
     out
 }
 

@@ -1,6 +1,6 @@
 //! The driver work in flight through one session, since when, and which call it is in (NVML's, or
 //! the CUDA source's): how a hung driver call is seen from outside the thread it hangs on
-//! (health's watchdog reads it, whichever side is stuck). The call is marked by [`nvml`] around
+//! (health's watchdog reads it, whichever side is stuck). The call is marked by [`driver`] around
 //! it, on the thread doing the work; a mark costs one uncontended lock.
 
 use std::cell::RefCell;
@@ -9,8 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The NVML call a piece of work is in: its function (or a named group of calls) and the GPU.
-pub type Step = (&'static str, Option<u32>);
+/// The driver call a piece of work is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Its function (or a named group of calls).
+    pub function: &'static str,
+    /// The GPU it is about, if one.
+    pub gpu: Option<u32>,
+}
 
 /// Where a piece of work's current [`Step`] is kept.
 type Slot = Arc<Mutex<Option<Step>>>;
@@ -33,7 +39,7 @@ pub struct Oldest {
     pub waited: Duration,
     /// When it started, by the wall clock (the same however often it is asked).
     pub since: SystemTime,
-    /// The NVML call it is in, where that call is marked.
+    /// The driver call it is in, where that call is marked.
     pub step: Option<Step>,
 }
 
@@ -42,10 +48,10 @@ thread_local! {
     static SLOT: RefCell<Option<Slot>> = const { RefCell::new(None) };
 }
 
-/// Runs `call`, the NVML function `function` (or a group of calls so named) of GPU `gpu`, as
+/// Runs `call`, the driver function `function` (NVML's or CUDA's) (or a group of calls so named) of GPU `gpu`, as
 /// the current step of this thread's work, so that a watchdog can name it while it hangs.
-pub fn nvml<T>(function: &'static str, gpu: Option<u32>, call: impl FnOnce() -> T) -> T {
-    let outer = mark(Some((function, gpu)));
+pub fn driver<T>(function: &'static str, gpu: Option<u32>, call: impl FnOnce() -> T) -> T {
+    let outer = mark(Some(Step { function, gpu }));
     let out = call();
     mark(outer);
     out
@@ -92,12 +98,7 @@ impl Calls {
         InFlight { calls: self.clone(), id }
     }
 
-    /// The work in flight longest, and for how long.
-    pub fn longest(&self) -> Option<(&'static str, Duration)> {
-        self.oldest().map(|o| (o.what, o.waited))
-    }
-
-    /// The work in flight longest: what, for how long, since when, and in which NVML call.
+    /// The work in flight longest: what, for how long, since when, and in which driver call.
     pub fn oldest(&self) -> Option<Oldest> {
         self.oldest_where(|_| true)
     }
@@ -125,15 +126,15 @@ mod tests {
     #[test]
     fn work_counts_while_in_flight_and_the_oldest_is_named() {
         let calls = Calls::default();
-        assert_eq!(calls.longest(), None);
+        assert_eq!(calls.oldest(), None);
         let first = calls.enter("labelling pass");
         let second =
             std::thread::scope(|s| s.spawn(|| calls.clone().enter("health reading")).join().unwrap());
-        assert_eq!(calls.longest().map(|(w, _)| w), Some("labelling pass"));
+        assert_eq!(calls.oldest().map(|o| o.what), Some("labelling pass"));
         drop(first);
-        assert_eq!(calls.longest().map(|(w, _)| w), Some("health reading"));
+        assert_eq!(calls.oldest().map(|o| o.what), Some("health reading"));
         drop(second);
-        assert_eq!(calls.longest(), None);
+        assert_eq!(calls.oldest(), None);
     }
 
     #[test]
@@ -143,8 +144,8 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _busy = calls.enter("health reading");
-                nvml("the MIG device reads", Some(1), || {
-                    nvml("nvmlDeviceGetMemoryInfo_v2", Some(1), || {
+                driver("the MIG device reads", Some(1), || {
+                    driver("nvmlDeviceGetMemoryInfo_v2", Some(1), || {
                         inside.wait();
                         wait.wait();
                     });
@@ -161,14 +162,14 @@ mod tests {
                 wait.wait();
             }
             let named = [
-                Some(("nvmlDeviceGetMemoryInfo_v2", Some(1))),
-                Some(("the MIG device reads", Some(1))),
+                Some(Step { function: "nvmlDeviceGetMemoryInfo_v2", gpu: Some(1) }),
+                Some(Step { function: "the MIG device reads", gpu: Some(1) }),
                 None,
             ];
             assert_eq!(seen, named, "the inner call, then the outer again, then none");
         });
         assert_eq!(calls.oldest(), None);
-        let marked_nowhere = nvml("nvmlInit_v2", None, || 7);
+        let marked_nowhere = driver("nvmlInit_v2", None, || 7);
         assert_eq!(marked_nowhere, 7, "outside any work a mark does nothing");
     }
 }

@@ -10,7 +10,9 @@
 //! only drops the label it feeds; a MIG device that cannot be read or named is skipped.
 //! Each is recorded in [`Snapshot::issues`] with the source whose call failed (the caller logs
 //! it when it starts and ends). Only the source's start and its device count (for vfio: the
-//! PCI device list and pci.ids) fail the whole probe.
+//! PCI device list and pci.ids) fail the whole probe, with the source's own error type (a
+//! [`SourceError`]: whether it is a start failure, its function, its hint), which [`ProbeError`]
+//! wraps.
 
 pub mod calls;
 pub mod cuda;
@@ -29,9 +31,12 @@ mod topology;
 pub mod vfio;
 
 pub use crate::snapshot::Source;
+pub use nvml_error::NvmlSourceError;
 pub use raw::clocks_event_reasons;
 pub use session::Session;
 pub use strategy::Strategy;
+pub use tegra::CudaSourceError;
+pub use vfio::VfioSourceError;
 
 use crate::exit::Classify;
 use crate::snapshot::{Issue, Snapshot};
@@ -40,12 +45,11 @@ use std::sync::Arc;
 
 /// One device source: how a pass finds the GPUs. The session chooses one per session
 /// ([`Session::device_source`]); a new source is one more implementation and one arm of
-/// `implementation()`.
+/// `implementation()`. Its names are its [`Source`]'s: `as_str` (snapshot, metrics), `driver`
+/// (messages), and [`Strategy::of`] (the flag value, and how logs name it).
 pub trait DeviceSource: Send + Sync {
     /// Which source this is (what the snapshot, the daemon and the metrics are told).
     fn source(&self) -> Source;
-    /// How logs name it (GFD's "Using NVML manager" and its siblings).
-    fn name(&self) -> &'static str;
     /// Fills `snapshot`'s GPUs, driver versions and their issues through `session`.
     fn collect(
         &self,
@@ -146,106 +150,75 @@ impl Default for ProbeOptions {
     }
 }
 
-/// Why the probe produced no snapshot.
+/// What every device source's error says of itself, each answering with an exhaustive `match`
+/// over its own variants, so a new source's error says how it fails or does not compile.
+pub trait SourceError: Classify {
+    /// The device source whose error this is.
+    fn device_source(&self) -> Source;
+    /// Whether the source could not start (what `--fail-on-init-error` is about).
+    fn is_init(&self) -> bool;
+    /// The source's function (or file) behind the error, for metrics.
+    fn function(&self) -> &'static str;
+    /// What to do about a start failure: the usual fix, if there is one.
+    fn hint(&self) -> Option<&'static str>;
+}
+
+/// Why the probe produced no snapshot: the error of the source that failed, as that source says
+/// it (messages are the source error's own).
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    /// The NVML library is missing or the driver is not loaded.
-    #[error("no NVIDIA driver found: {detail}")]
-    NoDriver {
-        /// What the loader or NVML said.
-        detail: String,
-    },
-    /// NVML is there but would not initialise.
-    #[error("failed to initialize NVML from {library}: {}", nvml::describe(source))]
-    Init {
-        /// The library loaded.
-        library: String,
-        /// NVML's error.
-        source: nvml_wrapper::error::NvmlError,
-    },
-    /// The number of GPUs is unknown, so nothing can be labelled.
-    #[error("error getting devices: nvmlDeviceGetCount_v2: {}", nvml::describe(.0))]
-    DeviceCount(nvml_wrapper::error::NvmlError),
-    /// The CUDA driver (integrated GPUs) did not load or start.
-    #[error("no CUDA driver found: {0}")]
-    Cuda(#[source] cuda::CudaOpenError),
-    /// CUDA could not count its GPUs.
-    #[error("error getting devices: {0}")]
-    CudaCount(#[source] cuda::CudaError),
-    /// The PCI devices could not be listed (vfio).
-    #[error("error getting devices: {0}")]
-    Vfio(#[source] vfio::VfioError),
-    /// The `--pci-ids` file could not be read (vfio).
-    #[error("{0}")]
-    PciIds(#[source] pci_ids::PciIdsError),
-    /// The other side (labelling or health) is initialising NVML: not waited for, so a hung
-    /// `nvmlInit` stalls only the side that called it.
-    #[error("NVML is being initialised by the other side for {}; this one goes without it and tries again", humantime::format_duration(*.0))]
-    Opening(std::time::Duration),
+    /// NVML's.
+    #[error(transparent)]
+    Nvml(#[from] NvmlSourceError),
+    /// The CUDA source's (integrated GPUs).
+    #[error(transparent)]
+    Cuda(#[from] CudaSourceError),
+    /// vfio's.
+    #[error(transparent)]
+    Vfio(#[from] VfioSourceError),
+}
+
+impl ProbeError {
+    /// NVML's "no NVIDIA driver found" with what the loader or NVML said.
+    pub fn no_driver(detail: impl Into<String>) -> ProbeError {
+        NvmlSourceError::NoDriver { detail: detail.into() }.into()
+    }
+
+    /// The source's own error: the one `match` over the sources.
+    fn of_source(&self) -> &dyn SourceError {
+        match self {
+            ProbeError::Nvml(e) => e,
+            ProbeError::Cuda(e) => e,
+            ProbeError::Vfio(e) => e,
+        }
+    }
+
+    /// The device source that failed.
+    pub fn source(&self) -> Source {
+        self.of_source().device_source()
+    }
+
+    /// The source's function (or file) behind the error, for metrics.
+    pub fn function(&self) -> &'static str {
+        self.of_source().function()
+    }
+
+    /// Whether this is an initialisation failure (what `--fail-on-init-error` is about).
+    pub fn is_init(&self) -> bool {
+        self.of_source().is_init()
+    }
+
+    /// What to do about an initialisation failure: the usual fix, for the source that failed.
+    pub fn hint(&self) -> Option<&'static str> {
+        self.of_source().hint()
+    }
 }
 
 impl Classify for ProbeError {
     /// A driver that is missing or will not start is the node's, even where `--nvml-library` or
     /// `--cuda-library` points at the wrong file: the same file is right on another node.
     fn is_bad_configuration(&self) -> bool {
-        match self {
-            ProbeError::NoDriver { .. }
-            | ProbeError::Init { .. }
-            | ProbeError::DeviceCount(_)
-            | ProbeError::Opening(_) => false,
-            ProbeError::Cuda(e) => e.is_bad_configuration(),
-            ProbeError::CudaCount(e) => e.is_bad_configuration(),
-            ProbeError::Vfio(e) => e.is_bad_configuration(),
-            ProbeError::PciIds(e) => e.is_bad_configuration(),
-        }
-    }
-}
-
-impl ProbeError {
-    /// The device source that failed.
-    pub fn source(&self) -> Source {
-        match self {
-            ProbeError::NoDriver { .. }
-            | ProbeError::Init { .. }
-            | ProbeError::DeviceCount(_)
-            | ProbeError::Opening(_) => Source::Nvml,
-            ProbeError::Cuda(_) | ProbeError::CudaCount(_) => Source::Cuda,
-            ProbeError::Vfio(_) | ProbeError::PciIds(_) => Source::Vfio,
-        }
-    }
-
-    /// The source's function (or file) behind the error, for metrics.
-    pub fn function(&self) -> &'static str {
-        match self {
-            ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::Opening(_) => "nvmlInit",
-            ProbeError::DeviceCount(_) => "nvmlDeviceGetCount_v2",
-            ProbeError::Cuda(_) => "cuInit",
-            ProbeError::CudaCount(e) => e.function,
-            ProbeError::Vfio(_) => "sysfs PCI devices",
-            ProbeError::PciIds(_) => "pci.ids",
-        }
-    }
-
-    /// Whether this is an initialisation failure (what `--fail-on-init-error` is about).
-    pub fn is_init(&self) -> bool {
-        matches!(self, ProbeError::NoDriver { .. } | ProbeError::Init { .. } | ProbeError::Cuda(_))
-    }
-
-    /// What to do about an initialisation failure: the usual fix, for the source that failed.
-    pub fn hint(&self) -> Option<&'static str> {
-        match self {
-            ProbeError::NoDriver { .. } | ProbeError::Init { .. } => Some(
-                "install the driver or point --nvml-library at its libnvidia-ml.so.1 (on Jetson, IGX or Thor: --device-discovery-strategy=tegra, or let nvlabel see the host's /etc/nv_tegra_release through --host-root); --fail-on-init-error=false labels this node without GPUs",
-            ),
-            // The driver is there: non-root, the GPU's device nodes are what it cannot open.
-            ProbeError::Cuda(cuda::CudaOpenError::Init { source, .. }) if source.code == cuda::NO_DEVICE => Some(
-                "the CUDA driver loaded but sees no GPU: on Jetson, IGX and Thor this usually means this process (its uid and groups) cannot open the GPU's device nodes (/dev/nvhost-*, /dev/nvmap, /dev/nvgpu/igpu0/*, /dev/nvidia*; usually group video, mode 0660): run it with that group among its supplemental groups, e.g. the video group; --fail-on-init-error=false labels this node without GPUs",
-            ),
-            ProbeError::Cuda(_) => Some(
-                "on Jetson, IGX and Thor the CUDA driver comes with JetPack: give the container the host's libcuda.so.1 (the NVIDIA container runtime mounts it) or point --cuda-library at it; --fail-on-init-error=false labels this node without GPUs",
-            ),
-            _ => None,
-        }
+        self.of_source().is_bad_configuration()
     }
 }
 

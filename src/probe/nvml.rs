@@ -1,9 +1,10 @@
 //! The NVML source: every fact is read once per pass, through the session's open NVML.
 
-// Re-exported for `ProbeError`'s messages in mod.rs, which name it `nvml::describe`.
-use super::calls::nvml as mark;
-pub(super) use super::nvml_error::describe;
-use super::{profile, raw, sysfs, topology, DeviceSource, ProbeError, ProbeOptions, Session};
+use super::calls::driver as mark;
+use super::nvml_error::describe;
+use super::{
+    profile, raw, sysfs, topology, DeviceSource, NvmlSourceError, ProbeError, ProbeOptions, Session,
+};
 use crate::snapshot::{Fabric, Gpu, Issue, Mig, MigDevice, Snapshot, Source};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -42,14 +43,6 @@ impl DeviceSource for NvmlSource {
         Source::Nvml
     }
 
-    fn name(&self) -> &'static str {
-        if self.wsl {
-            "nvml (WSL)"
-        } else {
-            "nvml"
-        }
-    }
-
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
         let nvml = mark("nvmlInit_v2", None, || session.nvml(opts))?;
         collect(&nvml, session, opts, self.wsl, snap)
@@ -83,7 +76,7 @@ fn collect(
     };
     let count = mark("nvmlDeviceGetCount_v2", None, || nvml.device_count()).map_err(|e| {
         session.check(&e);
-        ProbeError::DeviceCount(e)
+        ProbeError::from(NvmlSourceError::DeviceCount(e))
     })?;
     if opts.topology {
         let conf = || topology::conf_compute(nvml, &mut issues);

@@ -10,14 +10,14 @@
 //! CUDA driver. No driver is started under the state lock that both sides (labelling, health)
 //! take: `nvmlInit` runs with an "opening" mark in the state instead, and a caller that finds
 //! the other side's open in progress waits for it at most [`OPEN_WAIT`], then goes without NVML
-//! ([`ProbeError::Opening`]); `cuInit` runs under a lock of its own, which only the CUDA source
+//! ([`NvmlSourceError::Opening`]); `cuInit` runs under a lock of its own, which only the CUDA source
 //! takes. So a hung init stalls only the side that called it.
 
 use super::cuda::{Cuda, CudaOpenError};
 use super::pci::PciBus;
 use super::pci_ids::{PciIds, PciIdsError};
 use super::strategy::{self, Settled, Strategy};
-use super::{DeviceSource, ProbeError, ProbeOptions, Source};
+use super::{DeviceSource, NvmlSourceError, ProbeError, ProbeOptions, Source};
 use crate::snapshot::VgpuDevice;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
@@ -51,12 +51,24 @@ struct State {
     /// An NVML open in progress, since when (the state is not locked while it runs).
     opening: Option<Instant>,
     /// The device source, once chosen (again after [`Session::reset`]).
-    chosen: Option<(Strategy, Arc<dyn DeviceSource>)>,
+    chosen: Option<Chosen>,
     /// The pci.ids database vfio GPUs are named from, and the `--pci-ids` it was read for.
-    pci_ids: Option<(Option<PathBuf>, Arc<PciIds>)>,
+    pci_ids: Option<ReadIds>,
     bus: Option<PciBus>,
     /// Config-space reads of buses forgotten since (a new sysfs root, SIGHUP).
     earlier_reads: u64,
+}
+
+/// The device source chosen, and the strategy it was chosen for.
+struct Chosen {
+    strategy: Strategy,
+    source: Arc<dyn DeviceSource>,
+}
+
+/// The pci.ids database, and the `--pci-ids` it was read for.
+struct ReadIds {
+    file: Option<PathBuf>,
+    ids: Arc<PciIds>,
 }
 
 /// An initialised NVML and what it was opened against.
@@ -113,7 +125,7 @@ impl Session {
     /// is read beside `nvmlInit` when it must be read at all. A failed open is not remembered: a
     /// driver that appears later is found by the next call. An open the other side has in
     /// progress is waited for up to [`OPEN_WAIT`], then this call fails
-    /// ([`ProbeError::Opening`]) rather than stall behind it.
+    /// ([`NvmlSourceError::Opening`]) rather than stall behind it.
     pub fn nvml(&self, opts: &ProbeOptions) -> Result<Arc<Nvml>, ProbeError> {
         let mut guard = self.lock();
         if guard.opening.is_some() {
@@ -123,7 +135,7 @@ impl Session {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             if let Some(since) = guard.opening {
-                return Err(ProbeError::Opening(Duration::from_secs(since.elapsed().as_secs())));
+                return Err(NvmlSourceError::Opening(Duration::from_secs(since.elapsed().as_secs())).into());
             }
         }
         let state = &mut *guard;
@@ -207,9 +219,9 @@ impl Session {
     /// reset or a new strategy). A resolution that needed NVML and could not start it is not
     /// kept, so a driver that appears later is looked at again.
     pub fn device_source(&self, opts: &ProbeOptions) -> Arc<dyn DeviceSource> {
-        if let Some((strategy, chosen)) = &self.lock().chosen {
-            if *strategy == opts.strategy {
-                return chosen.clone();
+        if let Some(chosen) = &self.lock().chosen {
+            if chosen.strategy == opts.strategy {
+                return chosen.source.clone();
             }
         }
         let (source, wsl, keep) = match strategy::settled(opts) {
@@ -222,8 +234,15 @@ impl Session {
         };
         let chosen = super::implementation(source, wsl);
         if keep {
-            tracing::info!(backend = chosen.name(), strategy = opts.strategy.as_str(), "device source");
-            self.lock().chosen = Some((opts.strategy, chosen.clone()));
+            let backend = Strategy::of(source).as_str();
+            tracing::info!(
+                backend,
+                driver = source.driver(),
+                wsl,
+                strategy = opts.strategy.as_str(),
+                "device source"
+            );
+            self.lock().chosen = Some(Chosen { strategy: opts.strategy, source: chosen.clone() });
         }
         chosen
     }
@@ -232,7 +251,7 @@ impl Session {
     /// every pass); again after a reset.
     pub fn pci_ids(&self, opts: &ProbeOptions) -> Result<Arc<PciIds>, PciIdsError> {
         let mut state = self.lock();
-        if let Some((_, ids)) = state.pci_ids.as_ref().filter(|(path, _)| *path == opts.pci_ids) {
+        if let Some(ReadIds { ids, .. }) = state.pci_ids.as_ref().filter(|read| read.file == opts.pci_ids) {
             return Ok(ids.clone());
         }
         let ids = Arc::new(PciIds::load(opts.pci_ids.as_deref(), &opts.pci_ids_search)?);
@@ -241,7 +260,7 @@ impl Session {
             pci_ids = %ids.source(),
             "vfio: GPUs are named from pci.ids; gpu.memory and gpu.compute.major/minor are not labelled (no driver answers for a GPU bound to vfio-pci, and a BAR aperture is not its memory)"
         );
-        state.pci_ids = Some((opts.pci_ids.clone(), ids.clone()));
+        state.pci_ids = Some(ReadIds { file: opts.pci_ids.clone(), ids: ids.clone() });
         Ok(ids)
     }
 
@@ -283,11 +302,6 @@ impl Session {
     /// labelling pass and health's reading; a wait for events is not work).
     pub fn enter(&self, what: &'static str) -> super::calls::InFlight {
         self.calls.enter(what)
-    }
-
-    /// The NVML work in flight longest, and for how long (a hung driver call shows here).
-    pub fn longest_call(&self) -> Option<(&'static str, std::time::Duration)> {
-        self.calls.longest()
     }
 
     /// The oldest work in flight called `what` ("labelling pass"), whatever the other side does.
@@ -354,15 +368,15 @@ pub fn open(opts: &ProbeOptions) -> Result<Nvml, ProbeError> {
             // The loader's text starts with the path again.
             let text = e.to_string();
             let why = text.strip_prefix(&format!("{library}: ")).unwrap_or(&text);
-            ProbeError::NoDriver { detail: format!("cannot load {library}: {why}") }
+            NvmlSourceError::NoDriver { detail: format!("cannot load {library}: {why}") }
         }
         NvmlError::DriverNotLoaded => {
-            ProbeError::NoDriver { detail: format!("{library}: the driver is not loaded") }
+            NvmlSourceError::NoDriver { detail: format!("{library}: the driver is not loaded") }
         }
         NvmlError::FailedToLoadSymbol(e) => {
-            ProbeError::NoDriver { detail: format!("{library} is not NVML: {e}") }
+            NvmlSourceError::NoDriver { detail: format!("{library} is not NVML: {e}") }
         }
-        source => ProbeError::Init { library: library.clone(), source },
+        source => NvmlSourceError::Init { library: library.clone(), source },
     })?;
     super::raw::keep_loaded(&opts.library);
     Ok(nvml)

@@ -23,9 +23,27 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the flag's order.
+    pub const ALL: [Strategy; 4] = [Strategy::Auto, Strategy::Nvml, Strategy::Tegra, Strategy::Vfio];
+
     /// From its flag spelling; `None` for anything else.
     pub fn parse(s: &str) -> Option<Strategy> {
         <Strategy as clap::ValueEnum>::from_str(s, false).ok()
+    }
+
+    /// The strategy that asks for `source`: the one place a source meets its flag value (and how
+    /// logs name the source), so a new source without one does not compile.
+    pub fn of(source: Source) -> Strategy {
+        match source {
+            Source::Nvml => Strategy::Nvml,
+            Source::Cuda => Strategy::Tegra,
+            Source::Vfio => Strategy::Vfio,
+        }
+    }
+
+    /// The source this strategy asks for; `None` for `auto`, which the node decides.
+    pub fn source(self) -> Option<Source> {
+        Source::ALL.into_iter().find(|source| Strategy::of(*source) == self)
     }
 
     /// The flag spelling.
@@ -59,15 +77,13 @@ pub enum Settled {
 /// GFD's platform resolver as far as it goes without a driver: an explicit strategy, then WSL,
 /// then Tegra files without NVML.
 pub fn settled(opts: &ProbeOptions) -> Settled {
-    let source = match opts.strategy {
-        Strategy::Nvml => Source::Nvml,
-        Strategy::Tegra => Source::Cuda,
-        Strategy::Vfio => Source::Vfio,
-        Strategy::Auto if loadable(Path::new(DXCORE_LIBRARY)) => {
+    let source = match opts.strategy.source() {
+        Some(source) => source,
+        None if loadable(Path::new(DXCORE_LIBRARY)) => {
             return Settled::Source { source: Source::Nvml, wsl: true }
         }
-        Strategy::Auto if loadable(&opts.library) => return Settled::AskNvml,
-        Strategy::Auto => match tegra_marker(&opts.host_root, &opts.sysfs_root) {
+        None if loadable(&opts.library) => return Settled::AskNvml,
+        None => match tegra_marker(&opts.host_root, &opts.sysfs_root) {
             Some(marker) => {
                 tracing::debug!(%marker, "a Tegra system without NVML");
                 Source::Cuda
@@ -132,6 +148,10 @@ mod tests {
             assert_eq!(Strategy::parse(s).unwrap().as_str(), s);
         }
         assert_eq!(Strategy::parse("Tegra"), None);
+        for source in Source::ALL {
+            assert_eq!(Strategy::of(source).source(), Some(source), "{source:?}");
+        }
+        assert_eq!(Strategy::Auto.source(), None);
         assert_eq!(Strategy::parse(""), None);
     }
 

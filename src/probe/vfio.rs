@@ -6,10 +6,12 @@
 //!
 //! Where GFD fails the whole scan on one unreadable device, this excludes that device and says
 //! why in an [`Issue`]. Only the files a label needs are read: not `resource` (the BAR sizes GFD
-//! publishes as `gpu.memory`, which nvlabel omits), nor the IOMMU and subsystem files.
+//! publishes as `gpu.memory`, which nvlabel omits), nor the IOMMU and subsystem files. Its
+//! failures are [`VfioSourceError`]s.
 
-use super::pci_ids::{PciIds, NVIDIA_VENDOR};
-use super::{DeviceSource, ProbeError, ProbeOptions, Session};
+use super::pci_ids::{PciIds, PciIdsError, NVIDIA_VENDOR};
+use super::{DeviceSource, ProbeError, ProbeOptions, Session, SourceError};
+use crate::exit::Classify;
 use crate::snapshot::{Gpu, Issue, Snapshot, Source};
 use std::path::{Path, PathBuf};
 
@@ -21,16 +23,58 @@ impl DeviceSource for VfioSource {
         Source::Vfio
     }
 
-    fn name(&self) -> &'static str {
-        "vfio"
-    }
-
     fn collect(&self, session: &Session, opts: &ProbeOptions, snap: &mut Snapshot) -> Result<(), ProbeError> {
-        let ids = session.pci_ids(opts).map_err(ProbeError::PciIds)?;
-        let (gpus, issues) = gpus(&opts.sysfs_root, &ids).map_err(ProbeError::Vfio)?;
+        let ids = session.pci_ids(opts).map_err(VfioSourceError::PciIds)?;
+        let Found { gpus, issues } = gpus(&opts.sysfs_root, &ids).map_err(VfioSourceError::Devices)?;
         snap.gpus = gpus;
         snap.issues = issues;
         Ok(())
+    }
+}
+
+/// Why the vfio source gave no snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum VfioSourceError {
+    /// The PCI devices could not be listed.
+    #[error("error getting devices: {0}")]
+    Devices(#[source] VfioError),
+    /// The `--pci-ids` file could not be read.
+    #[error("{0}")]
+    PciIds(#[source] PciIdsError),
+}
+
+impl Classify for VfioSourceError {
+    fn is_bad_configuration(&self) -> bool {
+        match self {
+            VfioSourceError::Devices(e) => e.is_bad_configuration(),
+            VfioSourceError::PciIds(e) => e.is_bad_configuration(),
+        }
+    }
+}
+
+impl SourceError for VfioSourceError {
+    fn device_source(&self) -> Source {
+        Source::Vfio
+    }
+
+    /// vfio starts no driver: nothing of it is a start failure.
+    fn is_init(&self) -> bool {
+        match self {
+            VfioSourceError::Devices(_) | VfioSourceError::PciIds(_) => false,
+        }
+    }
+
+    fn function(&self) -> &'static str {
+        match self {
+            VfioSourceError::Devices(_) => "sysfs PCI devices",
+            VfioSourceError::PciIds(_) => "pci.ids",
+        }
+    }
+
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            VfioSourceError::Devices(_) | VfioSourceError::PciIds(_) => None,
+        }
     }
 }
 
@@ -84,9 +128,18 @@ enum FileError {
     },
 }
 
+/// What a scan found: the GPUs kept, and an issue for each device left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The GPUs bound to `vfio-pci`, indexed in bus-address order.
+    pub gpus: Vec<Gpu>,
+    /// Each device left out because a file failed.
+    pub issues: Vec<Issue>,
+}
+
 /// The GPUs under `<sysfs_root>/bus/pci/devices` bound to `vfio-pci`, indexed in bus-address
 /// order, named from `ids`; with an issue for each device left out because a file failed.
-pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<(Vec<Gpu>, Vec<Issue>), VfioError> {
+pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<Found, VfioError> {
     let dir = sysfs_root.join("bus/pci/devices");
     let list_error = |source| VfioError::List { path: dir.display().to_string(), source };
     let mut addresses = std::fs::read_dir(&dir)
@@ -108,7 +161,7 @@ pub fn gpus(sysfs_root: &Path, ids: &PciIds) -> Result<(Vec<Gpu>, Vec<Issue>), V
             Err(issue) => issues.push(issue),
         }
     }
-    Ok((gpus, issues))
+    Ok(Found { gpus, issues })
 }
 
 /// go-nvlib's sort key: the address without `:` and `.`, read as one hex number (0 when it is

@@ -45,7 +45,8 @@ impl Tree {
     }
 
     fn scan(&self) -> (Vec<Gpu>, Vec<Issue>) {
-        gpus(self.root(), &PciIds::built_in()).unwrap()
+        let Found { gpus, issues } = gpus(self.root(), &PciIds::built_in()).unwrap();
+        (gpus, issues)
     }
 }
 
@@ -55,7 +56,7 @@ fn addresses(gpus: &[Gpu]) -> Vec<&str> {
 
 #[test]
 fn the_sample_tree_gives_its_two_vfio_h100s() {
-    let (gpus, issues) = gpus(&sample_tree(), &PciIds::built_in()).unwrap();
+    let Found { gpus, issues } = gpus(&sample_tree(), &PciIds::built_in()).unwrap();
     assert_eq!(issues, vec![]);
     let h100 = |index, address: &str, numa| Gpu {
         index,
@@ -219,7 +220,7 @@ fn names_come_from_the_system_pci_ids_before_the_built_in_one() {
     std::fs::write(&ids_file, "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe, newer name]\n").unwrap();
     let ids = PciIds::first_readable(&[tree.root().join("missing.ids"), ids_file.clone()]);
     assert_eq!(ids.source(), &Source::File(ids_file));
-    let (gpus, _) = gpus(tree.root(), &ids).unwrap();
+    let Found { gpus, .. } = gpus(tree.root(), &ids).unwrap();
     assert_eq!(gpus[0].name, "GH100 [H100 PCIe, newer name]");
 }
 

@@ -5,6 +5,7 @@
 //! changed is restored atomically, and the daemon counts the repair as drift.
 
 use super::render::{self as output, OutputError};
+use super::{Building, DaemonWriter, FailureReason, Watches, WriterPlan};
 use super::{PublishError, Writer};
 use crate::exit::Classify;
 use crate::labels::Labels;
@@ -131,6 +132,36 @@ pub fn prune(path: &Path) -> Result<bool, PruneFileError> {
     }
 }
 
+/// The feature file before it is built.
+pub struct FilePlan<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// How long NFD keeps the labels after the last refresh, if it drops them.
+    pub expiry: Option<Duration>,
+}
+
+impl WriterPlan for FilePlan<'_> {
+    fn name(&self) -> &'static str {
+        FeatureFile::NAME
+    }
+
+    fn failure_reasons(&self) -> &'static [FailureReason] {
+        &[FailureReason::File, FailureReason::Setup]
+    }
+
+    fn build_daemon<'a>(
+        &'a self,
+        _: Option<&'a kube::Client>,
+        _: &'a Watches,
+    ) -> Building<'a, dyn DaemonWriter> {
+        Box::pin(async move {
+            let writer: Box<dyn DaemonWriter> =
+                Box::new(FeatureFile::new(self.path.to_path_buf(), self.expiry));
+            Ok(writer)
+        })
+    }
+}
+
 impl Writer for FeatureFile {
     fn name(&self) -> &'static str {
         FeatureFile::NAME
@@ -172,7 +203,7 @@ impl Writer for FeatureFile {
     }
 }
 
-impl super::DaemonWriter for FeatureFile {
+impl DaemonWriter for FeatureFile {
     /// The file no longer holds what was last written (removed, truncated, overwritten, or
     /// replaced by something that is not a file).
     fn drifted(&self) -> bool {

@@ -1,6 +1,8 @@
 //! Where labels go. Two traits: [`Writer`], what every run asks of a writer, and [`DaemonWriter`]
 //! on top, what only the daemon reads (the watched object's changes, drift, the Node's
-//! allocatable); one file per writer. A writer publishes only what changed and never removes what
+//! allocatable); one file per writer, which also says what the writer is before it is built
+//! ([`WriterPlan`]: its name, API calls, failure reasons, builders), picked by
+//! [`Target::plan`], the one match on [`Target`]. A writer publishes only what changed and never removes what
 //! it published when the process stops; `prune` removes it on request.
 
 mod feature_file;
@@ -153,19 +155,6 @@ impl PublishError {
 
 pub use crate::kubeapi::ApiCall;
 
-impl Target {
-    /// Every API request this target's writer makes (its RBAC must grant exactly these).
-    /// `daemon`: the long-running labeler, which also watches its object.
-    pub fn api_calls(&self, daemon: bool) -> Vec<ApiCall> {
-        let (calls, watch): (&[ApiCall], &[ApiCall]) = match self {
-            Target::Stdout(_) | Target::File(..) => (&[], &[]),
-            Target::NodeFeature { .. } => (nodefeature::API_CALLS, nodefeature::WATCH_API_CALLS),
-            Target::Node(_) => (node::API_CALLS, node::WATCH_API_CALLS),
-        };
-        calls.iter().chain(watch.iter().filter(|_| daemon)).copied().collect()
-    }
-}
-
 /// Why no writer could be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -219,57 +208,51 @@ pub enum Target {
 }
 
 impl Target {
+    /// Its writer's plan: the one place a target becomes its writer (a new writer is its file,
+    /// a variant and this arm).
+    pub fn plan(&self) -> Box<dyn WriterPlan + '_> {
+        match self {
+            Target::Stdout(format) => Box::new(stdout::StdoutPlan { format: *format }),
+            Target::File(path, expiry) => Box::new(feature_file::FilePlan { path, expiry: *expiry }),
+            Target::NodeFeature { namespace, node, pod } => {
+                Box::new(nodefeature::NodeFeaturePlan { namespace, node, pod: pod.as_deref() })
+            }
+            Target::Node(node) => Box::new(node::NodePlan { node }),
+        }
+    }
+
     /// The name its writer has in logs and metrics.
     pub fn writer_name(&self) -> &'static str {
-        match self {
-            Target::Stdout(_) => Stdout::NAME,
-            Target::File(..) => FeatureFile::NAME,
-            Target::NodeFeature { .. } => NodeFeature::NAME,
-            Target::Node(_) => NodeLabels::NAME,
-        }
+        self.plan().name()
+    }
+
+    /// Every API request this target's writer makes (its RBAC must grant exactly these).
+    /// `daemon`: the long-running labeler, which also watches its object.
+    pub fn api_calls(&self, daemon: bool) -> Vec<ApiCall> {
+        let calls = self.plan().api_calls();
+        calls.each.iter().chain(calls.watch.iter().filter(|_| daemon)).copied().collect()
     }
 
     /// Every failure reason its writer can have (the metric exports exactly these, at 0 first).
     pub fn failure_reasons(&self) -> &'static [FailureReason] {
-        use FailureReason::*;
-        match self {
-            Target::Stdout(_) => &[Stdout, Setup],
-            Target::File(..) => &[File, Setup],
-            Target::NodeFeature { .. } => &[Conflict, Throttled, Server, Refused, Connection, Timeout, Setup],
-            Target::Node(_) => {
-                &[Conflict, Throttled, Server, Refused, Connection, NodeMissing, Timeout, Setup]
-            }
-        }
+        self.plan().failure_reasons()
     }
 
-    /// Whether this target talks to the Kubernetes API.
+    /// Whether this target talks to the Kubernetes API: whether its writer makes API calls.
     pub fn needs_client(&self) -> bool {
-        matches!(self, Target::NodeFeature { .. } | Target::Node(_))
+        !self.plan().api_calls().each.is_empty()
     }
 
     /// Builds the writer (an API writer gets `client`; the owner lookup happens here). It reads
     /// its object on every publish: the one-shot run and `nvlabel prune`.
     pub async fn build(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        match self {
-            // No daemon's publisher says what the one-shot run wrote: the Node writer does.
-            Target::Node(node) => {
-                let client = client.cloned().ok_or(SetupError::NoClient(self.writer_name()))?;
-                Ok(Box::new(NodeLabels::new(client, node).saying()))
-            }
-            _ => Ok(self.build_daemon(client, &Watches::Off).await?),
-        }
+        self.plan().build(client).await
     }
 
     /// Builds the writer `nvlabel prune` removes with: as [`Target::build`], but a NodeFeature
     /// object is only deleted, so its owner (the pod, `POD_NAME`) is not looked up or spoken of.
     pub async fn build_to_prune(&self, client: Option<&kube::Client>) -> Result<Box<dyn Writer>, SetupError> {
-        match self {
-            Target::NodeFeature { namespace, node, .. } => {
-                let client = client.cloned().ok_or(SetupError::NoClient(self.writer_name()))?;
-                Ok(Box::new(NodeFeature::new(client, namespace, node, None)))
-            }
-            _ => self.build(client).await,
-        }
+        self.plan().build_to_prune(client).await
     }
 
     /// Builds the daemon's writer; with [`Watches::On`] the API writers decide from watches
@@ -280,33 +263,61 @@ impl Target {
         client: Option<&kube::Client>,
         watches: &Watches,
     ) -> Result<Box<dyn DaemonWriter>, SetupError> {
-        let client = || client.cloned().ok_or(SetupError::NoClient(self.writer_name()));
-        Ok(match self {
-            Target::Stdout(format) => Box::new(Stdout::new(*format)),
-            Target::File(path, expiry) => Box::new(FeatureFile::new(path.clone(), *expiry)),
-            Target::Node(node) => {
-                let writer = NodeLabels::new(client()?, node);
-                Box::new(match watches {
-                    Watches::On(Some(w)) => writer.with_watch(w.clone()),
-                    Watches::On(None) | Watches::Off => writer,
-                })
-            }
-            Target::NodeFeature { namespace, node, pod } => {
-                let owner = match pod {
-                    Some(pod) => nodefeature::daemonset_owner(client()?, namespace, pod).await,
-                    None => {
-                        tracing::info!("no pod name (POD_NAME); NodeFeature gets no owner");
-                        None
-                    }
-                };
-                let writer = NodeFeature::new(client()?, namespace, node, owner);
-                Box::new(match watches {
-                    Watches::On(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
-                    Watches::Off => writer,
-                })
-            }
+        self.plan().build_daemon(client, watches).await
+    }
+}
+
+/// The API requests a writer makes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiCalls {
+    /// Every run's.
+    pub each: &'static [ApiCall],
+    /// What the daemon adds to watch its object.
+    pub watch: &'static [ApiCall],
+}
+
+/// A writer being built: what its builder's future gives.
+pub type Building<'a, W> = BoxFuture<'a, Result<Box<W>, SetupError>>;
+
+/// A label writer before it is built, said once in the writer's file: its name, API calls,
+/// failure reasons and how it is built. [`Target::plan`] picks it.
+pub trait WriterPlan: Send + Sync {
+    /// Its name in logs and metrics.
+    fn name(&self) -> &'static str;
+
+    /// The API requests it makes (RBAC is checked against them); none for a local writer.
+    fn api_calls(&self) -> ApiCalls {
+        ApiCalls::default()
+    }
+
+    /// Every failure reason it can have (the metric exports exactly these, at 0 first).
+    fn failure_reasons(&self) -> &'static [FailureReason];
+
+    /// Builds the daemon's writer, deciding from `watches` where it keeps one.
+    fn build_daemon<'a>(
+        &'a self,
+        client: Option<&'a kube::Client>,
+        watches: &'a Watches,
+    ) -> Building<'a, dyn DaemonWriter>;
+
+    /// Builds the one-shot run's writer: the daemon's without watches unless it says otherwise.
+    fn build<'a>(&'a self, client: Option<&'a kube::Client>) -> Building<'a, dyn Writer> {
+        Box::pin(async move {
+            let off = Watches::Off;
+            let writer: Box<dyn Writer> = self.build_daemon(client, &off).await?;
+            Ok(writer)
         })
     }
+
+    /// Builds `nvlabel prune`'s writer: the one-shot run's unless it says otherwise.
+    fn build_to_prune<'a>(&'a self, client: Option<&'a kube::Client>) -> Building<'a, dyn Writer> {
+        self.build(client)
+    }
+}
+
+/// The client an API writer called `writer` needs.
+fn client_for(client: Option<&kube::Client>, writer: &'static str) -> Result<kube::Client, SetupError> {
+    client.cloned().ok_or(SetupError::NoClient(writer))
 }
 
 /// Whether the API writers decide from watches.

@@ -1,6 +1,7 @@
 //! The Node object itself (no NFD): server-side apply of only `metadata.labels` under field
 //! manager `nvlabel`. Labels we stop emitting disappear; labels anyone else set are untouched.
 
+use super::{client_for, ApiCalls, Building, FailureReason, Watches, WriterPlan};
 use super::{DaemonWriter, PublishError, Writer};
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
@@ -246,6 +247,51 @@ impl NodeLabels {
     }
 }
 
+/// The Node's labels before their writer is built.
+pub struct NodePlan<'a> {
+    /// The Node.
+    pub node: &'a str,
+}
+
+impl WriterPlan for NodePlan<'_> {
+    fn name(&self) -> &'static str {
+        NodeLabels::NAME
+    }
+
+    fn api_calls(&self) -> ApiCalls {
+        ApiCalls { each: API_CALLS, watch: WATCH_API_CALLS }
+    }
+
+    fn failure_reasons(&self) -> &'static [FailureReason] {
+        use FailureReason::*;
+        &[Conflict, Throttled, Server, Refused, Connection, NodeMissing, Timeout, Setup]
+    }
+
+    fn build_daemon<'a>(
+        &'a self,
+        client: Option<&'a Client>,
+        watches: &'a Watches,
+    ) -> Building<'a, dyn DaemonWriter> {
+        Box::pin(async move {
+            let writer = NodeLabels::new(client_for(client, NodeLabels::NAME)?, self.node);
+            let writer: Box<dyn DaemonWriter> = Box::new(match watches {
+                Watches::On(Some(w)) => writer.with_watch(w.clone()),
+                Watches::On(None) | Watches::Off => writer,
+            });
+            Ok(writer)
+        })
+    }
+
+    /// No daemon's publisher says what the one-shot run wrote: the Node writer does.
+    fn build<'a>(&'a self, client: Option<&'a Client>) -> Building<'a, dyn Writer> {
+        Box::pin(async move {
+            let writer = NodeLabels::new(client_for(client, NodeLabels::NAME)?, self.node).saying();
+            let writer: Box<dyn Writer> = Box::new(writer);
+            Ok(writer)
+        })
+    }
+}
+
 impl DaemonWriter for NodeLabels {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.watch.as_ref().map(ObjectWatch::changes)
@@ -335,28 +381,5 @@ pub fn apply_body(name: &str, uid: Option<String>, labels: &Labels) -> serde_jso
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
-
-    fn entry(subresource: Option<&str>, fields: serde_json::Value) -> ManagedFieldsEntry {
-        ManagedFieldsEntry {
-            manager: Some(FIELD_MANAGER.into()),
-            operation: Some("Apply".into()),
-            subresource: subresource.map(String::from),
-            fields_v1: Some(FieldsV1(fields)),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_labels_are_read_from_the_main_resources_entry_not_the_status_one() {
-        let mut node = Node::default();
-        node.metadata.managed_fields = Some(vec![
-            entry(Some("status"), json!({"f:metadata": {"f:annotations": {"f:x": {}}}, "f:status": {}})),
-            entry(None, json!({"f:metadata": {"f:labels": {"f:nvidia.com/gpu.count": {}}}})),
-        ]);
-        let owned = owned_labels(&node).unwrap();
-        assert_eq!(owned.into_iter().collect::<Vec<_>>(), vec!["nvidia.com/gpu.count".to_string()]);
-    }
-}
+#[path = "node_tests.rs"]
+mod tests;

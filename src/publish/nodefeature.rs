@@ -4,6 +4,7 @@
 //! when it differs.
 
 use super::nodefeature_object::NodeFeatureObject;
+use super::{client_for, ApiCalls, Building, FailureReason, Watches, WriterPlan};
 use super::{DaemonWriter, PublishError, Writer};
 use crate::kubeapi::backoff::FullJitter;
 use crate::kubeapi::errors::ApiFailure;
@@ -172,6 +173,64 @@ impl NodeFeature {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
             Err(source) => Err(self.failure("delete", "delete", source)),
         }
+    }
+}
+
+/// A NodeFeature object before it is built.
+pub struct NodeFeaturePlan<'a> {
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// The node.
+    pub node: &'a str,
+    /// Our pod, for the owner lookup.
+    pub pod: Option<&'a str>,
+}
+
+impl WriterPlan for NodeFeaturePlan<'_> {
+    fn name(&self) -> &'static str {
+        NodeFeature::NAME
+    }
+
+    fn api_calls(&self) -> ApiCalls {
+        ApiCalls { each: API_CALLS, watch: WATCH_API_CALLS }
+    }
+
+    fn failure_reasons(&self) -> &'static [FailureReason] {
+        use FailureReason::*;
+        &[Conflict, Throttled, Server, Refused, Connection, Timeout, Setup]
+    }
+
+    fn build_daemon<'a>(
+        &'a self,
+        client: Option<&'a kube::Client>,
+        watches: &'a Watches,
+    ) -> Building<'a, dyn DaemonWriter> {
+        Box::pin(async move {
+            let client = || client_for(client, NodeFeature::NAME);
+            let (namespace, node) = (self.namespace, self.node);
+            let owner = match self.pod {
+                Some(pod) => daemonset_owner(client()?, namespace, pod).await,
+                None => {
+                    tracing::info!("no pod name (POD_NAME); NodeFeature gets no owner");
+                    None
+                }
+            };
+            let writer = NodeFeature::new(client()?, namespace, node, owner);
+            let writer: Box<dyn DaemonWriter> = Box::new(match watches {
+                Watches::On(_) => writer.with_watch(NodeFeature::watch(client()?, namespace, node)),
+                Watches::Off => writer,
+            });
+            Ok(writer)
+        })
+    }
+
+    /// The object is only deleted: its owner is not looked up or spoken of.
+    fn build_to_prune<'a>(&'a self, client: Option<&'a kube::Client>) -> Building<'a, dyn Writer> {
+        Box::pin(async move {
+            let client = client_for(client, NodeFeature::NAME)?;
+            let writer: Box<dyn Writer> = Box::new(NodeFeature::new(client, self.namespace, self.node, None));
+            Ok(writer)
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! change in a daemon. (`nvlabel hook` prints its own lines, `pass::hook`.)
 
 use super::render as output;
-use super::Format;
+use super::{Building, DaemonWriter, FailureReason, Format, Watches, WriterPlan};
 use super::{PublishError, Writer};
 use crate::labels::Labels;
 use futures::future::BoxFuture;
@@ -21,6 +21,33 @@ impl Stdout {
     /// A stdout writer in `format`.
     pub fn new(format: Format) -> Stdout {
         Stdout { format, last: None }
+    }
+}
+
+/// stdout before it is built.
+pub struct StdoutPlan {
+    /// How the labels look.
+    pub format: Format,
+}
+
+impl WriterPlan for StdoutPlan {
+    fn name(&self) -> &'static str {
+        Stdout::NAME
+    }
+
+    fn failure_reasons(&self) -> &'static [FailureReason] {
+        &[FailureReason::Stdout, FailureReason::Setup]
+    }
+
+    fn build_daemon<'a>(
+        &'a self,
+        _: Option<&'a kube::Client>,
+        _: &'a Watches,
+    ) -> Building<'a, dyn DaemonWriter> {
+        Box::pin(async move {
+            let writer: Box<dyn DaemonWriter> = Box::new(Stdout::new(self.format));
+            Ok(writer)
+        })
     }
 }
 

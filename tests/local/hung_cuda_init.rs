@@ -87,7 +87,7 @@ async fn hung_cuinit(env: std::collections::BTreeMap<String, PathBuf>) {
         daemon
     });
     let started = Instant::now();
-    let in_cuinit = || session.oldest_call().and_then(|c| c.step).is_some_and(|(f, _)| f == "cuInit");
+    let in_cuinit = || session.oldest_call().and_then(|c| c.step).is_some_and(|s| s.function == "cuInit");
     while !in_cuinit() {
         assert!(started.elapsed() < LIMIT, "the labelling pass never reached cuInit");
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -72,7 +72,7 @@ async fn hung_init(env: std::collections::BTreeMap<String, std::path::PathBuf>) 
         daemon.run_pass().await.unwrap();
         daemon
     });
-    let in_init = || session.oldest_call().and_then(|c| c.step).is_some_and(|(f, _)| f == "nvmlInit_v2");
+    let in_init = || session.oldest_call().and_then(|c| c.step).is_some_and(|s| s.function == "nvmlInit_v2");
     while !in_init() {
         assert!(started.elapsed() < HANG / 2, "the labelling pass never reached nvmlInit_v2");
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -31,17 +31,18 @@ fn every_platform_labels_as_its_golden() {
 #[test]
 fn auto_picks_the_source_gfd_picks() {
     let want = [
-        ("dgx-spark", "nvml"),
-        ("igx-orin-dgpu", "nvml"),
-        ("jetson-agx-orin-jp5", "tegra (CUDA)"),
-        ("jetson-agx-thor", "tegra (CUDA)"),
-        ("jetson-orin-nano-jp6", "tegra (CUDA)"),
-        ("wsl-rtx4090", "nvml (WSL)"),
+        ("dgx-spark", "nvml", "NVML", false),
+        ("igx-orin-dgpu", "nvml", "NVML", false),
+        ("jetson-agx-orin-jp5", "tegra", "CUDA", false),
+        ("jetson-agx-thor", "tegra", "CUDA", false),
+        ("jetson-orin-nano-jp6", "tegra", "CUDA", false),
+        ("wsl-rtx4090", "nvml", "NVML", true),
     ];
-    for (machine, backend) in want {
+    for (machine, backend, driver, wsl) in want {
         let (code, _, stderr) = run(platform(machine).env("RUST_LOG", "info").args(PRINT));
         assert_eq!(code, 0, "{machine}: {stderr}");
-        let line = format!("device source backend=\"{backend}\" strategy=\"auto\"");
+        let line =
+            format!("device source backend=\"{backend}\" driver=\"{driver}\" wsl={wsl} strategy=\"auto\"");
         assert!(stderr.contains(&line), "{machine}: want {line}\n{stderr}");
         // What a platform does not have (WSL's PCI function, an integrated GPU's PCI facts) is
         // no fault; DGX Spark's memory is said, as GFD does.

@@ -87,7 +87,7 @@ mod tests {
             "RemappedRowsFailure: GPU 1 (GPU-1): RemappedRowsFailure, row remapping failed, action: replace the GPU\n\
              GPU 0 GPU-0: healthy\nGPU 1 GPU-1: fault\n"
         );
-        let no_driver = crate::probe::ProbeError::NoDriver { detail: "the driver is not loaded".into() };
+        let no_driver = crate::probe::ProbeError::no_driver("the driver is not loaded");
         let (code, out) = report(&rules, Err(no_driver.into()));
         assert_eq!(code, UNKNOWN);
         assert!(out.contains("the driver is not loaded"), "{out}");

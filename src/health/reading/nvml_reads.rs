@@ -30,15 +30,15 @@ const WAIT_MS: u32 = 500;
 
 /// Reads the node's health once through `session`. `Err` when NVML cannot answer at all.
 pub fn read(session: &Session, opts: &ProbeOptions) -> Result<Reading, ReadError> {
-    let nvml = calls::nvml("nvmlInit_v2", None, || session.nvml(opts))?;
-    let count = calls::nvml("nvmlDeviceGetCount_v2", None, || nvml.device_count()).map_err(|e| {
+    let nvml = calls::driver("nvmlInit_v2", None, || session.nvml(opts))?;
+    let count = calls::driver("nvmlDeviceGetCount_v2", None, || nvml.device_count()).map_err(|e| {
         session.check(&e);
         ReadError::Call { function: "nvmlDeviceGetCount_v2", source: e }
     })?;
     let mut gpus = Vec::with_capacity(count as usize);
     for index in 0..count {
         let mut gpu = GpuReading { index, ..GpuReading::default() };
-        match calls::nvml("nvmlDeviceGetHandleByIndex_v2", Some(index), || nvml.device_by_index(index)) {
+        match calls::driver("nvmlDeviceGetHandleByIndex_v2", Some(index), || nvml.device_by_index(index)) {
             Ok(dev) => read_gpu(&nvml, &dev, &mut gpu),
             Err(e) => gpu.lost = lost(&e),
         }
@@ -58,7 +58,7 @@ fn soft<T>(
     function: &'static str,
     call: impl FnOnce() -> Result<T, NvmlError>,
 ) -> Option<T> {
-    match calls::nvml(function, Some(gpu.index), call) {
+    match calls::driver(function, Some(gpu.index), call) {
         Ok(v) => Some(v),
         Err(e) => {
             gpu.lost |= lost(&e);
@@ -76,7 +76,7 @@ fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
         soft(gpu, ecc, || dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
     gpu.retired_pages_pending =
         soft(gpu, "nvmlDeviceGetRetiredPagesPendingStatus", || dev.are_pages_pending_retired());
-    let inforom = calls::nvml("nvmlDeviceValidateInforom", Some(gpu.index), || dev.validate_info_rom());
+    let inforom = calls::driver("nvmlDeviceValidateInforom", Some(gpu.index), || dev.validate_info_rom());
     gpu.inforom_corrupted = matches!(inforom, Err(NvmlError::CorruptedInfoROM));
     let ids = [
         NVML_FI_DEV_REMAPPED_COR,
@@ -102,7 +102,7 @@ fn read_gpu(nvml: &Nvml, dev: &Device, gpu: &mut GpuReading) {
     let mut links = Vec::new();
     for link in 0..MAX_LINKS {
         let state = || dev.link_wrapper_for(link).is_active();
-        match calls::nvml("nvmlDeviceGetNvLinkState", Some(gpu.index), state) {
+        match calls::driver("nvmlDeviceGetNvLinkState", Some(gpu.index), state) {
             Ok(active) => links.push(active),
             Err(e) => {
                 gpu.lost |= lost(&e);

@@ -1,10 +1,10 @@
 //! A driver that stops answering: NVML work (labelling's or health's own) that runs past
 //! `--health-nvml-timeout` makes the condition `Unknown`, with a message that names the hung NVML
-//! call (where the work marked it, [`crate::probe::calls::nvml`]), since when and what to do. It holds no growing wait, so the condition is written once while
+//! call (where the work marked it, [`crate::probe::calls::driver`]), since when and what to do. It holds no growing wait, so the condition is written once while
 //! the call hangs, not every pass.
 
 use crate::health::metrics::HealthMetrics;
-use crate::probe::Session;
+use crate::probe::{calls::Step, Session};
 use std::time::Duration;
 
 /// The target of this file's log lines: the module it was before health had rooms, so no
@@ -29,8 +29,8 @@ impl Watchdog {
     pub fn check(&mut self, session: &Session, metrics: &HealthMetrics, timeout: Duration) -> Option<String> {
         let stall = session.oldest_call().filter(|o| o.waited >= timeout).map(|o| {
             let call = match o.step {
-                Some((function, Some(gpu))) => format!("{function} on GPU {gpu}, in the {},", o.what),
-                Some((function, None)) => format!("{function}, in the {},", o.what),
+                Some(Step { function, gpu: Some(g) }) => format!("{function} on GPU {g}, in the {},", o.what),
+                Some(Step { function, gpu: None }) => format!("{function}, in the {},", o.what),
                 None => format!("a call of the {}", o.what),
             };
             message(&call, humantime::format_rfc3339_seconds(o.since), timeout)

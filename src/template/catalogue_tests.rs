@@ -159,3 +159,22 @@ fn a_catalogue_pool_without_pins_leaves_the_driver_and_machine_labels_out() {
     assert!(!t.labels.contains_key("nvidia.com/gpu.machine"));
     assert_eq!(t.labels["nvidia.com/gpu.count"], "2");
 }
+
+/// A MIG pool from the catalogue: eight A100-SXM4-40GB, each 7 x 1g.5gb, is the bundled machine
+/// with that layout under the single strategy.
+#[test]
+fn a_catalogue_mig_layout_gives_what_the_bundled_mig_machine_gives() {
+    let s = golden("a100-mig-single");
+    let pins = Pins {
+        driver_version: s.driver_version.clone(),
+        cuda_version: s.cuda_driver_version,
+        machine_type: s.machine_type.content.clone(),
+    };
+    let entry = catalogue::find("NVIDIA A100-SXM4-40GB").unwrap();
+    let node = pins.apply(entry.node(s.gpus.len() as u32, Some("all-1g.5gb")).unwrap());
+    for strategy in [MigStrategy::Single, MigStrategy::Mixed] {
+        let c = LabelConfig { mig_strategy: strategy, ..plain() };
+        assert_eq!(of_snapshot(&node, &c).labels, of_snapshot(&s, &c).labels, "{strategy:?}");
+        assert_eq!(of_snapshot(&node, &c).capacity, of_snapshot(&s, &c).capacity, "{strategy:?}");
+    }
+}

@@ -54,6 +54,47 @@ fn render() -> String {
         let id = id.map_or("(none)".to_string(), |i| format!("{i:04x}"));
         md.push_str(&format!("| {name} | `{model}` | `{key}` | {id} | {from} |\n"));
     }
+    md + &template_catalogue()
+}
+
+/// `nvlabel template --gpu`'s catalogue: each SKU's NVML figures and where each was seen.
+fn template_catalogue() -> String {
+    let mut md = String::from(
+        "\n## The template catalogue\n\n\
+         The GPUs `nvlabel template --gpu` knows ([autoscaling.md](autoscaling.md)), from\n\
+         `src/template/gpus.yaml`: what NVML reports for each, and where each figure was seen (a\n\
+         bundled machine is a fixture built from a real node's figures). A figure nobody measured is\n\
+         not there: a template that needs it is refused, and a snapshot of one node is the way out.\n\n\
+         | NVML name | memory (MiB, as NVML reports it) | compute | MIG | MIG profiles | lacks | seen |\n|---|---|---|---|---|---|---|\n",
+    );
+    for e in nvlabel::template::catalogue::entries() {
+        let memory: Vec<String> = e
+            .memory
+            .iter()
+            .map(|m| match &m.condition {
+                Some(c) => format!("{} ({c}{})", m.mib, if m.default { ", default" } else { "" }),
+                None => m.mib.to_string(),
+            })
+            .collect();
+        let profiles: Vec<&str> = e.mig_profiles.iter().map(|p| p.profile.as_str()).collect();
+        let mut seen: Vec<String> = e.memory.iter().flat_map(|m| m.seen.clone()).collect();
+        seen.push(e.compute_seen.clone());
+        seen.extend(e.mig_profiles.iter().flat_map(|p| p.seen.clone()));
+        seen.sort();
+        seen.dedup();
+        let dash = |v: String| if v.is_empty() { "—".to_string() } else { v };
+        md.push_str(&format!(
+            "| {} | {} | {}.{} | {} | {} | {} | {} |\n",
+            e.name,
+            dash(memory.join(", ")),
+            e.compute_capability[0],
+            e.compute_capability[1],
+            if e.mig_capable { "yes" } else { "no" },
+            dash(profiles.join(", ")),
+            dash(e.lacks.join(", ")),
+            seen.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
+        ));
+    }
     md
 }
 

@@ -1,7 +1,7 @@
 //! Configuration, all of it in one place: the command line ([`flags`], whose fields say each
 //! flag's type, parser, default and help), one row per flag ([`rows`]) from which its env names,
 //! config-file key and where it has no effect come, their resolution with env, the config file
-//! and defaults, each value through its flag's one parser ([`value`]), into one [`Settings`]
+//! and defaults, each value through its flag's one parser ([`value_parsers`]), into one [`Settings`]
 //! value ([`resolve`]), the device-plugin config file ([`mod@file`]), which key of a ConfigMap
 //! directory a node uses ([`select`]), and where the file comes from and how it is (re)loaded
 //! ([`source`]).

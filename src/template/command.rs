@@ -156,6 +156,13 @@ where
     };
     let text = forms::render_all(&all, config.form, name)?;
     for (pool, t) in &all {
+        if config.form == Form::ClusterApi && t.capacity.len() > 1 {
+            // Its provider reads one GPU type: the others are said, never dropped in silence.
+            let carried = forms::capi_gpu(t).map(|(r, _)| r.clone()).unwrap_or_default();
+            let others: Vec<String> =
+                t.capacity.iter().filter(|(r, _)| **r != carried).map(|(r, n)| format!("{r}={n}")).collect();
+            tracing::warn!(%pool, gpu_type = %carried, "cluster-api's annotations carry one GPU resource; not carried: {}", others.join(", "));
+        }
         for l in &t.left_out {
             tracing::warn!(%pool, key = %l.key, "left out of the template: {}", l.why);
         }

@@ -217,6 +217,12 @@ fn asg_tags(t: &Template) -> Result<String, FormError> {
     Ok(json(&tags))
 }
 
+/// The one GPU resource cluster-api's `gpu-type` names: `nvidia.com/gpu` where the pool has it,
+/// else the one it has most of.
+pub fn capi_gpu(t: &Template) -> Option<(&String, &u64)> {
+    t.capacity.iter().max_by_key(|(r, n)| (r.as_str() == "nvidia.com/gpu", **n))
+}
+
 /// The annotations of a MachineDeployment, MachineSet or MachinePool that scales from zero.
 fn cluster_api(t: &Template) -> Result<String, FormError> {
     let mut annotations = BTreeMap::new();

@@ -177,3 +177,15 @@ fn bad_input_is_one_line_naming_the_flag_and_the_value() {
         }
     }
 }
+
+/// A form that cannot carry part of a template says so: cluster-api's annotations name one GPU
+/// resource, and a mixed-MIG pool has several.
+#[test]
+fn what_a_form_cannot_carry_is_said() {
+    let s = snapshot("a100-mig-mixed");
+    let out =
+        template(&["--snapshot", s.to_str().unwrap(), "--mig-strategy", "mixed", "--format", "cluster-api"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not carried") && stderr.contains("nvidia.com/mig-1g.5gb=1"), "{stderr}");
+}

@@ -204,6 +204,26 @@ impl Entry {
         self.memory.iter().find(|m| m.default)
     }
 
+    /// Which memory figure a template used, where NVML's figure depends on the node (ECC on or
+    /// off, a driver's reservation): said, so a pool of the other kind knows to take a snapshot.
+    pub fn memory_note(&self) -> Option<String> {
+        let used = self.default_memory().filter(|_| self.memory.len() > 1)?;
+        let when = |m: &Memory| m.condition.clone().unwrap_or_else(|| "otherwise".into());
+        let others: Vec<String> = self
+            .memory
+            .iter()
+            .filter(|m| !m.default)
+            .map(|m| format!("{} MiB with {}", m.mib, when(m)))
+            .collect();
+        Some(format!(
+            "gpu.memory is {} MiB, what NVML reports on {}'s usual nodes ({}); it reports {}: for such a pool give the snapshot of one node",
+            used.mib,
+            self.name,
+            when(used),
+            others.join(", ")
+        ))
+    }
+
     /// The node of `count` such GPUs; with `layout`, each GPU has MIG on with those profiles.
     pub fn node(&self, count: u32, layout: Option<&str>) -> Result<Snapshot, CatalogueError> {
         if count == 0 || count > MAX_COUNT {

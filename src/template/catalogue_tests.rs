@@ -178,3 +178,19 @@ fn a_catalogue_mig_layout_gives_what_the_bundled_mig_machine_gives() {
         assert_eq!(of_snapshot(&node, &c).capacity, of_snapshot(&s, &c).capacity, "{strategy:?}");
     }
 }
+
+#[test]
+fn a_template_says_which_memory_figure_it_used_where_the_node_decides() {
+    let mut t4 = catalogue::find("t4").unwrap().clone();
+    assert_eq!(t4.memory_note(), None, "one figure: nothing to say");
+    let seen = vec!["a test".to_string()];
+    t4.memory = vec![
+        catalogue::Memory { mib: 15360, condition: Some("ECC on".into()), default: true, seen: seen.clone() },
+        catalogue::Memory { mib: 16384, condition: Some("ECC off".into()), default: false, seen },
+    ];
+    assert_eq!(
+        t4.memory_note().unwrap(),
+        "gpu.memory is 15360 MiB, what NVML reports on Tesla T4's usual nodes (ECC on); it reports 16384 MiB with ECC off: for such a pool give the snapshot of one node"
+    );
+    assert_eq!(t4.node(1, None).unwrap().gpus[0].memory_bytes, Some(15360 << 20), "the default figure");
+}

@@ -5,6 +5,8 @@
 //! each key whose value differs between its nodes, with the nodes on each side.
 
 use super::{LeftOut, Template, RUN_TIME};
+use crate::kubeapi::backoff::FullJitter;
+use crate::kubeapi::retry::retry;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 
@@ -12,6 +14,8 @@ use std::collections::BTreeMap;
 const OURS: &str = "nvidia.com/";
 /// Nodes listed per request.
 const PAGE: u32 = 500;
+/// How often a list whose continue token expired starts again before it fails.
+const RESTARTS: u32 = 3;
 
 /// One pool as its nodes show it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,18 +80,35 @@ impl crate::exit::Classify for ClusterError {
     }
 }
 
-/// Every Node that carries `pool_label`, page by page.
+/// Every Node that carries `pool_label`, page by page. Each page is one request under the
+/// client's deadline and body limit, retried on the one backoff when the API fails for a while
+/// (a 5xx, 429, a dropped connection); a page whose continue token expired (410: etcd compacted
+/// the revision the list began at) starts the list again, [`RESTARTS`] times at most, so the
+/// pools are always read from one consistent list.
 pub async fn list(client: kube::Client, pool_label: &str) -> Result<Vec<Node>, ClusterError> {
     let api: kube::Api<Node> = kube::Api::all(client);
-    let mut params = kube::api::ListParams::default().labels(pool_label).limit(PAGE);
-    let mut nodes = Vec::new();
-    loop {
-        let fail = |source| ClusterError::List { label: pool_label.to_string(), source };
-        let page = api.list(&params).await.map_err(fail)?;
-        nodes.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(nodes),
+    let fail = |source| ClusterError::List { label: pool_label.to_string(), source };
+    let mut restarts = 0;
+    'list: loop {
+        let mut params = kube::api::ListParams::default().labels(pool_label).limit(PAGE);
+        let mut nodes = Vec::new();
+        loop {
+            let page = match retry("listing the nodes", FullJitter::default(), || api.list(&params)).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(s))
+                    if s.code == 410 && params.continue_token.is_some() && restarts < RESTARTS =>
+                {
+                    restarts += 1;
+                    tracing::debug!(restarts, "the node list's continue token expired; listing again");
+                    continue 'list;
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            nodes.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(nodes),
+            }
         }
     }
 }

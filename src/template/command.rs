@@ -113,6 +113,7 @@ where
         PoolSource::Catalogue { gpu, count, layout } => {
             let entry = catalogue::find(gpu)?;
             let mut made = one(config.pins.apply(entry.node(*count, layout.as_deref())?));
+            made[0].1.warnings.extend(entry.memory_note());
             if config.labels.extended {
                 let why = "a node's topology (NVLink, PCIe, NUMA, GPUDirect) is known from its snapshot only";
                 made[0]

@@ -60,5 +60,6 @@ mod slice_watch;
 mod soak;
 mod start_only;
 mod template;
+mod template_list;
 mod topology_faults;
 mod writers;

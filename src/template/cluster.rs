@@ -14,6 +14,15 @@ use std::collections::BTreeMap;
 const OURS: &str = "nvidia.com/";
 /// Nodes listed per request.
 const PAGE: u32 = 500;
+/// `nvidia.com/` labels that are another component's progress on one node, never a pool's: the
+/// GPU Operator's operand switches (moved off `true` during a driver upgrade or a MIG change),
+/// the MIG manager's state and the driver upgrade controller's. A node created with them would
+/// start life claiming work done that was never done on it.
+const NODE_STATE: &[&str] =
+    &["nvidia.com/gpu.deploy.", "nvidia.com/mig.config.state", "nvidia.com/gpu-driver-upgrade"];
+/// Why a [`NODE_STATE`] label is left out.
+const NODE_STATE_WHY: &str =
+    "another component's progress on each node (the GPU Operator's), which a new node has not made";
 /// How often a list whose continue token expired starts again before it fails.
 const RESTARTS: u32 = 3;
 
@@ -28,14 +37,21 @@ pub struct Pool {
     pub disagreements: Vec<Disagreement>,
     /// The pool's nodes, sorted.
     pub nodes: Vec<String>,
+    /// The [`NODE_STATE`] label keys its nodes carry, left out.
+    pub node_state: Vec<String>,
 }
 
 impl Pool {
     /// The pool's template: what its nodes agree on, each disagreement said in `left_out`. A pool
     /// whose nodes advertise no `nvidia.com/` resource but are labelled is a DRA pool.
     pub fn template(&self) -> Template {
-        let left_out =
-            self.disagreements.iter().map(|d| LeftOut { key: d.key.clone(), why: d.why() }).collect();
+        let state = self.node_state.iter().map(|k| LeftOut { key: k.clone(), why: NODE_STATE_WHY.into() });
+        let left_out = self
+            .disagreements
+            .iter()
+            .map(|d| LeftOut { key: d.key.clone(), why: d.why() })
+            .chain(state)
+            .collect();
         let dra = self.capacity.is_empty() && self.labels.contains_key("nvidia.com/gpu.count");
         let (labels, capacity) = (self.labels.clone(), self.capacity.clone());
         Template { labels, capacity, dra, left_out, warnings: Vec::new(), node: None }
@@ -128,12 +144,21 @@ pub fn pools(nodes: &[Node], pool_label: &str) -> BTreeMap<String, Pool> {
 fn pool(nodes: &[&Node]) -> Pool {
     let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let mut by_key: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    let mut node_state = std::collections::BTreeSet::new();
     for node in nodes {
         for (k, v) in facts(node) {
+            if NODE_STATE.iter().any(|p| k.starts_with(p)) {
+                node_state.insert(k);
+                continue;
+            }
             by_key.entry(k).or_default().entry(v).or_default().push(name(node));
         }
     }
-    let mut out = Pool { nodes: nodes.iter().map(|n| name(n)).collect(), ..Pool::default() };
+    let mut out = Pool {
+        nodes: nodes.iter().map(|n| name(n)).collect(),
+        node_state: node_state.into_iter().collect(),
+        ..Pool::default()
+    };
     out.nodes.sort();
     for (key, mut values) in by_key {
         let having: usize = values.values().map(Vec::len).sum();
@@ -220,7 +245,16 @@ mod tests {
                 ],
                 "4",
             ),
-            node("b-3", &[(pool, "b"), ("nvidia.com/gpu.product", "NVIDIA-L4")], "4"),
+            node(
+                "b-3",
+                &[
+                    (pool, "b"),
+                    ("nvidia.com/gpu.product", "NVIDIA-L4"),
+                    ("nvidia.com/gpu.deploy.driver", "paused-for-driver-upgrade"),
+                    ("nvidia.com/mig.config.state", "success"),
+                ],
+                "4",
+            ),
             node("other", &[("nvidia.com/gpu.product", "NVIDIA-H100")], "8"),
         ];
         let pools = pools(&nodes, pool);
@@ -244,6 +278,14 @@ mod tests {
         assert_eq!(d.values["550"], ["b-1"]);
         assert_eq!(d.values["535"], ["b-2"]);
         assert_eq!(d.values["(none)"], ["b-3"]);
-        assert!(b.template().left_out[0].why.contains("\"535\" on b-2"), "{:?}", b.template().left_out);
+        let left_out = b.template().left_out;
+        assert!(left_out[0].why.contains("\"535\" on b-2"), "{left_out:?}");
+        let state: Vec<&str> = left_out[1..].iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(
+            state,
+            ["nvidia.com/gpu.deploy.driver", "nvidia.com/mig.config.state"],
+            "node state, named"
+        );
+        assert!(left_out[1].why.contains("GPU Operator"), "{left_out:?}");
     }
 }

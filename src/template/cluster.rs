@@ -37,7 +37,7 @@ pub struct Pool {
     pub disagreements: Vec<Disagreement>,
     /// The pool's nodes, sorted.
     pub nodes: Vec<String>,
-    /// The [`NODE_STATE`] label keys its nodes carry, left out.
+    /// The label keys of another component's per-node progress its nodes carry, left out.
     pub node_state: Vec<String>,
 }
 
@@ -99,7 +99,7 @@ impl crate::exit::Classify for ClusterError {
 /// Every Node that carries `pool_label`, page by page. Each page is one request under the
 /// client's deadline and body limit, retried on the one backoff when the API fails for a while
 /// (a 5xx, 429, a dropped connection); a page whose continue token expired (410: etcd compacted
-/// the revision the list began at) starts the list again, [`RESTARTS`] times at most, so the
+/// the revision the list began at) starts the list again, `RESTARTS` times at most, so the
 /// pools are always read from one consistent list.
 pub async fn list(client: kube::Client, pool_label: &str) -> Result<Vec<Node>, ClusterError> {
     let api: kube::Api<Node> = kube::Api::all(client);

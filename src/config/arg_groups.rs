@@ -1,8 +1,8 @@
 //! The flag groups, one per concern (labels, label options, facts, config, API, target, output,
 //! daemon, health, source, prune, clear, logs): each flag's type, value parser (and so its
 //! values), default and help, said once here (its env names, config-file key and where it has
-//! no effect are its row's, in [`super::rows`]); [`super::flags`] flattens into each subcommand
-//! only the groups it uses.
+//! no effect are its row's, in [`super::rows`], and so is where GFD accepts it without effect,
+//! which `--help` adds); [`super::flags`] flattens into each subcommand only the groups it uses.
 
 use super::health_checks::{
     condition_type, expected_gpus, nvml_timeout, recovery_hold, xids, TaintEffect, DEFAULT_BOOT_ID_FILE,
@@ -119,7 +119,7 @@ pub struct FactArgs {
     /// tegra (CUDA) or vfio (GPUs bound to vfio-pci, from sysfs)
     #[arg(long, default_value = shown(Strategy::default()), value_parser = parsed_by(strategy))]
     pub device_discovery_strategy: Option<Strategy>,
-    /// Driver root inside the container (accepted for GFD compatibility; unused, as in GFD)
+    /// Driver root inside the container
     #[arg(long, visible_alias = "container-driver-root", default_value = "/driver-root")]
     pub driver_root_ctr_path: Option<String>,
 }
@@ -162,26 +162,23 @@ pub struct ConfigArgs {
 /// Who this labeler is, and how it reaches the Kubernetes API.
 #[derive(Debug, Default, Clone, Args)]
 pub struct ApiArgs {
-    /// This node's name (for the NodeFeature object, --sink node, --config-dir, --health and
-    /// `nvlabel health clear`; accepted elsewhere without effect, as GFD does)
+    /// This node's name, for the NodeFeature object, --sink node, --config-dir, --health and
+    /// `nvlabel health clear`
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Namespace of the NodeFeature object and of --instance's ServiceAccount (accepted without
-    /// effect where labels go to a file or stdout, as GFD does)
+    /// Namespace of the NodeFeature object and of --instance's ServiceAccount
     #[arg(long, default_value = "default")]
     pub namespace: Option<String>,
-    /// This pod's name, for owner references (accepted without effect where labels go to a file
-    /// or stdout, as GFD does)
+    /// This pod's name, for owner references
     #[arg(long)]
     pub pod_name: Option<String>,
-    /// Kubeconfig; empty means in-cluster (accepted without effect where nothing reads the API,
-    /// as GFD does)
+    /// Kubeconfig; empty means in-cluster
     #[arg(long)]
     pub kubeconfig: Option<String>,
-    /// API client QPS (accepted without effect where nothing reads the API, as GFD does)
+    /// API client QPS
     #[arg(long, default_value = "5")]
     pub kube_api_qps: Option<f64>,
-    /// API client burst (accepted without effect where nothing reads the API, as GFD does)
+    /// API client burst
     #[arg(long, default_value = "10")]
     pub kube_api_burst: Option<u32>,
     /// This deployment's ServiceAccount (in --namespace), where several share a cluster: health
@@ -194,12 +191,10 @@ pub struct ApiArgs {
 /// Where labels go.
 #[derive(Debug, Default, Clone, Args)]
 pub struct TargetArgs {
-    /// Feature file to write; "" prints to stdout (accepted without effect with the NodeFeature
-    /// API or --sink node, as GFD does)
+    /// Feature file to write; "" prints to stdout
     #[arg(long, short = 'o', visible_alias = "output", default_value = DEFAULT_OUTPUT_FILE)]
     pub output_file: Option<String>,
-    /// Publish a NodeFeature object instead of a file (accepted without effect with --sink node,
-    /// as GFD does)
+    /// Publish a NodeFeature object instead of a file
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "true")]
     pub use_node_feature_api: Option<bool>,
     /// Where labels go: `gfd` (GFD's choice: NodeFeature, feature file or stdout) or `node` (patch
@@ -226,8 +221,7 @@ pub struct DaemonArgs {
     /// Label once and exit
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub oneshot: Option<bool>,
-    /// Time between passes: Go duration, `infinite`, or seconds (accepted without effect with
-    /// --oneshot, as GFD does)
+    /// Time between passes: Go duration, `infinite`, or seconds
     #[arg(long, default_value = "60s", value_parser = parsed_by(interval))]
     pub sleep_interval: Option<Interval>,
     /// Serve /healthz, /readyz and /metrics here, when running as a daemon (`host:port` or

@@ -47,7 +47,7 @@ pub fn part() -> String {
         let env: Vec<String> = row.env.iter().map(|e| format!("`{e}`")).collect();
         let file = row.file.as_ref().map_or("—".to_string(), |k| format!("`flags.{}`", k.key));
         let default = default_of(*flag).map_or("none".to_string(), |d| format!("`{d}`"));
-        let help = help(arg);
+        let help = help(arg, row.gfd);
         let cells = [
             names.join(", "),
             or_dash(shown.join(", ")),
@@ -63,11 +63,16 @@ pub fn part() -> String {
     md + "\n" + END
 }
 
-/// The help its clap field declares, without the `[default: none]` the default column says, and
-/// the values its parser takes where they are a list.
-fn help(arg: &clap::Arg) -> String {
+/// The help its clap field declares, without the `[default: none]` the default column says, with
+/// where GFD accepts it without effect (`accepted`, its row's, as `--help` adds it) and the values
+/// its parser takes where they are a list.
+fn help(arg: &clap::Arg, accepted: Option<&str>) -> String {
     let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
     let help = help.trim_end().strip_suffix("[default: none]").unwrap_or(&help).trim_end().to_string();
+    let help = match accepted {
+        Some(accepted) => format!("{help} ({accepted})"),
+        None => help,
+    };
     let values: Vec<String> = arg
         .get_possible_values()
         .iter()
@@ -88,7 +93,7 @@ fn no_effect(row: &super::row::Row) -> String {
             whys.push(why);
         }
     }
-    // A GFD flag's own help says where it is accepted without effect, as GFD accepts it.
+    // Where GFD accepts a flag without effect is in the help column, as `--help` says it.
     whys.join("; ")
 }
 

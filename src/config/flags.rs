@@ -67,6 +67,9 @@ fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
     let cmd = cmd.mut_args(|arg| {
         let Some(row) = arg.get_long().and_then(Flag::named).map(row) else { return arg };
         let mut tail = String::new();
+        if let Some(accepted) = row.gfd {
+            tail += &format!(" ({accepted})");
+        }
         if !row.env.is_empty() {
             tail += &format!(" [env: {}]", row.env.join(", "));
         }

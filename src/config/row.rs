@@ -53,8 +53,10 @@ pub struct Row {
     pub never_in: &'static [(Mode, &'static str)],
     /// In the other modes, the runs in which it has none.
     pub when: Option<NoEffect>,
-    /// A GFD flag accepted without effect somewhere, as GFD accepts it (its `--help` says so).
-    pub gfd: bool,
+    /// A GFD flag accepted without effect somewhere, as GFD accepts it: where, as its `--help`
+    /// says it in each command that reads the rows (a command that reads its command line alone
+    /// may refuse it there).
+    pub gfd: Option<&'static str>,
     /// Whether its env var, where it has no effect, is worth a warning.
     pub env_warns: bool,
 }
@@ -71,7 +73,7 @@ impl Row {
             set: None,
             never_in: &[],
             when: None,
-            gfd: false,
+            gfd: None,
             env_warns: true,
         }
     }
@@ -101,9 +103,10 @@ impl Row {
         Row { when: Some((why, applies)), ..self }
     }
 
-    /// One of GFD's flags, accepted where GFD accepts it without effect.
-    pub fn gfd(self) -> Row {
-        Row { gfd: true, ..self }
+    /// One of GFD's flags, accepted where GFD accepts it without effect: `accepted` says where,
+    /// as `--help` shows it ("accepted without effect with --oneshot, as GFD does").
+    pub fn gfd(self, accepted: &'static str) -> Row {
+        Row { gfd: Some(accepted), ..self }
     }
 
     /// Its env var is quiet where it has no effect.
@@ -144,22 +147,58 @@ pub enum Mode {
 
 impl Mode {
     /// The modes a command runs in, by its clap name (`""` for the labeller, `health clear` for
-    /// a nested one); none for `help`.
+    /// a nested one); none for `help`, and none for a command that reads its command line alone.
     pub fn of_command(name: &str) -> &'static [Mode] {
-        match name {
-            "" => &[Mode::Daemon, Mode::Oneshot],
-            "probe" => &[Mode::Probe],
-            "prune" => &[Mode::Prune],
-            "hook" => &[Mode::Hook],
-            "health" => &[Mode::Health],
-            "health clear" => &[Mode::HealthClear],
-            _ => &[],
+        match Reads::of_command(name) {
+            Reads::Rows(modes) => modes,
+            Reads::CommandLine => &[],
         }
     }
 
     /// Whether it labels the node.
     pub fn labels(self) -> bool {
         matches!(self, Mode::Daemon | Mode::Oneshot)
+    }
+}
+
+/// Where a command's flags are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Through the rows: the command line, then env, then the config file's `flags`, then the
+    /// default; in these modes, where each row says whether its flag has an effect.
+    Rows(&'static [Mode]),
+    /// The command line alone: no row applies (no env, no config file's `flags`, no refusal by
+    /// mode), and its `--help` and docs/flags.md say so; what a flag not given means is the
+    /// command's own code's to say.
+    CommandLine,
+}
+
+/// Every command by its clap name (`""` for the labeller, a nested one after its parent's), and
+/// where it reads its flags from: the one place a command says so.
+pub const COMMANDS: &[(&str, Reads)] = &[
+    ("", Reads::Rows(&[Mode::Daemon, Mode::Oneshot])),
+    ("probe", Reads::Rows(&[Mode::Probe])),
+    ("prune", Reads::Rows(&[Mode::Prune])),
+    ("hook", Reads::Rows(&[Mode::Hook])),
+    // `help` takes no flag but `--help`.
+    ("help", Reads::Rows(&[])),
+    // A pool's template is asked for on a workstation or in CI, where the GPU Operator's env
+    // means nothing.
+    ("template", Reads::CommandLine),
+    ("health", Reads::Rows(&[Mode::Health])),
+    ("health clear", Reads::Rows(&[Mode::HealthClear])),
+];
+
+impl Reads {
+    /// Where the command named `name` reads its flags from (a name [`COMMANDS`] lacks reads
+    /// through the rows in no mode; `every_command_says_where_it_reads_its_flags` fails on it).
+    pub fn of_command(name: &str) -> Reads {
+        COMMANDS.iter().find(|(n, _)| *n == name).map_or(Reads::Rows(&[]), |(_, reads)| *reads)
+    }
+
+    /// Whether the rows apply: env, the config file's `flags` and the rows' refusals.
+    pub fn rows(self) -> bool {
+        matches!(self, Reads::Rows(_))
     }
 }
 

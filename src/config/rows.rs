@@ -44,6 +44,10 @@ fn xids_unread(r: &Run) -> bool {
     r.mode != Mode::Health && !health_daemon(r)
 }
 
+/// Where GFD accepts its API flags without effect, as `--help` says it.
+const NO_API: &str = "accepted without effect where nothing reads the API, as GFD does";
+const FILE_OR_STDOUT: &str = "accepted without effect where labels go to a file or stdout, as GFD does";
+
 const OUTSIDE_A_LABELLER: &str = "outside a labelling daemon or one-shot run";
 const NOT_AN_INSTANCES: &str =
     "outside a daemon with --health, `nvlabel prune` and `nvlabel health clear`: only they write or remove an instance's health";
@@ -92,7 +96,7 @@ pub fn row(flag: F) -> Row {
             .when(FROM_SNAPSHOT, from_snapshot),
         // Accepted for GFD compatibility; unused, as in GFD.
         F::DriverRootCtrPath => r(flag, &["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"])
-            .gfd()
+            .gfd("accepted for GFD compatibility; unused, as in GFD")
             .never_in(&[(Mode::Health, "in `nvlabel health`, which GFD does not have")]),
         F::ConfigFile => r(flag, &["GFD_CONFIG_FILE", "CONFIG_FILE"])
             .set(|s, f| put(&mut s.config_file, Ok(non_empty(&f.value).map(PathBuf::from)))),
@@ -104,17 +108,17 @@ pub fn row(flag: F) -> Row {
             .when("without --config-dir, whose default key it names", |r| r.settings.config_dir.is_none()),
         F::NodeName => r(flag, &["NODE_NAME"])
             .set(|s, f| put(&mut s.node_name, Ok(non_empty(&f.value))))
-            .gfd()
+            .gfd("accepted elsewhere without effect, as GFD does")
             .when(HOOK_WITHOUT_DIR, hook_without_dir),
         // POD_NAMESPACE (what manifests usually pass) after GFD's NAMESPACE.
         F::Namespace => r(flag, &["NAMESPACE", "POD_NAMESPACE"])
             .set(|s, f| put(&mut s.namespace, Ok(f.value.clone())))
-            .gfd()
+            .gfd(FILE_OR_STDOUT)
             .never_in(&[(Mode::Hook, "in `nvlabel hook`, which publishes nothing")])
             .when("in `nvlabel health clear` without --instance, whose ServiceAccount's namespace it names", |r| r.mode == Mode::HealthClear && r.settings.health.instance.is_none()),
         F::PodName => r(flag, &["POD_NAME"])
             .set(|s, f| put(&mut s.pod_name, Ok(non_empty(&f.value))))
-            .gfd()
+            .gfd(FILE_OR_STDOUT)
             .never_in(&[
                 (Mode::Hook, OUTSIDE_A_LABELLER),
                 (Mode::Prune, OUTSIDE_A_LABELLER),
@@ -122,26 +126,26 @@ pub fn row(flag: F) -> Row {
             ]),
         F::Kubeconfig => r(flag, &["KUBECONFIG"])
             .set(|s, f| put(&mut s.kubeconfig, Ok(non_empty(&f.value))))
-            .gfd()
+            .gfd(NO_API)
             .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::KubeApiQps => r(flag, &["KUBE_API_QPS"])
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.kube_api_qps, number(&f.value)))
-            .gfd()
+            .gfd(NO_API)
             .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::KubeApiBurst => r(flag, &["KUBE_API_BURST"])
             .empty(Empty::EnvUnset)
             .set(|s, f| put(&mut s.kube_api_burst, number(&f.value)))
-            .gfd()
+            .gfd(NO_API)
             .when(HOOK_WITHOUT_DIR, hook_without_dir),
         F::OutputFile => r(flag, &["GFD_OUTPUT_FILE"])
             .file("gfd.outputFile", |f| f.gfd.as_ref()?.output_file.clone())
             .set(|s, f| put(&mut s.output_file, Ok(f.value.clone())))
-            .gfd(),
+            .gfd("accepted without effect with the NodeFeature API or --sink node, as GFD does"),
         F::UseNodeFeatureApi => r(flag, &["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"])
             .file("useNodeFeatureAPI", |f| f.use_node_feature_api.map(|b| b.to_string()))
             .set(|s, f| put(&mut s.use_node_feature_api, boolean(&f.value)))
-            .gfd(),
+            .gfd("accepted without effect with --sink node, as GFD does"),
         F::Sink => r(flag, &["NVLABEL_SINK"])
             .set(|s, f| put(&mut s.sink, choice::<Sink>(&f.value))),
         // On the command line the resolver refuses it with its value; from env it is this row's
@@ -168,7 +172,7 @@ pub fn row(flag: F) -> Row {
                 }
                 put(&mut s.sleep_interval, Ok(interval))
             })
-            .gfd(),
+            .gfd("accepted without effect with --oneshot, as GFD does"),
         // One environment often serves daemons and one-shot runs alike (a test harness, a node's
         // profile): a port for daemons is no slip in a one-shot run.
         F::MetricsAddr => r(flag, &["NVLABEL_METRICS_ADDR"])

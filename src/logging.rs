@@ -3,9 +3,10 @@
 use tracing_subscriber::EnvFilter;
 
 /// How log lines look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable.
+    #[default]
     Text,
     /// One JSON object per line.
     Json,

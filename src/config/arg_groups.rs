@@ -282,6 +282,6 @@ pub struct ClearArgs {
 #[derive(Debug, Default, Clone, Args)]
 pub struct LogArgs {
     /// Log format: text or json
-    #[arg(long, default_value = shown(LogFormat::Text))]
+    #[arg(long, default_value = shown(LogFormat::default()))]
     pub log_format: Option<LogFormat>,
 }

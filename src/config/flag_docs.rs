@@ -33,13 +33,16 @@ pub fn part() -> String {
     for flag in Flag::ALL {
         let row = row(*flag);
         let Some((_, arg)) = declared.iter().find(|(f, _)| f == flag) else { continue };
-        // The commands whose `--help` lists it.
+        // The commands whose `--help` lists it, of those its row applies to.
         let shown: Vec<String> = commands
             .iter()
-            .filter(|(_, cmd)| {
+            .filter(|(_, reads, _)| reads.rows())
+            .filter(|(_, _, cmd)| {
                 cmd.get_arguments().any(|a| a.get_long() == Some(flag.name()) && !a.is_hide_set())
             })
-            .map(|(name, _)| if name.is_empty() { "`nvlabel`".into() } else { format!("`nvlabel {name}`") })
+            .map(
+                |(name, _, _)| if name.is_empty() { "`nvlabel`".into() } else { format!("`nvlabel {name}`") },
+            )
             .collect();
         let mut names = vec![format!("`--{flag}`")];
         names.extend(arg.get_visible_aliases().unwrap_or_default().iter().map(|a| format!("`--{a}`")));

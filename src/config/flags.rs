@@ -2,11 +2,12 @@
 //! the groups it uses. Each flag's type, value parser, default and help are its clap field's
 //! ([`super::arg_groups`]); its env names and where it has no effect come from its row
 //! ([`super::rows`]), and [`super::resolve`] resolves them against env, the config file and the
-//! defaults.
+//! defaults, in each command that reads its flags through the rows ([`Reads`]); a command that
+//! reads its command line alone has no row applied to its flags, whatever their names.
 
+use super::decorate::{decorate, path};
 use super::flag::Flag;
-use super::row::Mode;
-use super::rows::row;
+use super::row::Reads;
 use super::template::TemplateArgs;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -29,18 +30,22 @@ fn parser() -> clap::Command {
 }
 
 /// Each flag's clap field as declared (its help, default and aliases, before the rows add to
-/// them), once per flag whichever commands take it.
+/// them), once per flag whichever commands take it: a command that reads its command line
+/// alone is left out, so a flag of its own that shares a row's name is never taken for it.
 pub fn declared() -> Vec<(Flag, clap::Arg)> {
     let mut out: Vec<(Flag, clap::Arg)> = Vec::new();
-    let mut commands = vec![Cli::command()];
-    while let Some(cmd) = commands.pop() {
+    let mut commands = vec![(String::new(), Cli::command())];
+    while let Some((name, cmd)) = commands.pop() {
+        if !Reads::of_command(&name).rows() {
+            continue;
+        }
         for arg in cmd.get_arguments() {
             let Some(flag) = arg.get_long().and_then(Flag::named) else { continue };
             if !out.iter().any(|(f, _)| *f == flag) {
                 out.push((flag, arg.clone()));
             }
         }
-        commands.extend(cmd.get_subcommands().cloned());
+        commands.extend(cmd.get_subcommands().map(|sub| (path(&name, sub.get_name()), sub.clone())));
     }
     out
 }
@@ -55,52 +60,6 @@ pub fn default_of(flag: Flag) -> Option<&'static str> {
         declared().into_iter().filter_map(|(flag, arg)| Some((flag, default(&arg)?))).collect()
     });
     defaults.iter().find(|(f, _)| *f == flag).map(|(_, d)| d.as_str())
-}
-
-/// `cmd` (named `name`, `""` for the labeller, `health clear` for a nested one) and its
-/// subcommands, from the rows.
-fn decorate(cmd: clap::Command, name: &str, defaults: bool) -> clap::Command {
-    if name == OWN_FLAGS {
-        return cmd;
-    }
-    let modes = Mode::of_command(name);
-    let cmd = cmd.mut_args(|arg| {
-        let Some(row) = arg.get_long().and_then(Flag::named).map(row) else { return arg };
-        let mut tail = String::new();
-        if let Some(accepted) = row.gfd {
-            tail += &format!(" ({accepted})");
-        }
-        if !row.env.is_empty() {
-            tail += &format!(" [env: {}]", row.env.join(", "));
-        }
-        // The values' docs are for the code: `--help` lists the values on the flag's line, after
-        // its default, as clap does for values without docs.
-        let values = arg.get_possible_values();
-        let mut arg = arg;
-        if values.iter().any(|v| v.get_help().is_some()) {
-            if let Some(default) = arg.get_default_values().first().filter(|_| defaults) {
-                tail += &format!(" [default: {}]", default.to_string_lossy());
-            }
-            let names: Vec<&str> = values.iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name()).collect();
-            tail += &format!(" [possible values: {}]", names.join(", "));
-            arg = arg.hide_default_value(true).hide_possible_values(true);
-        }
-        if !tail.is_empty() {
-            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            arg = arg.help(format!("{help}{tail}"));
-        }
-        if !defaults {
-            arg = arg.default_value(None::<&'static str>);
-        }
-        // Refused in every run of this command: not listed.
-        let never = !modes.is_empty() && modes.iter().all(|m| row.never(*m));
-        arg.hide(never)
-    });
-    let subs: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-    subs.iter().fold(cmd, |cmd, sub| {
-        let path = if name.is_empty() { sub.clone() } else { format!("{name} {sub}") };
-        cmd.mut_subcommand(sub, |s| decorate(s, &path, defaults))
-    })
 }
 
 impl Cli {
@@ -118,7 +77,8 @@ impl Cli {
         }
         match cmd.clone().try_get_matches_from(&args) {
             Ok(matches) => {
-                Cli::from_arg_matches(&matches).map(|cli| Cli { given: given(&cmd, &matches), ..cli })
+                let (reads, given) = given(&cmd, &matches, "");
+                Cli::from_arg_matches(&matches).map(|cli| Cli { reads, given, ..cli })
             }
             // Help shows each flag's default: the command that declares them prints it.
             Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -148,22 +108,29 @@ fn bool_then_space(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<S
     })
 }
 
-/// The flags given on the command line (the innermost subcommand's, if one was given), each
-/// with its text.
-fn given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<(Flag, String)> {
+/// Where the command given (the innermost subcommand, if one was given; `cmd`, named `name`,
+/// otherwise) reads its flags from, and the flags given on the command line for the rows, each
+/// with its text: none where it reads its command line alone, since no row applies there.
+fn given(cmd: &clap::Command, matches: &clap::ArgMatches, name: &str) -> (Reads, Vec<(Flag, String)>) {
     if let Some((sub, sub_matches)) = matches.subcommand() {
         if let Some(sub) = cmd.find_subcommand(sub) {
-            return given(sub, sub_matches);
+            return given(sub, sub_matches, &path(name, sub.get_name()));
         }
     }
-    cmd.get_arguments()
+    let reads = Reads::of_command(name);
+    if !reads.rows() {
+        return (reads, Vec::new());
+    }
+    let given = cmd
+        .get_arguments()
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
         .filter_map(|a| {
             let flag = Flag::named(a.get_long()?)?;
             let raw = matches.get_raw(a.get_id().as_str()).and_then(|mut v| v.next_back());
             Some((flag, raw.map(|v| v.to_string_lossy().into_owned()).unwrap_or_default()))
         })
-        .collect()
+        .collect();
+    (reads, given)
 }
 
 /// The nvlabel command line. Without a subcommand it labels the node (GFD's flags); each
@@ -200,6 +167,10 @@ pub struct Cli {
     /// `nvlabel template`'s flags, when that is the command (it reads no env and no settings).
     #[arg(skip)]
     pub template: Option<Box<TemplateArgs>>,
+    /// Where the command given reads its flags from: through the rows, or its command line alone
+    /// (then [`super::resolve`] reads neither env nor the config file, and `given` is empty).
+    #[arg(skip = Reads::of_command(""))]
+    pub reads: Reads,
     /// The flags given on the command line (not env, not defaults), each with its text: what
     /// [`super::resolve`] reads first and [`super::modes`] refuses where it has no effect.
     #[arg(skip)]
@@ -300,10 +271,6 @@ pub enum Command {
     },
 }
 
-/// The flags of `nvlabel template`, apart from every other command's: read from the command line
-/// alone, never resolved against env (see [`super::template`]).
-pub const OWN_FLAGS: &str = "template";
-
 /// What `nvlabel health` does instead of looking at the GPUs once.
 #[derive(Debug, Clone, Subcommand)]
 pub enum HealthAction {
@@ -345,8 +312,18 @@ impl Cli {
     /// The subcommand, and every flag given (the subcommand's moved into the top-level groups,
     /// where `main` reads `--log-format` before resolving and `nvlabel prune`'s own flags).
     pub fn split(self) -> (Option<CommandKind>, Cli) {
-        let Cli { command, mut label, source, log, version, mut prune, mut clear, mut template, given } =
-            self;
+        let Cli {
+            command,
+            mut label,
+            source,
+            log,
+            version,
+            mut prune,
+            mut clear,
+            mut template,
+            reads,
+            given,
+        } = self;
         let (kind, source, log) = match command {
             // `from_args` answers `help` itself; a parsed `help` labels nothing.
             None | Some(Command::Help { .. }) => (None, source, log),
@@ -376,6 +353,6 @@ impl Cli {
                 (Some(CommandKind::Health), source, log)
             }
         };
-        (kind, Cli { command: None, label, source, log, version, prune, clear, template, given })
+        (kind, Cli { command: None, label, source, log, version, prune, clear, template, reads, given })
     }
 }

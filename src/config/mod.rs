@@ -8,6 +8,7 @@
 
 mod apply;
 pub mod arg_groups;
+mod decorate;
 pub mod file;
 pub mod flag;
 pub mod flag_docs;

@@ -8,7 +8,7 @@
 use super::flag::Flag;
 use super::flags::{command, CommandKind};
 use super::resolve::Env;
-use super::row::{Mode, Run};
+use super::row::{Mode, Reads, Run};
 use super::rows::row;
 use super::settings::Settings;
 use crate::exit::Classify;
@@ -107,24 +107,26 @@ fn command_name(command: Option<CommandKind>) -> &'static str {
     }
 }
 
-/// Every command, with its name (`""` for the labeller, `health clear` for a nested one).
-pub fn commands() -> Vec<(String, clap::Command)> {
+/// Every command, with its name (`""` for the labeller, `health clear` for a nested one) and
+/// where it reads its flags from (as [`super::row::COMMANDS`] says).
+pub fn commands() -> Vec<(String, Reads, clap::Command)> {
     let top = command();
-    let mut out = vec![(String::new(), top.clone())];
-    // `nvlabel template`'s flags are its own, read from its command line alone: no rows.
-    for sub in top.get_subcommands().filter(|s| s.get_name() != super::flags::OWN_FLAGS) {
-        out.push((sub.get_name().to_string(), sub.clone()));
+    let mut out = vec![(String::new(), Reads::of_command(""), top.clone())];
+    for sub in top.get_subcommands() {
+        out.push((sub.get_name().to_string(), Reads::of_command(sub.get_name()), sub.clone()));
         for nested in sub.get_subcommands() {
-            out.push((format!("{} {}", sub.get_name(), nested.get_name()), nested.clone()));
+            let name = format!("{} {}", sub.get_name(), nested.get_name());
+            out.push((name.clone(), Reads::of_command(&name), nested.clone()));
         }
     }
     out
 }
 
-/// Every long flag of every command, with the command's name (as [`commands`] names it).
+/// Every long flag of every command that reads its flags through the rows, with the command's
+/// name (as [`commands`] names it): each is a row's.
 pub fn all_flags() -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for (name, cmd) in commands() {
+    for (name, _, cmd) in commands().into_iter().filter(|(_, reads, _)| reads.rows()) {
         for a in cmd.get_arguments() {
             let acts = matches!(a.get_action(), clap::ArgAction::Help | clap::ArgAction::Version);
             if let (Some(long), false) = (a.get_long(), acts) {

@@ -54,7 +54,7 @@ fn gfds_flags_accepted_without_effect_say_so_in_help() {
 /// A flag a command's mode never uses is left out of its `--help`, and is refused there.
 #[test]
 fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
-    for (name, cmd) in commands() {
+    for (name, _, cmd) in commands().into_iter().filter(|(_, reads, _)| reads.rows()) {
         let name = name.as_str();
         let modes = Mode::of_command(name);
         for arg in cmd.get_arguments() {
@@ -70,7 +70,7 @@ fn help_leaves_out_exactly_the_flags_a_command_never_uses() {
     }
     let all = commands();
     let hidden = |name: &str| {
-        let (_, cmd) = all.iter().find(|(n, _)| n == name).unwrap();
+        let (_, _, cmd) = all.iter().find(|(n, _, _)| n == name).unwrap();
         cmd.get_arguments().filter(|a| a.is_hide_set()).count()
     };
     assert_eq!((hidden("health"), hidden("hook"), hidden("prune"), hidden("probe")), (15, 4, 1, 0));
@@ -195,4 +195,51 @@ fn choices_made_without_what_they_need_are_said() {
     assert!(w[0].contains("auto labels for the device plugin"), "{w:?}");
     assert!(warned(&["hook", "--allocation-mode=dra"]).is_empty());
     assert!(warned(&["hook"]).is_empty(), "the default, device-plugin");
+}
+
+/// Every command says where it reads its flags from, in the one table of commands.
+#[test]
+fn every_command_says_where_it_reads_its_flags() {
+    let clap: Vec<String> = commands().into_iter().map(|(name, _, _)| name).collect();
+    let table: Vec<&str> = crate::config::row::COMMANDS.iter().map(|(name, _)| *name).collect();
+    for name in &clap {
+        assert!(table.contains(&name.as_str()), "`nvlabel {name}` is not in config/row.rs' COMMANDS");
+    }
+    for name in &table {
+        assert!(clap.iter().any(|c| c == name), "COMMANDS names `nvlabel {name}`, which is no command");
+    }
+}
+
+/// A command that reads its command line alone gets nothing from the rows: no env names, no GFD
+/// note and no flag hidden in its `--help`, no flag given for the resolver, no env read, whatever
+/// its flags' names (`nvlabel template`'s --config-file is the labeller's, its --snapshot and
+/// --format its own).
+#[test]
+fn a_command_that_reads_its_command_line_alone_gets_nothing_from_the_rows() {
+    let own: Vec<(String, clap::Command)> = commands()
+        .into_iter()
+        .filter(|(_, reads, _)| *reads == Reads::CommandLine)
+        .map(|(name, _, cmd)| (name, cmd))
+        .collect();
+    assert!(own.iter().any(|(name, _)| name == "template"), "nvlabel template reads its command line alone");
+    for (name, cmd) in &own {
+        for arg in cmd.get_arguments() {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(!help.contains("[env:") && !help.contains("as GFD does"), "`nvlabel {name}`: {help}");
+            assert!(!arg.is_hide_set(), "`nvlabel {name}` hides --{:?}", arg.get_long());
+        }
+    }
+    let args = ["nvlabel", "template", "--snapshot", "/s", "--config-file", "/c", "--format", "json"];
+    let (command, cli) = Cli::try_from_args(args).unwrap().split();
+    assert_eq!((command, cli.reads, cli.given.as_slice()), (None, Reads::CommandLine, &[][..]));
+    // Every variable a row names, with a value each row's parser would refuse or notice.
+    let env = |k: &str| crate::config::flags::env_vars().any(|v| v == k).then(|| "json".to_string());
+    assert_eq!(Settings::config_file_path(&cli, &env), None, "GFD_CONFIG_FILE read for `nvlabel template`");
+    assert_eq!(Settings::config_dir_path(&cli, &env), None);
+    assert_eq!(Settings::log_format_of(&cli, &env), crate::logging::LogFormat::Text);
+    assert_eq!(Settings::resolve(&cli, &env), Settings::resolve(&cli, &|_| None));
+    assert_eq!(Settings::resolve(&cli, &|_| None).unwrap().snapshot, None, "--snapshot is template's own");
+    let args = ["nvlabel", "template", "--gpu", "t4", "--log-format", "json"];
+    let (_, cli) = Cli::try_from_args(args).unwrap().split();
+    assert_eq!(Settings::log_format_of(&cli, &|_| None), crate::logging::LogFormat::Json);
 }

@@ -67,9 +67,11 @@ fn invalid(found: &Found, reason: impl ToString) -> CliError {
 const MACHINE_TYPE_UNDER_SYSFS: &str = "class/dmi/id/product_name";
 
 /// `row`'s value, and where it came from: the command line, else env, else the config file,
-/// else its default.
+/// else its default. A command that reads its command line alone gives the rows nothing: no
+/// flag given (`cli.given` is empty there), no env and no config file.
 fn lookup(row: &Row, cli: &Cli, env: Env, file: FileLayer) -> Option<Found> {
     let flag = row.flag;
+    let (env, file): (Env, FileLayer) = if cli.reads.rows() { (env, file) } else { (&|_| None, None) };
     let given = cli.given.iter().rev().find(|(f, _)| *f == flag);
     let from_command_line = given.map(|(_, v)| Found { value: v.clone(), origin: Origin::CommandLine(flag) });
     // urfave/cli: the first *defined* variable wins, even when it is empty.
@@ -169,9 +171,13 @@ impl Settings {
 
     /// `--log-format` from the command line or env, read by its one parser before anything else
     /// is resolved, so that what the resolution says is logged in it; a bad value is text here,
-    /// and the resolution's error.
+    /// and the resolution's error. A command that reads its command line alone has it parsed
+    /// there already, or its default: never env.
     pub fn log_format_of(cli: &Cli, env: Env) -> crate::logging::LogFormat {
-        only(Flag::LogFormat, cli, env).log_format
+        match cli.reads.rows() {
+            true => only(Flag::LogFormat, cli, env).log_format,
+            false => cli.log.log_format.unwrap_or_default(),
+        }
     }
 }
 

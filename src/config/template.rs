@@ -7,6 +7,7 @@
 use super::arg_groups::parse_bool;
 use super::file::{ConfigError, ConfigFile};
 use super::select::{self, SelectError};
+use super::value_parsers::shown;
 use crate::labels::{AllocationMode, LabelConfig, MigStrategy, Profile};
 use crate::template::command::{PoolSource, TemplateConfig};
 use crate::template::forms::Form;
@@ -76,8 +77,8 @@ pub struct TemplateArgs {
     #[arg(long, value_name = "NAME")]
     pub machine_type: Option<String>,
     /// What to print: labels, json, karpenter, cluster-autoscaler, cluster-api or resourceslice
-    #[arg(long, value_enum, default_value_t = Form::Labels, hide_possible_values = true)]
-    pub format: Form,
+    #[arg(long, value_enum, default_value = shown(Form::default()), hide_possible_values = true)]
+    pub format: Option<Form>,
     /// The NodePool's name (karpenter), or the node's and pool's (resourceslice) [default: the
     /// pool's, or gpu]
     #[arg(long)]
@@ -169,7 +170,13 @@ impl TemplateArgs {
             self.cuda_version.as_deref(),
             self.machine_type.as_deref(),
         )?;
-        Ok(TemplateConfig { source, labels, pins, form: self.format, name: self.name.clone() })
+        Ok(TemplateConfig {
+            source,
+            labels,
+            pins,
+            form: self.format.unwrap_or_default(),
+            name: self.name.clone(),
+        })
     }
 
     /// Where the GPUs come from: exactly one source, with its own flags only.

@@ -189,3 +189,50 @@ fn what_a_form_cannot_carry_is_said() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not carried") && stderr.contains("nvidia.com/mig-1g.5gb=1"), "{stderr}");
 }
+
+/// `nvlabel template` reads its command line alone: every variable the rows name, for its flags
+/// and the labeller's (GFD_CONFIG_FILE and CONFIG_FILE for --config-file, GFD_MIG_STRATEGY,
+/// NVLABEL_SNAPSHOT, NVLABEL_FORMAT, NVLABEL_LOG_FORMAT...), set to a value that would change what
+/// it prints or logs, changes nothing.
+#[test]
+fn the_rows_env_changes_nothing() {
+    use nvlabel::config::{flags::env_vars, rows::row, Flag};
+    let (mig, t4) = (snapshot("a100-mig-mixed"), snapshot("t4"));
+    let sliced = repo().join("testdata/configs/time-slicing-mig-mixed.yaml");
+    let meant: [(Flag, &str); 9] = [
+        (Flag::ConfigFile, sliced.to_str().unwrap()),
+        (Flag::ConfigDir, "testdata/configs"),
+        (Flag::ConfigDefault, "mps-gpu-10"),
+        (Flag::MigStrategy, "mixed"),
+        (Flag::ExtendedLabels, "true"),
+        (Flag::AllocationMode, "dra"),
+        (Flag::Snapshot, t4.to_str().unwrap()),
+        (Flag::Format, "json"),
+        (Flag::LogFormat, "json"),
+    ];
+    let runs: [&[&str]; 2] = [&["--snapshot", mig.to_str().unwrap()], &["--gpu", "t4", "--count", "1"]];
+    for args in runs {
+        let plain = template(args);
+        assert!(plain.status.success(), "{args:?}: {}", String::from_utf8_lossy(&plain.stderr));
+        let mut cmd = nvlabel(None);
+        cmd.arg("template").args(args);
+        // A value no row's parser takes wherever `meant` says nothing: read, it would be refused.
+        for var in env_vars().filter(|v| *v != "RUST_LOG") {
+            cmd.env(var, "not-a-value");
+        }
+        for (flag, value) in meant {
+            for var in row(flag).env {
+                cmd.env(var, value);
+            }
+        }
+        let with_env = cmd.output().unwrap();
+        // Each log line less its time: text lines, not JSON ones.
+        let text = |o: &Output| {
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            let lines: Vec<String> =
+                stderr.lines().map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_string()).collect();
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), lines)
+        };
+        assert_eq!(text(&with_env), text(&plain), "{args:?}: the rows' env changed `nvlabel template`");
+    }
+}

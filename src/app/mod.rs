@@ -99,9 +99,9 @@ impl Stop {
 /// status of a run that ended as it should (`nvlabel health` says the GPUs' state in it).
 pub async fn run(command: Option<CommandKind>, cli: Cli, env: HashMap<String, String>) -> Result<i32, Stop> {
     if let Some(args) = &cli.template {
-        // A pool's template reads no GPU, no env and no settings: its own flags say it all.
+        // A pool's template reads no GPU, no env and no settings: its command line says it all.
         let config = args.config()?;
-        let kubeconfig = args.kubeconfig.as_deref();
+        let kubeconfig = args.kubeconfig();
         print!("{}", crate::template::command::run(&config, startup::client(kubeconfig, 0.0, 0)).await?);
         return Ok(0);
     }

@@ -124,20 +124,30 @@ pub struct FactArgs {
     pub driver_root_ctr_path: Option<String>,
 }
 
-/// What the labels say: MIG strategy, timestamp, nvlabel's own labels.
+/// What the labels say: which labels the GPUs get, and the timestamp.
 #[derive(Debug, Default, Clone, Args)]
 pub struct LabelOptionArgs {
-    /// MIG strategy: none, single or mixed
-    #[arg(long, default_value = shown(MigStrategy::None))]
-    pub mig_strategy: Option<MigStrategy>,
+    /// Which labels the GPUs get.
+    #[command(flatten)]
+    pub gpu: GpuLabelArgs,
     /// Leave out nvidia.com/gfd.timestamp
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub no_timestamp: Option<bool>,
+}
+
+/// Which labels a node's GPUs get: the MIG strategy, nvlabel's own labels, the allocation's
+/// profile. A group of its own because a pool's template (`nvlabel template`) takes these, and
+/// not the timestamp.
+#[derive(Debug, Default, Clone, Args)]
+pub struct GpuLabelArgs {
+    /// MIG strategy: none, single or mixed
+    #[arg(long, default_value = shown(MigStrategy::None))]
+    pub mig_strategy: Option<MigStrategy>,
     /// Add nvlabel's own labels (stable model name, PCI device id, physical and per-model
     /// inventory) to GFD's
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, default_value = "false")]
     pub extended_labels: Option<bool>,
-    /// How this node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
+    /// How the node's GPUs are allocated: device-plugin (GFD's labels), dra (physical facts
     /// only: no sharing or MIG-strategy labels) or auto (dra while the node has a gpu.nvidia.com
     /// ResourceSlice)
     #[arg(long, default_value = shown(AllocationMode::default()))]
@@ -147,11 +157,11 @@ pub struct LabelOptionArgs {
 /// Where the sharing config comes from.
 #[derive(Debug, Default, Clone, Args)]
 pub struct ConfigArgs {
-    /// Device-plugin config file
+    /// Device-plugin config file; empty means none
     #[arg(long)]
     pub config_file: Option<String>,
     /// Directory of config files (a mounted ConfigMap, one key per file), chosen by the node label
-    /// nvidia.com/device-plugin.config
+    /// nvidia.com/device-plugin.config, else by --config-default
     #[arg(long, conflicts_with = "config_file")]
     pub config_dir: Option<PathBuf>,
     /// Key of --config-dir to use when the node has no label
@@ -172,9 +182,9 @@ pub struct ApiArgs {
     /// This pod's name, for owner references
     #[arg(long)]
     pub pod_name: Option<String>,
-    /// Kubeconfig; empty means in-cluster
-    #[arg(long)]
-    pub kubeconfig: Option<String>,
+    /// The kubeconfig.
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigArgs,
     /// API client QPS
     #[arg(long, default_value = "5")]
     pub kube_api_qps: Option<f64>,
@@ -186,6 +196,15 @@ pub struct ApiArgs {
     /// removes exactly what its daemons wrote (they write nothing after) [default: none]
     #[arg(long, value_parser = parsed_by(crate::health::values::instance::name))]
     pub instance: Option<Maybe<String>>,
+}
+
+/// The kubeconfig: a group of its own because a pool's template (`nvlabel template
+/// --from-cluster`) takes it, and none of the API's other flags.
+#[derive(Debug, Default, Clone, Args)]
+pub struct KubeconfigArgs {
+    /// Kubeconfig; empty means in-cluster
+    #[arg(long)]
+    pub kubeconfig: Option<String>,
 }
 
 /// Where labels go.

@@ -12,8 +12,9 @@ use super::template::TemplateArgs;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use super::arg_groups::{
-    parse_bool, ApiArgs, ClearArgs, ConfigArgs, DaemonArgs, FactArgs, HealthArgs, LabelArgs, LabelOptionArgs,
-    LogArgs, OutputArgs, PruneArgs, SourceArgs, TargetArgs, DEFAULT_OUTPUT_FILE,
+    parse_bool, ApiArgs, ClearArgs, ConfigArgs, DaemonArgs, FactArgs, GpuLabelArgs, HealthArgs,
+    KubeconfigArgs, LabelArgs, LabelOptionArgs, LogArgs, OutputArgs, PruneArgs, SourceArgs, TargetArgs,
+    DEFAULT_OUTPUT_FILE,
 };
 pub use super::rows::env_vars;
 
@@ -241,6 +242,7 @@ pub enum Command {
     },
     /// Print the labels, capacity and DRA slices every node of a GPU pool will have, for autoscalers
     /// that scale the pool from zero (Karpenter, Cluster Autoscaler); reads no GPU
+    #[command(after_help = super::template::READS)]
     Template {
         /// Where the pool's GPUs come from, what decides the rest, and the form.
         #[command(flatten)]

@@ -1,10 +1,13 @@
-//! `nvlabel template`'s command line, and the [`TemplateConfig`] made from it. Its flags are its
-//! own and read from the command line alone (no env, no config-file `flags` but the sharing
-//! config's own `migStrategy`, `extendedLabels` and `allocationMode`, which the pool's nodes
-//! would read): a template is asked for on a workstation or in CI, where the GPU Operator's env
-//! means nothing.
+//! `nvlabel template`'s command line, and the [`TemplateConfig`] made from it. Its flags are read
+//! from the command line alone (no env, no config-file `flags` but the sharing config's own
+//! `migStrategy`, `extendedLabels` and `allocationMode`, which the pool's nodes would read): a
+//! template is asked for on a workstation or in CI, where the GPU Operator's env means nothing
+//! (`row.rs`' `COMMANDS` says so, and no row applies to them). Those it shares with the labeller
+//! (the sharing config, the label options, the kubeconfig) are the labeller's own clap fields,
+//! flattened; those it does not (`--snapshot`, one node of the pool rather than this node's facts;
+//! `--gpu`; `--format`, the forms autoscalers read) are its own.
 
-use super::arg_groups::parse_bool;
+use super::arg_groups::{parse_bool, ConfigArgs, GpuLabelArgs, KubeconfigArgs};
 use super::file::{ConfigError, ConfigFile};
 use super::select::{self, SelectError};
 use super::value_parsers::shown;
@@ -14,6 +17,14 @@ use crate::template::forms::Form;
 use crate::template::{Pins, VersionError};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
+
+/// What `nvlabel template --help` says after its flags: where they are read from, and the one
+/// value of a shared flag a pool has no use for.
+pub const READS: &str = "Every flag is read from this command line alone: no environment variable, and \
+no config file `flags` but the sharing config's own migStrategy, extendedLabels and allocationMode, which \
+the pool's nodes read (where --mig-strategy, --extended-labels or --allocation-mode is not given, the \
+config file's value, then the default). --kubeconfig is read with --from-cluster only; a pool's \
+--allocation-mode is device-plugin or dra (auto is decided on a node, by its ResourceSlices).";
 
 /// `nvlabel template`'s flags.
 #[derive(Debug, Default, Clone, Args)]
@@ -42,29 +53,17 @@ pub struct TemplateArgs {
     /// With --from-cluster: print this pool's template only [default: every pool's]
     #[arg(long, value_name = "NAME")]
     pub pool: Option<String>,
-    /// With --from-cluster: the kubeconfig [default: in-cluster, or KUBECONFIG's]
-    #[arg(long)]
-    pub kubeconfig: Option<String>,
-    /// The device-plugin config the pool's nodes use (time-slicing, MPS)
-    #[arg(long, value_name = "FILE")]
-    pub config_file: Option<PathBuf>,
-    /// A directory of device-plugin configs (a mounted ConfigMap); with --config-default, the key
-    /// the pool's nodes select
-    #[arg(long, value_name = "DIR")]
-    pub config_dir: Option<PathBuf>,
-    /// With --config-dir: the key the pool's nodes select
-    #[arg(long, value_name = "KEY")]
-    pub config_default: Option<String>,
-    /// MIG strategy of the pool's nodes: none, single or mixed [default: the config file's
-    /// flags.migStrategy, else none]
-    #[arg(long)]
-    pub mig_strategy: Option<MigStrategy>,
-    /// Add nvlabel's own labels (--extended-labels of the pool's nodes)
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool)]
-    pub extended_labels: Option<bool>,
-    /// How the pool's GPUs are allocated: device-plugin or dra [default: device-plugin]
-    #[arg(long)]
-    pub allocation_mode: Option<AllocationMode>,
+    /// With --from-cluster: the cluster's kubeconfig (the labeller's --kubeconfig).
+    #[command(flatten)]
+    pub api: KubeconfigArgs,
+    /// The sharing config the pool's nodes use (the labeller's --config-file, --config-dir and
+    /// --config-default).
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Which labels the pool's GPUs get (the labeller's --mig-strategy, --extended-labels and
+    /// --allocation-mode); a value not given is the sharing config's, then the default.
+    #[command(flatten)]
+    pub labels: GpuLabelArgs,
     /// The driver the pool pins (its image or AMI), as 550.54.15; without it (or a snapshot),
     /// the driver labels are left out
     #[arg(long, value_name = "VERSION")]
@@ -139,13 +138,13 @@ impl TemplateArgs {
         let file = self.sharing_config()?;
         let flags = file.as_ref().map(|f| &f.flags);
         let from_file = |v: Option<&String>| v.and_then(|s| MigStrategy::from_str(s, false).ok());
-        let mig_strategy =
-            self.mig_strategy.or_else(|| from_file(flags.and_then(|f| f.mig_strategy.as_ref())));
-        let extended = self.extended_labels.or(flags.and_then(|f| f.extended_labels)).unwrap_or(false);
+        let GpuLabelArgs { mig_strategy, extended_labels, allocation_mode } = self.labels;
+        let mig_strategy = mig_strategy.or_else(|| from_file(flags.and_then(|f| f.mig_strategy.as_ref())));
+        let extended = extended_labels.or(flags.and_then(|f| f.extended_labels)).unwrap_or(false);
         let mode_of_file = flags
             .and_then(|f| f.allocation_mode.as_deref())
             .and_then(|s| AllocationMode::from_str(s, false).ok());
-        let profile = match self.allocation_mode.or(mode_of_file).unwrap_or_default() {
+        let profile = match allocation_mode.or(mode_of_file).unwrap_or_default() {
             AllocationMode::DevicePlugin => Profile::DevicePlugin,
             AllocationMode::Dra => Profile::Dra,
             AllocationMode::Auto => {
@@ -179,6 +178,12 @@ impl TemplateArgs {
         })
     }
 
+    /// The kubeconfig of `--from-cluster`: empty means in-cluster (none), as the flag says in
+    /// every command.
+    pub fn kubeconfig(&self) -> Option<&str> {
+        self.api.kubeconfig.as_deref().filter(|k| !k.is_empty())
+    }
+
     /// Where the GPUs come from: exactly one source, with its own flags only.
     fn source(&self) -> Result<PoolSource, TemplateArgsError> {
         let from_cluster = self.from_cluster.unwrap_or(false);
@@ -208,14 +213,16 @@ impl TemplateArgs {
                 "lays out the GPUs of --gpu (a snapshot has its own layout)",
             ));
         }
-        for (flag, value) in
-            [("--pool-label", &self.pool_label), ("--pool", &self.pool), ("--kubeconfig", &self.kubeconfig)]
-        {
+        for (flag, value) in [
+            ("--pool-label", &self.pool_label),
+            ("--pool", &self.pool),
+            ("--kubeconfig", &self.api.kubeconfig),
+        ] {
             if let (Some(v), false) = (value, from_cluster) {
                 return Err(needs(flag, v, "is read with --from-cluster only"));
             }
         }
-        if let (Some(dir), None) = (&self.config_dir, &self.config_default) {
+        if let (Some(dir), None) = (&self.config.config_dir, &self.config.config_default) {
             return Err(needs(
                 "--config-dir",
                 &dir.display(),
@@ -247,14 +254,73 @@ impl TemplateArgs {
 
     /// The sharing config the pool's nodes read, if any.
     fn sharing_config(&self) -> Result<Option<ConfigFile>, TemplateArgsError> {
-        let path = match (&self.config_file, &self.config_dir) {
-            (Some(f), _) => Some(f.clone()),
-            (None, Some(dir)) => select::select(dir, None, self.config_default.as_deref())?,
+        let ConfigArgs { config_file, config_dir, config_default } = &self.config;
+        // Empty is none, as the flag says in every command.
+        let path = match (config_file.as_deref().filter(|f| !f.is_empty()), config_dir) {
+            (Some(f), _) => Some(PathBuf::from(f)),
+            (None, Some(dir)) => select::select(dir, None, config_default.as_deref())?,
             (None, None) => None,
         };
         Ok(match path {
             Some(p) => Some(ConfigFile::load(&p)?),
             None => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::flags::Cli;
+    use clap::CommandFactory;
+
+    /// Template's flags that share a name with one of the labeller's but mean something else: a
+    /// node of the pool's snapshot, the catalogue's GPU, the form printed.
+    const OWN: [&str; 3] = ["snapshot", "gpu", "format"];
+
+    /// Every other flag of `nvlabel template` named as one of another command's is that
+    /// command's clap field, flattened: its type, parser, default and help said once.
+    #[test]
+    fn flags_shared_with_the_labeller_are_its_declarations() {
+        let top = Cli::command();
+        let template = top.find_subcommand("template").unwrap();
+        let elsewhere: Vec<&clap::Arg> = top
+            .get_arguments()
+            .chain(
+                top.get_subcommands().filter(|s| s.get_name() != "template").flat_map(|s| s.get_arguments()),
+            )
+            .collect();
+        let shape = |a: &clap::Arg| {
+            let values: Vec<String> =
+                a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect();
+            let defaults: Vec<String> =
+                a.get_default_values().iter().map(|d| d.to_string_lossy().into_owned()).collect();
+            (a.get_help().map(|h| h.to_string()), a.get_value_names().map(|v| v.to_vec()), values, defaults)
+        };
+        let mut shared = Vec::new();
+        for arg in template.get_arguments().filter(|a| a.get_long().is_some_and(|l| l != "help")) {
+            let long = arg.get_long().unwrap();
+            let Some(other) = elsewhere.iter().find(|a| a.get_long() == Some(long)) else { continue };
+            if OWN.contains(&long) {
+                assert_ne!(shape(arg).0, shape(other).0, "--{long} is template's own: its help says so");
+                continue;
+            }
+            assert_eq!(
+                shape(arg),
+                shape(other),
+                "`nvlabel template` --{long} is not the labeller's declaration"
+            );
+            shared.push(long);
+        }
+        let want = [
+            "kubeconfig",
+            "config-file",
+            "config-dir",
+            "config-default",
+            "mig-strategy",
+            "extended-labels",
+            "allocation-mode",
+            "log-format",
+        ];
+        assert_eq!(shared, want);
     }
 }

@@ -166,6 +166,11 @@ fn bad_input_is_one_line_naming_the_flag_and_the_value() {
             vec!["--format", "resourceslice", "--allocation-mode dra"],
         ),
         (vec![], vec!["--snapshot", "--gpu", "--from-cluster"]),
+        // The labeller's --config-file and --config-dir, one declaration: one or the other.
+        (
+            vec!["--snapshot", s, "--config-file", "x.yaml", "--config-dir", "testdata/configs"],
+            vec!["--config-file", "--config-dir"],
+        ),
     ] {
         let out = template(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -108,6 +108,17 @@ fn mig_layouts_the_gpu_cannot_have_are_refused() {
     for bad in ["1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb,1g.5gb", "9g.99gb"] {
         assert!(matches!(a100.node(1, Some(bad)), Err(CatalogueError::Layout { .. })), "{bad}");
     }
+    // More slices than the GPU has, each profile within its own count; and a profile past its
+    // count, within the slices.
+    for (bad, why) in [
+        ("3g.20gb,3g.20gb,1g.5gb,1g.5gb", "8 slices of a GPU that has 7"),
+        ("1g.5gb.me,1g.5gb.me", "2 x 1g.5gb.me, where one GPU holds at most 1"),
+    ] {
+        match a100.node(1, Some(bad)) {
+            Err(CatalogueError::Layout { why: got, .. }) => assert_eq!(got, why, "{bad}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
     let t4 = catalogue::find("t4").unwrap();
     assert!(matches!(t4.node(1, Some("all-1g.5gb")), Err(CatalogueError::Layout { .. })));
 }

@@ -219,7 +219,12 @@ mod tests {
         let nodes = [
             node(
                 "a-1",
-                &[(pool, "a"), ("nvidia.com/gpu.product", "Tesla-T4"), ("nvidia.com/gfd.timestamp", "1")],
+                &[
+                    (pool, "a"),
+                    ("nvidia.com/gpu.product", "Tesla-T4"),
+                    ("nvidia.com/gfd.timestamp", "1"),
+                    ("nvidia.com/mps.capable", "false"),
+                ],
                 "1",
             ),
             node(
@@ -265,11 +270,10 @@ mod tests {
             BTreeMap::from([("nvidia.com/gpu.product".to_string(), "Tesla-T4".to_string())])
         );
         assert_eq!(a.capacity, BTreeMap::from([("nvidia.com/gpu".to_string(), 1)]));
-        assert!(
-            a.left_out.is_empty(),
-            "the timestamp is a run-time key, never a disagreement: {:?}",
-            a.left_out
-        );
+        // One value, but on one node of two: left out, never taken for the pool's.
+        let keys: Vec<&str> = a.left_out.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(keys, ["nvidia.com/mps.capable"], "the timestamp is a run-time key, never a disagreement");
+        assert_eq!(pools["a"].disagreements[0].values["(none)"], ["a-2"]);
         let b = &pools["b"];
         assert_eq!(b.labels.len(), 1, "{:?}", b.labels);
         assert_eq!(b.capacity["nvidia.com/gpu"], 4);

@@ -88,18 +88,47 @@ const ANNOTATIONS_MAX: usize = 256 * 1024;
 
 /// `template` in `form`; `name` names a NodePool.
 pub fn render(template: &Template, form: Form, name: &str) -> Result<String, FormError> {
-    match form {
-        Form::Labels => Ok(template.labels.iter().map(|(k, v)| format!("{k}={v}\n")).collect()),
-        Form::Json => Ok(json(&Json::of(template))),
-        Form::Karpenter => karpenter(template, name),
-        Form::ClusterAutoscaler => asg_tags(template),
-        Form::ClusterApi => cluster_api(template),
-        Form::Resourceslice if !template.dra => Err(FormError::NotDra),
+    Ok(match body(template, form, name)? {
+        Body::Json(document) => json(&document),
+        Body::Text(text) => text,
+    })
+}
+
+/// What a form prints: a JSON document (so that several pools' go into one object as they are,
+/// never printed and read back), or text.
+enum Body<'a> {
+    /// `json`, `cluster-autoscaler`, `resourceslice`.
+    Json(Document<'a>),
+    /// `labels`, `karpenter`, `cluster-api`.
+    Text(String),
+}
+
+/// A JSON form's document.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Document<'a> {
+    /// The template itself.
+    Template(Json<'a>),
+    /// The ASG tags.
+    Tags(BTreeMap<String, String>),
+    /// A ResourceSlice.
+    Slice(serde_json::Value),
+}
+
+/// `template` in `form`, before it is printed.
+fn body<'a>(template: &'a Template, form: Form, name: &str) -> Result<Body<'a>, FormError> {
+    Ok(match form {
+        Form::Labels => Body::Text(template.labels.iter().map(|(k, v)| format!("{k}={v}\n")).collect()),
+        Form::Json => Body::Json(Document::Template(Json::of(template))),
+        Form::Karpenter => Body::Text(karpenter(template, name)?),
+        Form::ClusterAutoscaler => Body::Json(Document::Tags(asg_tags(template)?)),
+        Form::ClusterApi => Body::Text(cluster_api(template)?),
+        Form::Resourceslice if !template.dra => return Err(FormError::NotDra),
         Form::Resourceslice => match &template.node {
-            Some(node) => Ok(json(&super::slice::of(node, name))),
-            None => Err(FormError::NoGpus),
+            Some(node) => Body::Json(Document::Slice(super::slice::of(node, name))),
+            None => return Err(FormError::NoGpus),
         },
-    }
+    })
 }
 
 /// Every pool of `templates` in `form`, each headed by its name (one pool alone, as [`render`]
@@ -112,22 +141,22 @@ pub fn render_all(
     if let [(pool, t)] = templates {
         return render(t, form, name.unwrap_or(pool));
     }
-    let each = templates.iter().map(|(pool, t)| render(t, form, pool).map(|text| (pool, text)));
-    let each: Vec<(&String, String)> = each.collect::<Result<_, _>>()?;
-    Ok(match form {
-        Form::Json | Form::ClusterAutoscaler | Form::Resourceslice => {
-            let object: serde_json::Map<String, serde_json::Value> = each
-                .into_iter()
-                .map(|(pool, text)| (pool.clone(), serde_json::from_str(&text).expect("the forms' own JSON")))
-                .collect();
-            json(&object)
+    let mut documents: BTreeMap<&str, Document> = BTreeMap::new();
+    let mut texts: Vec<String> = Vec::new();
+    for (pool, t) in templates {
+        match body(t, form, pool)? {
+            Body::Json(document) => {
+                documents.insert(pool, document);
+            }
+            Body::Text(text) if form == Form::Karpenter => texts.push(format!("---\n{text}")),
+            Body::Text(text) => texts.push(format!("# pool {pool}\n{text}")),
         }
-        Form::Karpenter => each.into_iter().map(|(_, text)| format!("---\n{text}")).collect(),
-        Form::Labels | Form::ClusterApi => {
-            let headed: Vec<String> =
-                each.into_iter().map(|(pool, text)| format!("# pool {pool}\n{text}")).collect();
-            headed.join("\n")
-        }
+    }
+    // A form's pools are all documents or all texts: the object of the documents, else the texts.
+    Ok(match (documents.is_empty(), form) {
+        (false, _) => json(&documents),
+        (true, Form::Karpenter) => texts.concat(),
+        (true, _) => texts.join("\n"),
     })
 }
 
@@ -197,7 +226,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// The ASG tags: each label, and each resource's count.
-fn asg_tags(t: &Template) -> Result<String, FormError> {
+fn asg_tags(t: &Template) -> Result<BTreeMap<String, String>, FormError> {
     let labels = t.labels.iter().map(|(k, v)| (format!("{CA_PREFIX}/label/{k}"), v.clone()));
     let resources = t.capacity.iter().map(|(r, n)| (format!("{CA_PREFIX}/resources/{r}"), n.to_string()));
     let tags: BTreeMap<String, String> = labels.chain(resources).collect();
@@ -214,7 +243,7 @@ fn asg_tags(t: &Template) -> Result<String, FormError> {
             }
         }
     }
-    Ok(json(&tags))
+    Ok(tags)
 }
 
 /// The one GPU resource cluster-api's `gpu-type` names: `nvidia.com/gpu` where the pool has it,
@@ -232,9 +261,7 @@ fn cluster_api(t: &Template) -> Result<String, FormError> {
         annotations.insert(format!("{CAPI_PREFIX}/dra-driver"), DRA_DRIVER.to_string());
         let count = t.labels.get("nvidia.com/gpu.count").cloned().unwrap_or_else(|| "0".into());
         annotations.insert(format!("{CAPI_PREFIX}/gpu-count"), count);
-    } else if let Some((resource, count)) =
-        t.capacity.iter().max_by_key(|(r, n)| (r.as_str() == "nvidia.com/gpu", **n))
-    {
+    } else if let Some((resource, count)) = capi_gpu(t) {
         annotations.insert(format!("{CAPI_PREFIX}/gpu-type"), resource.clone());
         annotations.insert(format!("{CAPI_PREFIX}/gpu-count"), count.to_string());
     }

@@ -1,4 +1,4 @@
-use super::forms::{render, Form, FormError};
+use super::forms::{render, render_all, Form, FormError};
 use super::*;
 use crate::labels::MigStrategy;
 use crate::sharing::{ReplicatedResource, Sharing};
@@ -51,6 +51,13 @@ fn mixed_mig_advertises_each_profile_and_the_whole_gpus_apart() {
     let whole = s.gpus.iter().filter(|g| !g.mig.as_ref().is_some_and(|m| m.enabled)).count() as u64;
     assert!(whole > 0 && whole < s.gpus.len() as u64, "the fixture mixes both");
     assert_eq!(t.capacity.get("nvidia.com/gpu"), Some(&whole), "{:?}", t.capacity);
+    // Where every GPU has MIG on, mixed advertises no whole GPU: no `nvidia.com/gpu: 0`.
+    let all_mig = of_snapshot(&snapshot("a100-mig-single"), &config(MigStrategy::Mixed, Sharing::default()));
+    assert!(!all_mig.capacity.contains_key("nvidia.com/gpu"), "{:?}", all_mig.capacity);
+    assert!(!all_mig.capacity.is_empty());
+    // Nor does a node without GPUs advertise `nvidia.com/gpu: 0`, a resource no pod could fit.
+    let none = of_snapshot(&snapshot("no-gpus"), &config(MigStrategy::None, Sharing::default()));
+    assert_eq!(none.capacity, BTreeMap::new());
     let single = of_snapshot(&snapshot("a100-mig-single"), &config(MigStrategy::Single, Sharing::default()));
     assert_eq!(
         single.capacity["nvidia.com/gpu"],
@@ -110,6 +117,34 @@ fn the_forms_carry_every_label_and_the_capacity() {
     assert!(pool.contains("name: \"rtx\"") && pool.contains("nvidia.com/gpu.replicas: \"2\""), "{pool}");
 }
 
+/// Several pools print as each one alone would: one JSON object of their documents, each
+/// byte for byte its own form's (its fields in the same order), or each text headed by its pool.
+#[test]
+fn several_pools_print_each_as_it_prints_alone() {
+    let pools: Vec<(String, Template)> = ["t4", "rtx4090-x10"]
+        .into_iter()
+        .map(|m| (m.to_string(), of_snapshot(&snapshot(m), &config(MigStrategy::None, Sharing::default()))))
+        .collect();
+    for form in [Form::Json, Form::ClusterAutoscaler] {
+        // The object's keys are the pools, sorted; each value is the pool's own document.
+        let mut each: Vec<String> = pools
+            .iter()
+            .map(|(pool, t)| {
+                format!("  {pool:?}: {}", render(t, form, pool).unwrap().trim_end().replace('\n', "\n  "))
+            })
+            .collect();
+        each.sort();
+        let want = format!("{{\n{}\n}}\n", each.join(",\n"));
+        assert_eq!(render_all(&pools, form, None).unwrap(), want, "{form:?}");
+    }
+    let labels = render_all(&pools, Form::Labels, None).unwrap();
+    let headed: Vec<String> = pools
+        .iter()
+        .map(|(pool, t)| format!("# pool {pool}\n{}", render(t, Form::Labels, pool).unwrap()))
+        .collect();
+    assert_eq!(labels, headed.join("\n"));
+}
+
 #[test]
 fn a_form_too_small_for_the_template_refuses_it() {
     let mut t = of_snapshot(&snapshot("t4"), &config(MigStrategy::None, Sharing::default()));
@@ -134,6 +169,50 @@ fn a_form_too_small_for_the_template_refuses_it() {
         render(&t, Form::ClusterAutoscaler, "gpu"),
         Err(FormError::TooManyLabels { max: 50, .. })
     ));
+}
+
+/// Every label of a NodePool past Karpenter's 100 template labels is still declared: those
+/// `metadata.labels` cannot hold are requirements, none lost between the two.
+#[test]
+fn a_node_pool_past_a_hundred_labels_declares_every_one() {
+    let mut t = of_snapshot(&snapshot("t4"), &config(MigStrategy::None, Sharing::default()));
+    for i in 0..120 {
+        t.labels.insert(format!("nvidia.com/x{i:03}"), "y".into());
+    }
+    #[derive(serde::Deserialize)]
+    struct Requirement {
+        key: String,
+    }
+    let pool: serde_json::Value =
+        crate::yaml::from_str(&render(&t, Form::Karpenter, "gpu").unwrap()).unwrap();
+    let template = &pool["spec"]["template"];
+    let labels = template["metadata"]["labels"].as_object().unwrap();
+    let requirements: Vec<Requirement> =
+        serde_json::from_value(template["spec"]["requirements"].clone()).unwrap();
+    assert_eq!((labels.len(), requirements.len()), (100, 100));
+    let declared: std::collections::BTreeSet<&str> =
+        labels.keys().map(String::as_str).chain(requirements.iter().map(|r| r.key.as_str())).collect();
+    let want: std::collections::BTreeSet<&str> = t.labels.keys().map(String::as_str).collect();
+    assert_eq!(declared, want);
+}
+
+/// An EC2 tag key over 128 characters, or annotations over Kubernetes' 256 KiB, refuse the form
+/// with what does not fit.
+#[test]
+fn a_key_or_annotations_too_long_for_the_form_refuse_it() {
+    let mut t = of_snapshot(&snapshot("t4"), &config(MigStrategy::None, Sharing::default()));
+    t.labels.insert(format!("nvidia.com/{}", "k".repeat(80)), "v".into());
+    match render(&t, Form::ClusterAutoscaler, "gpu") {
+        Err(FormError::TooLong { what: "tag key", max: 128, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    for i in 0..5000 {
+        t.labels.insert(format!("nvidia.com/long-{i:04}-{}", "x".repeat(40)), "v".repeat(20));
+    }
+    match render(&t, Form::ClusterApi, "gpu") {
+        Err(FormError::TooLong { what: "the annotations", max: 262144, .. }) => {}
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

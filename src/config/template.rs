@@ -106,11 +106,17 @@ pub enum TemplateArgsError {
         /// What it needs.
         why: &'static str,
     },
-    /// The sharing config.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
+    /// The sharing config, and the flag that named it (`--config-file`, or `--config-dir`
+    /// with `--config-default`).
+    #[error("{flag}: {source}")]
+    Config {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong with the file.
+        source: ConfigError,
+    },
     /// The config directory.
-    #[error(transparent)]
+    #[error("--config-dir: {0}")]
     Select(#[from] SelectError),
     /// A version flag.
     #[error(transparent)]
@@ -121,7 +127,7 @@ impl crate::exit::Classify for TemplateArgsError {
     /// The command line's, or the files it names.
     fn is_bad_configuration(&self) -> bool {
         match self {
-            TemplateArgsError::Config(e) => e.is_bad_configuration(),
+            TemplateArgsError::Config { source, .. } => source.is_bad_configuration(),
             TemplateArgsError::Select(e) => e.is_bad_configuration(),
             TemplateArgsError::Version(e) => e.is_bad_configuration(),
             TemplateArgsError::NoSource
@@ -256,15 +262,17 @@ impl TemplateArgs {
     fn sharing_config(&self) -> Result<Option<ConfigFile>, TemplateArgsError> {
         let ConfigArgs { config_file, config_dir, config_default } = &self.config;
         // Empty is none, as the flag says in every command.
-        let path = match (config_file.as_deref().filter(|f| !f.is_empty()), config_dir) {
-            (Some(f), _) => Some(PathBuf::from(f)),
-            (None, Some(dir)) => select::select(dir, None, config_default.as_deref())?,
-            (None, None) => None,
+        let (flag, path) = match (config_file.as_deref().filter(|f| !f.is_empty()), config_dir) {
+            (Some(f), _) => ("--config-file", Some(PathBuf::from(f))),
+            (None, Some(dir)) => ("--config-dir", select::select(dir, None, config_default.as_deref())?),
+            (None, None) => return Ok(None),
         };
-        Ok(match path {
-            Some(p) => Some(ConfigFile::load(&p)?),
-            None => None,
-        })
+        match path {
+            Some(p) => {
+                ConfigFile::load(&p).map(Some).map_err(|source| TemplateArgsError::Config { flag, source })
+            }
+            None => Ok(None),
+        }
     }
 }
 

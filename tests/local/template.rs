@@ -141,7 +141,11 @@ fn bad_input_is_one_line_naming_the_flag_and_the_value() {
         (vec!["--gpu", "t4", "--count", "1", "--snapshot", s], vec!["--snapshot", "--gpu"]),
         (
             vec!["--gpu", "t4", "--count", "1", "--config-file", invalid.to_str().unwrap()],
-            vec!["invalid-replicas.yaml"],
+            vec!["--config-file", "invalid-replicas.yaml", "replicas"],
+        ),
+        (
+            vec!["--gpu", "t4", "--config-dir", "testdata/configs", "--config-default", "no-such-key"],
+            vec!["--config-dir", "no-such-key"],
         ),
         (
             vec![

@@ -33,7 +33,8 @@ pub struct TemplateArgs {
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
     /// The pool's GPUs from the built-in catalogue: the NVML name ("NVIDIA H100 80GB HBM3"), the
-    /// gpu.model value (h100-80gb-hbm3) or the PCI device id (2330)
+    /// gpu.model value (h100-80gb-hbm3), the gpu.product value (NVIDIA-H100-80GB-HBM3) or the PCI
+    /// device id (2330)
     #[arg(long, value_name = "NAME")]
     pub gpu: Option<String>,
     /// With --gpu: GPUs per node, 1 to 64 [default: 1]

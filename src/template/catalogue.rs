@@ -166,13 +166,16 @@ pub fn entries() -> &'static [Entry] {
     })
 }
 
-/// The entry `query` names: its NVML name (any case), its `gpu.model` or its PCI device id.
+/// The entry `query` names: its NVML name (any case), its `gpu.model`, its `gpu.product` as a
+/// node carries it (`NVIDIA-H100-80GB-HBM3`), or its PCI device id. Names are matched by their
+/// model name (vendor words, case and punctuation aside), so each of those forms finds the entry.
 pub fn find(query: &str) -> Result<&'static Entry, CatalogueError> {
     let q = query.trim();
     let all = entries();
-    let model = q.to_ascii_lowercase();
-    if let Some(e) =
-        all.iter().find(|e| e.name.eq_ignore_ascii_case(q) || model_name(&e.name).as_deref() == Some(&*model))
+    let model = model_name(q);
+    if let Some(e) = all
+        .iter()
+        .find(|e| e.name.eq_ignore_ascii_case(q) || (model.is_some() && model_name(&e.name) == model))
     {
         return Ok(e);
     }

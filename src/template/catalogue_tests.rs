@@ -1,5 +1,6 @@
 use super::catalogue::{self, CatalogueError};
 use super::*;
+use crate::labels::extended::model_name;
 use crate::labels::MigStrategy;
 use crate::sharing::Sharing;
 use std::collections::BTreeMap;
@@ -67,14 +68,30 @@ fn the_catalogue_parses_and_every_figure_says_where_it_was_seen() {
             "{}: says what it lacks",
             e.name
         );
+        assert!(
+            e.pci_class.is_none() == e.lacks.iter().any(|l| l == "PCI class"),
+            "{}: says whether it lacks its PCI class",
+            e.name
+        );
     }
 }
 
 #[test]
 fn a_gpu_is_found_by_its_nvml_name_its_model_or_its_pci_id() {
-    for q in ["Tesla T4", "tesla t4", "t4", "1eb8", "0x1EB8"] {
+    for q in ["Tesla T4", "tesla t4", "t4", "Tesla-T4", "1eb8", "0x1EB8"] {
         assert_eq!(catalogue::find(q).unwrap().name, "Tesla T4", "{q}");
     }
+    // The gpu.product a node of it carries, and its model with the vendor word.
+    for q in ["NVIDIA-H100-80GB-HBM3", "h100-80gb-hbm3", "H100 80GB HBM3"] {
+        assert_eq!(catalogue::find(q).unwrap().name, "NVIDIA H100 80GB HBM3", "{q}");
+    }
+    assert_eq!(catalogue::find("tesla-v100-sxm2-16gb").unwrap().name, "Tesla V100-SXM2-16GB");
+    // Each entry's model name is its own: a name finds one entry only.
+    let mut models: Vec<String> = catalogue::entries().iter().filter_map(|e| model_name(&e.name)).collect();
+    let all = models.len();
+    models.sort();
+    models.dedup();
+    assert_eq!(models.len(), all, "two entries share a model name");
     match catalogue::find("25b6") {
         Err(CatalogueError::Ambiguous { names, .. }) => assert!(names.len() >= 2, "{names:?}"),
         other => panic!("25b6 is the A2's and the A16's: {other:?}"),
@@ -95,11 +112,26 @@ fn counts_outside_one_to_sixty_four_are_refused() {
 
 #[test]
 fn an_entry_without_a_figure_refuses_the_template_that_needs_it() {
-    let lacking =
-        catalogue::entries().iter().find(|e| e.memory.is_empty()).expect("an entry that lacks its memory");
-    let e = lacking.node(1, None).unwrap_err();
-    assert!(matches!(&e, CatalogueError::Lacks { .. }), "{e:?}");
-    assert!(e.to_string().contains("--snapshot"), "names the way out: {e}");
+    let t4 = catalogue::find("t4").unwrap();
+    let no_memory = catalogue::Entry { memory: Vec::new(), ..t4.clone() };
+    let no_class = catalogue::Entry { pci_class: None, ..t4.clone() };
+    let h200 = catalogue::find("NVIDIA H200").unwrap();
+    for (e, what) in [
+        (no_memory.node(1, None), "the total memory NVML reports"),
+        (no_class.node(1, None), "the PCI class (gpu.mode)"),
+        (h200.node(1, Some("all-1g.18gb")), "the memory NVML reports for MIG profile 1g.18gb"),
+    ] {
+        let e = e.unwrap_err();
+        match &e {
+            CatalogueError::Lacks { what: got, .. } => assert_eq!(got, what),
+            other => panic!("{other:?}"),
+        }
+        assert!(e.to_string().contains("--snapshot"), "names the way out: {e}");
+    }
+    // Each entry lacking a figure is refused so, where its lacks say.
+    for entry in catalogue::entries().iter().filter(|e| e.lacks.iter().any(|l| l == "PCI class")) {
+        assert!(matches!(entry.node(1, None), Err(CatalogueError::Lacks { .. })), "{}", entry.name);
+    }
 }
 
 #[test]

@@ -3,7 +3,6 @@ use super::*;
 use crate::labels::extended::model_name;
 use crate::labels::MigStrategy;
 use crate::sharing::Sharing;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn golden(machine: &str) -> Snapshot {
@@ -237,72 +236,4 @@ fn a_template_says_which_memory_figure_it_used_where_the_node_decides() {
         "gpu.memory is 15360 MiB, what NVML reports on Tesla T4's usual nodes (ECC on); it reports 16384 MiB with ECC off: for such a pool give the snapshot of one node"
     );
     assert_eq!(t4.node(1, None).unwrap().gpus[0].memory_bytes, Some(15360 << 20), "the default figure");
-}
-
-/// The catalogue's H100 with a mixed MIG layout gives the labels GFD gave a real node so laid
-/// out: one H100 80GB HBM3, 2 x 1g.10gb, 2g.20gb and 3g.40gb, driver 550.54.15, in NVIDIA's
-/// GPU Operator documentation (cloud-native-docs, `gpu-operator/manifests/output/
-/// mig-mixed-node-labels.json`), less what the Operator and the run set there; its GFD predates
-/// `gpu.mode` and `vgpu.present`, which are ours to add as today's GFD does.
-#[test]
-fn a_catalogue_h100_mig_pool_is_what_gfd_labelled_on_such_a_node() {
-    let mut want: BTreeMap<String, String> = [
-        ("cuda.driver-version.full", "550.54.15"),
-        ("cuda.driver-version.major", "550"),
-        ("cuda.driver-version.minor", "54"),
-        ("cuda.driver-version.revision", "15"),
-        ("cuda.driver.major", "550"),
-        ("cuda.driver.minor", "54"),
-        ("cuda.driver.rev", "15"),
-        ("cuda.runtime-version.full", "12.4"),
-        ("cuda.runtime-version.major", "12"),
-        ("cuda.runtime-version.minor", "4"),
-        ("cuda.runtime.major", "12"),
-        ("cuda.runtime.minor", "4"),
-        ("gpu.compute.major", "9"),
-        ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.family", "hopper"),
-        ("gpu.machine", "PIO-4124GS-TNR-01-NC24B"),
-        ("gpu.memory", "81559"),
-        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("gpu.replicas", "0"),
-        ("gpu.sharing-strategy", "none"),
-        ("mig.capable", "true"),
-        ("mig.strategy", "mixed"),
-        ("mps.capable", "false"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (format!("nvidia.com/{k}"), v.to_string()))
-    .collect();
-    // Each profile: its count on the node, memory, multiprocessors, and slices (= its copy
-    // engines, decoders and JPEG decoders on an H100).
-    for (profile, count, memory, sms, slices) in
-        [("1g.10gb", 2, 9984, 16, 1), ("2g.20gb", 1, 20096, 32, 2), ("3g.40gb", 1, 40320, 60, 3)]
-    {
-        let product = format!("NVIDIA-H100-80GB-HBM3-MIG-{profile}");
-        let each = [
-            ("count", count.to_string()),
-            ("engines.copy", slices.to_string()),
-            ("engines.decoder", slices.to_string()),
-            ("engines.encoder", "0".into()),
-            ("engines.jpeg", slices.to_string()),
-            ("engines.ofa", "0".into()),
-            ("memory", memory.to_string()),
-            ("multiprocessors", sms.to_string()),
-            ("product", product),
-            ("replicas", "1".into()),
-            ("sharing-strategy", "none".into()),
-            ("slices.ci", slices.to_string()),
-            ("slices.gi", slices.to_string()),
-        ];
-        want.extend(each.into_iter().map(|(k, v)| (format!("nvidia.com/mig-{profile}.{k}"), v)));
-    }
-    want.insert("nvidia.com/gpu.mode".into(), "compute".into());
-    want.insert("nvidia.com/vgpu.present".into(), "false".into());
-    let pins = Pins::parse(Some("550.54.15"), Some("12.4"), Some("PIO-4124GS-TNR-01-NC24B")).unwrap();
-    let entry = catalogue::find("h100-80gb-hbm3").unwrap();
-    let node = pins.apply(entry.node(1, Some("3g.40gb,2g.20gb,1g.10gb,1g.10gb")).unwrap());
-    let t = of_snapshot(&node, &LabelConfig { mig_strategy: MigStrategy::Mixed, ..plain() });
-    assert_eq!(t.labels, want);
 }

@@ -60,6 +60,7 @@ mod slice_watch;
 mod soak;
 mod start_only;
 mod template;
+mod template_gfd;
 mod template_list;
 mod topology_faults;
 mod writers;

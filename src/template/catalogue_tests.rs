@@ -72,6 +72,11 @@ fn the_catalogue_parses_and_every_figure_says_where_it_was_seen() {
             "{}: says whether it lacks its PCI class",
             e.name
         );
+        assert!(
+            (e.mig_capable && e.mig_profiles.is_empty()) == e.lacks.iter().any(|l| l == "MIG profiles"),
+            "{}: says whether it lacks its MIG profiles",
+            e.name
+        );
     }
 }
 

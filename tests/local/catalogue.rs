@@ -65,7 +65,7 @@ fn template_catalogue() -> String {
          `src/template/gpus.yaml`: what NVML reports for each, and where each figure was seen (a\n\
          bundled machine is a fixture built from a real node's figures). A figure nobody measured is\n\
          not there: a template that needs it is refused, and a snapshot of one node is the way out.\n\n\
-         | NVML name | memory (MiB, as NVML reports it) | compute | MIG | MIG profiles | lacks | seen |\n|---|---|---|---|---|---|---|\n",
+         | NVML name | memory (MiB, as NVML reports it) | compute | PCI class | MIG | MIG profiles | lacks | seen |\n|---|---|---|---|---|---|---|---|\n",
     );
     for e in nvlabel::template::catalogue::entries() {
         let memory: Vec<String> = e
@@ -79,16 +79,18 @@ fn template_catalogue() -> String {
         let profiles: Vec<&str> = e.mig_profiles.iter().map(|p| p.profile.as_str()).collect();
         let mut seen: Vec<String> = e.memory.iter().flat_map(|m| m.seen.clone()).collect();
         seen.push(e.compute_seen.clone());
+        seen.extend(e.pci_class.iter().flat_map(|c| c.seen.clone()));
         seen.extend(e.mig_profiles.iter().flat_map(|p| p.seen.clone()));
         seen.sort();
         seen.dedup();
         let dash = |v: String| if v.is_empty() { "—".to_string() } else { v };
         md.push_str(&format!(
-            "| {} | {} | {}.{} | {} | {} | {} | {} |\n",
+            "| {} | {} | {}.{} | {} | {} | {} | {} | {} |\n",
             e.name,
             dash(memory.join(", ")),
             e.compute_capability[0],
             e.compute_capability[1],
+            dash(e.pci_class.as_ref().map(|c| format!("`{}`", c.value)).unwrap_or_default()),
             if e.mig_capable { "yes" } else { "no" },
             dash(profiles.join(", ")),
             dash(e.lacks.join(", ")),

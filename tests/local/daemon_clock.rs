@@ -70,11 +70,22 @@ async fn run_for(d: Duration) {
     }
 }
 
-/// Lets the daemon's tasks run. A pass on the blocking pool holds the virtual clock still
-/// (tokio inhibits auto-advance while blocking work runs), so no real time is needed.
+/// Lets the daemon's tasks run.
 async fn settle() {
     for _ in 0..10 {
         tokio::task::yield_now().await;
+    }
+}
+
+/// Waits until `done()`, the virtual clock held still, so that what a test counts time from (a
+/// publish) has happened before the clock moves, however long the machine takes. The deadline
+/// only bounds a hang.
+async fn until(done: impl Fn() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within 60 s");
+        std::thread::sleep(Duration::from_millis(1));
+        settle().await;
     }
 }
 
@@ -246,10 +257,14 @@ async fn the_cross_check_fires_when_its_grace_ends_and_a_config_change_restarts_
             settle().await;
         }
     };
+    let patches = || node.lock().unwrap().patches;
+    until(|| patches() >= 1, "the first pass").await;
     seconds(20).await;
     assert_eq!(gauge(), 0, "within the grace period");
     std::fs::write(&config, ts(2)).unwrap();
     control.send(Control::Reload).await.unwrap();
+    // The reload's pass publishes the new promise (replicas 2): its grace starts there.
+    until(|| patches() >= 2, "the reload's pass").await;
     seconds(15).await;
     assert_eq!(gauge(), 0, "the new promise has a grace period of its own:\n{}", logs.text());
     seconds(20).await;

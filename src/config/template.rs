@@ -10,7 +10,7 @@
 use super::arg_groups::{parse_bool, ConfigArgs, GpuLabelArgs, KubeconfigArgs};
 use super::file::{ConfigError, ConfigFile};
 use super::select::{self, SelectError};
-use super::value_parsers::shown;
+use super::value_parsers::{choice, shown};
 use crate::labels::{AllocationMode, LabelConfig, MigStrategy, Profile};
 use crate::template::command::{PoolSource, TemplateConfig};
 use crate::template::forms::Form;
@@ -116,6 +116,18 @@ pub enum TemplateArgsError {
         /// What is wrong with the file.
         source: ConfigError,
     },
+    /// A value of the sharing config's `flags` the labeller would refuse.
+    #[error("invalid value {value:?} for flags.{key} in config file {path}: {why}")]
+    FileValue {
+        /// The key under `flags`.
+        key: &'static str,
+        /// Its value.
+        value: String,
+        /// The file.
+        path: String,
+        /// What it may be.
+        why: String,
+    },
     /// The config directory.
     #[error("--config-dir: {0}")]
     Select(#[from] SelectError),
@@ -133,7 +145,8 @@ impl crate::exit::Classify for TemplateArgsError {
             TemplateArgsError::Version(e) => e.is_bad_configuration(),
             TemplateArgsError::NoSource
             | TemplateArgsError::Sources { .. }
-            | TemplateArgsError::Needs { .. } => true,
+            | TemplateArgsError::Needs { .. }
+            | TemplateArgsError::FileValue { .. } => true,
         }
     }
 }
@@ -143,14 +156,14 @@ impl TemplateArgs {
     pub fn config(&self) -> Result<TemplateConfig, TemplateArgsError> {
         let source = self.source()?;
         let file = self.sharing_config()?;
-        let flags = file.as_ref().map(|f| &f.flags);
-        let from_file = |v: Option<&String>| v.and_then(|s| MigStrategy::from_str(s, false).ok());
+        let flags = file.as_ref().map(|(_, f)| &f.flags);
         let GpuLabelArgs { mig_strategy, extended_labels, allocation_mode } = self.labels;
-        let mig_strategy = mig_strategy.or_else(|| from_file(flags.and_then(|f| f.mig_strategy.as_ref())));
+        let strategy_of_file: Option<MigStrategy> =
+            file_value(file.as_ref(), "migStrategy", flags.and_then(|f| f.mig_strategy.as_ref()))?;
+        let mode_of_file: Option<AllocationMode> =
+            file_value(file.as_ref(), "allocationMode", flags.and_then(|f| f.allocation_mode.as_ref()))?;
+        let mig_strategy = mig_strategy.or(strategy_of_file);
         let extended = extended_labels.or(flags.and_then(|f| f.extended_labels)).unwrap_or(false);
-        let mode_of_file = flags
-            .and_then(|f| f.allocation_mode.as_deref())
-            .and_then(|s| AllocationMode::from_str(s, false).ok());
         let profile = match allocation_mode.or(mode_of_file).unwrap_or_default() {
             AllocationMode::DevicePlugin => Profile::DevicePlugin,
             AllocationMode::Dra => Profile::Dra,
@@ -166,7 +179,7 @@ impl TemplateArgs {
         };
         let labels = LabelConfig {
             mig_strategy: mig_strategy.unwrap_or(MigStrategy::None),
-            sharing: file.map(|f| f.sharing).unwrap_or_default(),
+            sharing: file.map(|(_, f)| f.sharing).unwrap_or_default(),
             timestamp: None,
             extended,
             profile,
@@ -259,8 +272,8 @@ impl TemplateArgs {
         Err(TemplateArgsError::NoSource)
     }
 
-    /// The sharing config the pool's nodes read, if any.
-    fn sharing_config(&self) -> Result<Option<ConfigFile>, TemplateArgsError> {
+    /// The sharing config the pool's nodes read, if any, and where it was read.
+    fn sharing_config(&self) -> Result<Option<(PathBuf, ConfigFile)>, TemplateArgsError> {
         let ConfigArgs { config_file, config_dir, config_default } = &self.config;
         // Empty is none, as the flag says in every command.
         let (flag, path) = match (config_file.as_deref().filter(|f| !f.is_empty()), config_dir) {
@@ -269,12 +282,29 @@ impl TemplateArgs {
             (None, None) => return Ok(None),
         };
         match path {
-            Some(p) => {
-                ConfigFile::load(&p).map(Some).map_err(|source| TemplateArgsError::Config { flag, source })
-            }
+            Some(p) => match ConfigFile::load(&p) {
+                Ok(file) => Ok(Some((p, file))),
+                Err(source) => Err(TemplateArgsError::Config { flag, source }),
+            },
             None => Ok(None),
         }
     }
+}
+
+/// A value of the sharing config's `flags` (`key`), read as the labeller reads it: one the
+/// labeller would refuse is refused, naming the file, the key and the value.
+fn file_value<T: ValueEnum>(
+    file: Option<&(PathBuf, ConfigFile)>,
+    key: &'static str,
+    value: Option<&String>,
+) -> Result<Option<T>, TemplateArgsError> {
+    let (Some((path, _)), Some(value)) = (file, value) else { return Ok(None) };
+    choice(value).map(Some).map_err(|why| TemplateArgsError::FileValue {
+        key,
+        value: value.clone(),
+        path: path.display().to_string(),
+        why,
+    })
 }
 
 #[cfg(test)]

@@ -130,7 +130,15 @@ fn bad_input_is_one_line_naming_the_flag_and_the_value() {
     let s = snapshot("t4");
     let s = s.to_str().unwrap();
     let invalid = repo().join("testdata/configs/invalid-replicas.yaml");
+    // A sharing config whose `flags` the labeller refuses is refused here too, as it words it.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_flag = dir.path().join("bad-strategy.yaml");
+    std::fs::write(&bad_flag, "version: v1\nflags:\n  migStrategy: mixd\n").unwrap();
     for (args, names) in [
+        (
+            vec!["--gpu", "t4", "--config-file", bad_flag.to_str().unwrap()],
+            vec!["flags.migStrategy", "\"mixd\"", "bad-strategy.yaml", "use none, single or mixed"],
+        ),
         (
             vec!["--gpu", "NVIDIA H100 80GB HMB3", "--count", "8"],
             vec!["--gpu", "HMB3", "NVIDIA H100 80GB HBM3"],
